@@ -1,0 +1,28 @@
+"""Where lm-eval-ext keeps downloads, converted models and user-registered tasks."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+CACHE_ENV = "LM_EVAL_EXT_CACHE"
+DATA_ENV = "LM_EVAL_EXT_DATA"
+
+
+def cache_dir() -> Path:
+    """Root of the cache: ``$LM_EVAL_EXT_CACHE``, else ``$XDG_CACHE_HOME/lm_eval_ext``."""
+    explicit = os.environ.get(CACHE_ENV)
+    if explicit:
+        return Path(explicit).expanduser()
+    xdg = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(xdg) / "lm_eval_ext"
+
+
+def user_tasks_dir() -> Path:
+    """Folder for tasks the user registers (``lm-eval-ext data fingerprint --register``)."""
+    return cache_dir() / "user_tasks"
+
+
+def package_tasks_dir() -> Path:
+    """Folder of the task YAMLs shipped with the package."""
+    return Path(__file__).resolve().parent / "tasks"

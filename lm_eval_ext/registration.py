@@ -1,0 +1,83 @@
+"""Register ``hf-metered`` and the package's task folders with lm-eval.
+
+Used by the start-up hook (:mod:`lm_eval_ext._autoload`) and explicitly by
+``lm-eval-ext run``. Both functions are idempotent.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from pathlib import Path
+
+from lm_eval_ext.paths import package_tasks_dir, user_tasks_dir
+
+#: lm-eval model name -> "module:Class" (must match the class exactly so that the
+#: registry's lazy placeholder upgrades to the class when the module is imported).
+MODELS = {
+    "hf-metered": "lm_eval_ext.model_wrappers.hf_metered:HFMeteredLM",
+}
+
+_PATCH_MARK = "_lm_eval_ext_patched"
+
+
+def register_models() -> None:
+    """Register our models as lazy placeholders, after lm-eval's own built-ins.
+
+    Importing ``lm_eval.models`` first matters: ``get_model`` only imports the built-ins
+    when the registry is empty, so registering first would hide ``--model hf``.
+    """
+    import lm_eval.models  # noqa: F401  (registers the built-in models)
+    from lm_eval.api.registry import model_registry
+
+    for name, target in MODELS.items():
+        if name not in model_registry:
+            model_registry.register(name, target=target)
+
+
+def task_include_paths() -> list[Path]:
+    """The package's task folder, plus the user-registered task folder when it exists."""
+    paths = [package_tasks_dir()]
+    user_dir = user_tasks_dir()
+    if user_dir.is_dir():
+        paths.append(user_dir)
+    return paths
+
+
+def _merge_include_paths(user_value) -> list:
+    ours = [str(p) for p in task_include_paths()]
+    if user_value is None:
+        theirs = []
+    elif isinstance(user_value, (list, tuple)):
+        theirs = list(user_value)
+    else:
+        theirs = [user_value]
+    # Later paths override earlier ones in lm-eval's index: the user's paths come last.
+    return ours + [p for p in theirs if str(p) not in ours]
+
+
+def patch_task_manager(task_manager_cls=None) -> None:
+    """Make every ``TaskManager`` also index the package's task folders."""
+    if task_manager_cls is None:
+        from lm_eval.tasks import TaskManager as task_manager_cls
+    original = task_manager_cls.__init__
+    if getattr(original, _PATCH_MARK, False):
+        return
+    signature = inspect.signature(original)
+
+    @functools.wraps(original)
+    def __init__(self, *args, **kwargs):
+        bound = signature.bind(self, *args, **kwargs)
+        bound.arguments["include_path"] = _merge_include_paths(
+            bound.arguments.get("include_path")
+        )
+        original(*bound.args, **bound.kwargs)
+
+    setattr(__init__, _PATCH_MARK, True)
+    task_manager_cls.__init__ = __init__
+
+
+def activate() -> None:
+    """Register models and patch the task manager (what the autoload hook does)."""
+    register_models()
+    patch_task_manager()
