@@ -1,0 +1,143 @@
+"""Prepared BBQ rows: the upstream JSONL joined with ``additional_metadata.csv``.
+
+Every prepared row keeps what the analysis needs: category, example_id, the natural unit
+(``unit_id = "{category}:{example_id // 4}"``: the four rows ambig/disambig x neg/nonneg of
+one template instance), question_index, context_condition, question_polarity, answer_info,
+stereotyped groups, ``target_loc`` (index of the answer naming the targeted group, from the
+supplemental metadata that the upstream bias-score script uses) and ``unknown_loc`` (index
+of the "can't be determined" answer).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from lm_eval_ext.data.sources import BBQ, BBQ_CATEGORIES
+from lm_eval_ext.data.store import benchmark_dir
+from lm_eval_ext.errors import DataCorruptError
+
+METADATA_PATH = "supplemental/additional_metadata.csv"
+UNITS_PER_CASE = 4
+_OPTIONS = ("ans0", "ans1", "ans2")
+
+
+def unit_id(category: str, example_id: int) -> str:
+    """Natural unit of a BBQ row: ``"{category}:{example_id // 4}"``."""
+    return f"{category}:{example_id // UNITS_PER_CASE}"
+
+
+def item_key(category: str, example_id: int) -> str:
+    """Stable key of a BBQ row across runs and harnesses."""
+    return f"bbq:{category}:{example_id}"
+
+
+def _na(value: str) -> str | None:
+    return None if value in ("NA", "") else value
+
+
+def _read_metadata(path: Path) -> dict[tuple[str, int], dict[str, Any]]:
+    """Supplemental metadata keyed by (category, example_id), duplicates collapsed.
+
+    The file has embedded newlines (parse it as CSV) and 64 duplicated Gender_identity
+    keys whose copies agree on ``target_loc`` but not on other columns; the first copy is
+    kept, and a disagreement on ``target_loc`` is an error.
+    """
+    out: dict[tuple[str, int], dict[str, Any]] = {}
+    with open(path, encoding="utf-8", newline="") as handle:
+        for row in csv.DictReader(handle):
+            key = (row["category"], int(row["example_id"]))
+            target = _na(row["target_loc"])
+            record = {
+                "target_loc": None if target is None else int(target),
+                "label_type": _na(row["label_type"]),
+                "known_stereotyped_groups": _na(row["Known_stereotyped_groups"]),
+                "known_stereotyped_race": _na(row["Known_stereotyped_race"]),
+                "known_stereotyped_var2": _na(row["Known_stereotyped_var2"]),
+                "relevant_social_values": _na(row["Relevant_social_values"]),
+            }
+            previous = out.get(key)
+            if previous is None:
+                out[key] = record
+            elif previous["target_loc"] != record["target_loc"]:
+                raise DataCorruptError(
+                    f"{path}: duplicated key {key} has conflicting target_loc "
+                    f"({previous['target_loc']} vs {record['target_loc']}); replace the file "
+                    "with the upstream original."
+                )
+    return out
+
+
+def _prepare(raw: dict[str, Any], meta: dict[str, Any], source: Path) -> dict[str, Any]:
+    category, example_id = raw["category"], int(raw["example_id"])
+    unknown = [i for i, k in enumerate(_OPTIONS) if raw["answer_info"][k][1] == "unknown"]
+    if len(unknown) != 1:
+        raise DataCorruptError(
+            f"{source}: example_id {example_id} has {len(unknown)} 'unknown' answers in "
+            "answer_info (expected exactly 1); replace the file with the upstream original."
+        )
+    extra = raw["additional_metadata"]
+    return {
+        "item_key": item_key(category, example_id),
+        "category": category,
+        "example_id": example_id,
+        "case_id": example_id // UNITS_PER_CASE,
+        "unit_id": unit_id(category, example_id),
+        "question_index": str(raw["question_index"]),
+        "context_condition": raw["context_condition"],
+        "question_polarity": raw["question_polarity"],
+        "context": raw["context"],
+        "question": raw["question"],
+        "ans0": raw["ans0"],
+        "ans1": raw["ans1"],
+        "ans2": raw["ans2"],
+        "label": int(raw["label"]),
+        "answer_info": {k: list(raw["answer_info"][k]) for k in _OPTIONS},
+        "subcategory": extra.get("subcategory"),
+        "stereotyped_groups": list(extra.get("stereotyped_groups") or []),
+        "source": extra.get("source"),
+        "unknown_loc": unknown[0],
+        **meta,
+    }
+
+
+@lru_cache(maxsize=4)
+def _load_all(folder: str) -> tuple[dict[str, Any], ...]:
+    root = Path(folder)
+    metadata_path = root / METADATA_PATH
+    metadata = _read_metadata(metadata_path)
+    rows: list[dict[str, Any]] = []
+    for category in BBQ_CATEGORIES:
+        path = root / f"data/{category}.jsonl"
+        with open(path, encoding="utf-8") as handle:
+            for line in handle:
+                if not line.strip():
+                    continue
+                raw = json.loads(line)
+                key = (raw["category"], int(raw["example_id"]))
+                meta = metadata.get(key)
+                if meta is None:
+                    raise DataCorruptError(
+                        f"{metadata_path} has no row for {key} (from {path}); replace both "
+                        "files with the upstream originals."
+                    )
+                rows.append(_prepare(raw, meta, path))
+    rows.sort(key=lambda r: (r["category"], r["example_id"]))
+    return tuple(rows)
+
+
+def load_bbq_rows() -> tuple[dict[str, Any], ...]:
+    """All 58,492 prepared BBQ rows, sorted by (category, example_id).
+
+    The rows are cached per process; treat them as read-only.
+    """
+    folder = benchmark_dir(BBQ.name)
+    return _load_all(str(folder))
+
+
+def rows_by_key() -> dict[tuple[str, int], dict[str, Any]]:
+    """Prepared rows keyed by (category, example_id)."""
+    return {(r["category"], r["example_id"]): r for r in load_bbq_rows()}
