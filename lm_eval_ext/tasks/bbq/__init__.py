@@ -1,0 +1,1 @@
+"""BBQ tasks: frozen instrument, nested subsets, memberships and the full set."""
