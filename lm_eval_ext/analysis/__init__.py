@@ -1,0 +1,1 @@
+"""Did the conclusion change? Paired comparisons of lm-eval runs (see the README)."""

