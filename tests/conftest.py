@@ -1,0 +1,63 @@
+"""Shared fixtures: offline settings, the benchmark data folder, the embedded model."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+os.environ.setdefault("LM_EVAL_EXT_DATA", str(REPO.parent / "shared" / "data"))
+os.environ["HF_HUB_OFFLINE"] = "1"
+os.environ["HF_DATASETS_OFFLINE"] = "1"
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+DATA = Path(os.environ["LM_EVAL_EXT_DATA"])
+BIN = Path(sys.executable).parent
+
+
+@pytest.fixture(scope="session")
+def data_dir() -> Path:
+    """The benchmark data folder (``LM_EVAL_EXT_DATA``; ../shared/data by default)."""
+    if not (DATA / "bbq" / "data" / "Age.jsonl").is_file():
+        pytest.fail(f"benchmark data not found under {DATA}: set LM_EVAL_EXT_DATA")
+    return DATA
+
+
+@pytest.fixture(scope="session")
+def embedded_checkpoint() -> Path:
+    """The converted embedded model (downloads + converts once per cache)."""
+    from lm_eval_ext.model_wrappers.embedded_model import ensure_checkpoint
+
+    return ensure_checkpoint()
+
+
+@pytest.fixture(scope="session")
+def embedded_lm(embedded_checkpoint):
+    """One HFMeteredLM on the CPU, shared by the in-process lm-eval tests."""
+    from lm_eval_ext.model_wrappers.hf_metered import HFMeteredLM
+
+    return HFMeteredLM(device="cpu", batch_size=4)
+
+
+def console_script(name: str) -> str:
+    """Absolute path of an installed console script of this interpreter's environment."""
+    path = BIN / name
+    if not path.exists():
+        found = shutil.which(name)
+        if found is None:
+            pytest.fail(f"console script {name!r} not installed; run `pip install .`")
+        return found
+    return str(path)
+
+
+def run_cli(args: list[str], *, env: dict | None = None, cwd: Path | None = None,
+            timeout: int = 600) -> subprocess.CompletedProcess:
+    """Run a console script with the test environment (plus ``env``) and capture output."""
+    full_env = {**os.environ, **(env or {})}
+    return subprocess.run([console_script(args[0]), *args[1:]], capture_output=True, text=True,
+                          env=full_env, cwd=cwd, timeout=timeout)

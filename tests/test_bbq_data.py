@@ -1,0 +1,40 @@
+"""Prepared BBQ rows: counts, metadata join, natural units and the paper fingerprint."""
+
+from collections import Counter, defaultdict
+
+from lm_eval_ext.data.bbq import load_bbq_rows
+from lm_eval_ext.data.external_manifest import manifest_fingerprint
+
+PAPER_SAMPLE_SHA256 = "69633d39a5318756acb55745bbd606395cbccc1371402f8adc2855a8a34499df"
+
+
+def test_all_rows_prepared(data_dir):
+    rows = load_bbq_rows()
+    assert len(rows) == 58492
+    assert Counter(r["category"] for r in rows)["Race_x_gender"] == 15960
+    assert len({r["item_key"] for r in rows}) == 58492
+
+
+def test_metadata_join_target_loc(data_dir):
+    rows = load_bbq_rows()
+    missing = [r for r in rows if r["target_loc"] is None]
+    # 16 metadata rows say NA; all Gender_identity (duplicated keys collapse to 16 items or fewer)
+    assert 0 < len(missing) <= 16 and {r["category"] for r in missing} == {"Gender_identity"}
+    first = next(r for r in rows if r["category"] == "Age" and r["example_id"] == 0)
+    assert (first["target_loc"], first["unknown_loc"], first["stereotyped_groups"]) == (0, 2, ["old"])
+
+
+def test_every_unit_is_four_cells_of_one_template(data_dir):
+    units = defaultdict(list)
+    for row in load_bbq_rows():
+        units[row["unit_id"]].append(row)
+    assert len(units) == 14623
+    cells = {("ambig", "neg"), ("ambig", "nonneg"), ("disambig", "neg"), ("disambig", "nonneg")}
+    for rows in units.values():
+        assert {(r["context_condition"], r["question_polarity"]) for r in rows} == cells
+        assert len({r["question_index"] for r in rows}) == 1
+
+
+def test_paper_frozen_set_fingerprint(data_dir):
+    path = data_dir / "bbq" / "derived" / "vector_frozen_2000_ids.csv"
+    assert manifest_fingerprint(path) == PAPER_SAMPLE_SHA256

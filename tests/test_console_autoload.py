@@ -1,0 +1,115 @@
+"""The stock `lm_eval` console script finds hf-metered and our tasks through the .pth hook.
+
+These tests run the real console scripts of the environment the package is installed in
+(`pip install .`, non-editable, as the README says).
+"""
+
+import json
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+import pytest
+
+from conftest import run_cli
+
+
+def test_wheel_installed_the_startup_hook():
+    purelib = Path(sysconfig.get_paths()["purelib"])
+    pth = purelib / "lm_eval_ext_autoload.pth"
+    assert pth.is_file(), "install the package non-editable: pip install ."
+    assert pth.read_text().strip() == "import _lm_eval_ext_autoload"
+
+
+def _python(code: str, **env) -> subprocess.CompletedProcess:
+    import os
+
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env={**os.environ, **env})
+
+
+def test_startup_hook_is_cheap():
+    # Interpreter start-up imports neither lm_eval nor lm_eval_ext nor torch.
+    proc = _python("import sys; print(sorted(m for m in sys.modules "
+                   "if m.split('.')[0] in ('lm_eval', 'lm_eval_ext', 'torch')))")
+    assert proc.stdout.strip() == "[]"
+
+
+def test_model_registry_resolves_hf_metered_and_keeps_builtins():
+    code = ("from lm_eval.api.registry import get_model; "
+            "print(get_model('hf-metered').__name__, get_model('hf').__name__)")
+    assert _python(code).stdout.split() == ["HFMeteredLM", "HFLM"]
+
+
+def test_importing_the_wrapper_first_keeps_builtin_models():
+    # The empty-registry pitfall: registering before lm_eval.models hides --model hf.
+    code = ("import lm_eval_ext.model_wrappers.hf_metered; from lm_eval.api.registry import "
+            "get_model; print(get_model('hf').__name__)")
+    assert _python(code, LM_EVAL_EXT_DISABLE="1").stdout.strip() == "HFLM"
+
+
+def test_opt_out_disables_the_hook():
+    code = ("from lm_eval.api.registry import get_model\n"
+            "try:\n    get_model('hf-metered'); print('found')\n"
+            "except ValueError:\n    print('missing')")
+    assert _python(code, LM_EVAL_EXT_DISABLE="1").stdout.strip() == "missing"
+
+
+def test_lm_eval_validate_sees_our_tasks_and_opt_out_hides_them():
+    tasks = "bbq_subset_25pct,bbq_subset_25pct_loglik,bbq_instrument,bbq_full"
+    ok = run_cli(["lm-eval", "validate", "--tasks", tasks])
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    assert "All tasks found and valid" in ok.stdout
+    off = run_cli(["lm-eval", "validate", "--tasks", tasks], env={"LM_EVAL_EXT_DISABLE": "1"})
+    assert off.returncode != 0 and "Tasks not found" in off.stdout
+
+
+def _read_run(out: Path, task: str) -> tuple[dict, list[dict]]:
+    results = json.loads(next(out.rglob("results_*.json")).read_text())
+    samples_path = next(out.rglob(f"samples_{task}_*.jsonl"))
+    samples = [json.loads(line) for line in samples_path.read_text().splitlines()]
+    return results, samples
+
+
+@pytest.mark.slow
+def test_headline_command_runs_the_embedded_model(tmp_path, embedded_checkpoint):
+    out = tmp_path / "OUT"
+    proc = run_cli(["lm_eval", "--model", "hf-metered", "--tasks", "bbq_subset_25pct",
+                    "--limit", "8", "--output_path", str(out), "--log_samples"])
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    results, samples = _read_run(out, "bbq_subset_25pct")
+    assert results["n-samples"]["bbq_subset_25pct"] == {"original": 500, "effective": 8}
+    assert len(samples) == 8
+    assert results["config"]["hf_metered"]["embedded_model"]["gguf_sha256"].startswith("b179c95")
+    for sample in samples:
+        assert sample["resps"][0][0].strip()  # a real generation
+        parsed = json.loads(sample["filtered_resps"][0])
+        assert set(parsed) == {"answer", "reasoning", "method", "detail"}
+        assert sample["doc"]["unit_id"].startswith(sample["doc"]["category"] + ":")
+    metrics = results["results"]["bbq_subset_25pct"]
+    n_parsed = sum(json.loads(s["filtered_resps"][0])["answer"] is not None for s in samples)
+    assert metrics["parse_failure_rate,parsed"] == pytest.approx(1 - n_parsed / 8)
+
+
+@pytest.mark.slow
+def test_model_hf_still_works_with_the_hook(tmp_path, embedded_checkpoint):
+    out = tmp_path / "OUT"
+    proc = run_cli(["lm_eval", "--model", "hf", "--model_args",
+                    f"pretrained={embedded_checkpoint}", "--tasks", "bbq_subset_25pct_loglik",
+                    "--limit", "4", "--device", "cpu", "--output_path", str(out)])
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    results = json.loads(next(out.rglob("results_*.json")).read_text())
+    assert results["config"]["model"] == "hf"
+    assert 0.0 <= results["results"]["bbq_subset_25pct_loglik"]["acc,none"] <= 1.0
+
+
+@pytest.mark.slow
+def test_explicit_fallback_needs_no_hook(tmp_path, embedded_checkpoint):
+    out = tmp_path / "OUT"
+    proc = run_cli(["lm-eval-ext", "run", "--model", "hf-metered", "--tasks",
+                    "bbq_subset_12p5pct_loglik", "--limit", "4", "--output_path", str(out)],
+                   env={"LM_EVAL_EXT_DISABLE": "1"})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    results = json.loads(next(out.rglob("results_*.json")).read_text())
+    assert results["n-samples"]["bbq_subset_12p5pct_loglik"]["effective"] == 4
