@@ -1,0 +1,100 @@
+"""hf-metered end to end: the config.metering contract, bad args, task grouping order."""
+
+import json
+
+import pytest
+from lm_eval import simple_evaluate
+from lm_eval.models.huggingface import HFLM
+from lm_eval.tasks import TaskManager
+
+from conftest import run_cli
+from lm_eval_ext.errors import ConfigError
+from lm_eval_ext.paths import package_tasks_dir
+
+METERING_KEYS = {"precision", "batch_size", "inference_seconds", "forward_seconds", "load_seconds",
+                 "energy_joules", "energy_joules_idle_corrected", "energy_source", "flags", "gpus",
+                 "per_task", "quantized_modules", "boundary", "counter_period_s"}
+PER_TASK_KEYS = {"inference_seconds", "energy_joules", "n_requests", "request_types"}
+
+
+@pytest.fixture(scope="module")
+def task_manager(data_dir):
+    return TaskManager(include_path=str(package_tasks_dir()), include_defaults=False)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        ({"chat_template": "always"}, "chat_template='always' is not valid; use one of auto, off"),
+        ({"energy": "zeus"}, "energy='zeus' is not valid; use one of auto, nvml, rapl, off"),
+        ({"precison": "int8"}, "unknown model arg(s) precison; valid: "),
+    ],
+)
+def test_bad_model_args_list_the_valid_values(args, message):
+    from lm_eval_ext.model_wrappers.hf_metered import HFMeteredLM
+
+    with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        HFMeteredLM(device="cpu", **args)
+
+
+@pytest.mark.slow
+def test_cli_run_writes_complete_metering_block(tmp_path, embedded_checkpoint):
+    out = tmp_path / "OUT"
+    proc = run_cli(["lm_eval", "--model", "hf-metered", "--model_args",
+                    "precision=bf16,codecarbon=true,idle_seconds=0.5",
+                    "--tasks", "bbq_subset_12p5pct_loglik,bbq_subset_25pct", "--limit", "3",
+                    "--batch_size", "2", "--output_path", str(out)])
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    results = json.loads(next(out.rglob("results_*.json")).read_text())
+    metering = results["config"]["metering"]
+    assert METERING_KEYS <= set(metering)
+    assert (metering["precision"], metering["batch_size"]) == ("bf16", 2)
+    per_task = metering["per_task"]
+    assert set(per_task) == {"bbq_subset_12p5pct_loglik", "bbq_subset_25pct"}
+    assert all(PER_TASK_KEYS <= set(v) for v in per_task.values())
+    assert per_task["bbq_subset_12p5pct_loglik"]["n_requests"] == 9  # 3 items x 3 options
+    assert per_task["bbq_subset_25pct"]["request_types"]["generate_until"]["n_requests"] == 3
+    total = sum(v["inference_seconds"] for v in per_task.values())
+    assert metering["inference_seconds"] == pytest.approx(total)
+    assert 0 < metering["forward_seconds"] <= metering["inference_seconds"]
+    assert metering["inference_seconds"] < float(results["total_evaluation_time_seconds"])
+    if metering["energy_source"] == "unavailable":  # this CPU machine exposes no RAPL
+        assert metering["energy_joules"] is None and "energy_unavailable" in metering["flags"]
+    else:
+        assert metering["energy_joules"] > 0
+    cc = metering["codecarbon"]
+    assert cc["total_kwh"] > 0 and cc["cpu_kwh"] > 0
+    assert cc["water_litres_estimate"]["low"] == pytest.approx(1.8 * cc["total_kwh"])
+    assert cc["water_litres_estimate"]["high"] == pytest.approx(4.0 * cc["total_kwh"])
+    assert "ESTIMATE" in cc["water_litres_estimate"]["note"]
+
+
+@pytest.mark.slow
+def test_grouping_by_task_keeps_answers_in_request_order(task_manager, embedded_checkpoint):
+    """Mixed-task requests give the same per-item log-likelihoods as plain HFLM."""
+    from lm_eval_ext.model_wrappers.hf_metered import HFMeteredLM
+
+    tasks = ["bbq_subset_12p5pct_loglik", "bbq_subset_25pct_loglik"]
+    runs = {}
+    for name, lm in (("hf", HFLM(pretrained=str(embedded_checkpoint), device="cpu")),
+                     ("metered", HFMeteredLM(device="cpu", idle_seconds=0))):
+        res = simple_evaluate(model=lm, tasks=tasks, task_manager=task_manager, limit=4,
+                              log_samples=True, bootstrap_iters=0)
+        runs[name] = {t: [float(r[0][0]) for s in res["samples"][t] for r in s["resps"]]
+                      for t in tasks}
+    for task in tasks:
+        assert len(runs["metered"][task]) == 12
+        assert runs["metered"][task] == pytest.approx(runs["hf"][task], abs=1e-4)
+
+
+@pytest.mark.slow
+def test_auto_batch_size_probe_is_cut_out(task_manager, embedded_checkpoint):
+    from lm_eval_ext.model_wrappers.hf_metered import HFMeteredLM
+
+    lm = HFMeteredLM(device="cpu", batch_size="auto", max_batch_size=4, idle_seconds=0)
+    res = simple_evaluate(model=lm, tasks=["bbq_subset_12p5pct_loglik"],
+                          task_manager=task_manager, limit=4, bootstrap_iters=0)
+    task = res["config"]["metering"]["per_task"]["bbq_subset_12p5pct_loglik"]
+    assert task["windows"] == 2  # the probe split the window in two segments
+    assert task["forward_seconds"] <= task["inference_seconds"]
+    assert res["config"]["metering"]["batch_sizes_detected"] == [4]
