@@ -1,0 +1,71 @@
+"""Helpers shared by the benchmark scripts (not part of the package)."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+
+
+def task_manager():
+    """A TaskManager over the package's tasks only (no 9 s index of the built-ins)."""
+    from lm_eval.tasks import TaskManager
+
+    from lm_eval_ext.paths import package_tasks_dir
+
+    return TaskManager(include_path=str(package_tasks_dir()), include_defaults=False)
+
+
+def build_requests(task_name: str, limit: int | None) -> list:
+    """The request Instances of one task, built once and reused for every model."""
+    task = task_manager().load([task_name])["tasks"][task_name]
+    task.build_all_requests(limit=limit, rank=0, world_size=1)
+    return list(task.instances)
+
+
+def sync(device: str) -> None:
+    """Wait for queued device work (no-op on the CPU)."""
+    if device.startswith("cuda"):
+        import torch
+
+        torch.cuda.synchronize()
+
+
+def environment() -> dict[str, Any]:
+    """Versions and hardware, recorded next to every figure."""
+    import lm_eval
+    import torch
+    import transformers
+
+    info = {"python": sys.version.split()[0], "platform": platform.platform(),
+            "torch": torch.__version__, "transformers": transformers.__version__,
+            "lm_eval": lm_eval.__version__, "cpu_count": os.cpu_count(),
+            "cuda": torch.cuda.is_available()}
+    if torch.cuda.is_available():
+        info["gpu"] = torch.cuda.get_device_name(0)
+    return info
+
+
+def write_json(path: str | Path, payload: Any) -> None:
+    """Write JSON (sorted keys, NaN allowed as null-free floats) and print where."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(payload, indent=2, sort_keys=True, default=str) + "\n")
+    print(f"wrote {path}", flush=True)
+
+
+class Deadline:
+    """Wall-clock budget for a device call: stop starting new work near the limit."""
+
+    def __init__(self, seconds: float):
+        self.end = time.monotonic() + seconds
+
+    def left(self) -> float:  # noqa: D102
+        return self.end - time.monotonic()
