@@ -8,6 +8,9 @@ Subcommands:
         [--register NAME]         ... and register it as tasks NAME and NAME_loglik
     data instrument [--write]     rebuild the frozen instrument manifest and compare it
     model prepare                 convert the embedded model once (download if needed)
+    analyze --reference R --runs A B --out OUT
+                                  did the conclusion change? (report, CSVs, figures)
+    mde --m M --rho-d R           paired minimum detectable effect (pp) and a pre-reg card
 """
 
 from __future__ import annotations
@@ -100,6 +103,70 @@ def _cmd_model_prepare(args: argparse.Namespace) -> int:
     return 0
 
 
+def _parse_core(values: list[str] | None) -> dict[str, list[str]] | None:
+    if not values:
+        return None
+    core = {}
+    for value in values:
+        factor, sep, levels = value.partition("=")
+        if not sep or not levels:
+            raise LmEvalExtError(f"--core {value!r}: use FACTOR=LEVEL1,LEVEL2 "
+                                 "(e.g. template_tier=minimal,detailed)")
+        core[factor] = levels.split(",")
+    return core
+
+
+def _cmd_analyze(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from lm_eval_ext.analysis import analyze, write_outputs
+
+    result = analyze(args.reference, args.runs, grid=args.grid, core=_parse_core(args.core),
+                     intersection=args.intersection, n_resamples=args.bootstrap,
+                     mc_draws=args.mc_draws, seed=args.seed, level=args.level,
+                     template_sd_pp=args.template_sd, progress=not args.no_progress)
+    paths = write_outputs(result, Path(args.out))
+    overall = result.deltas[result.deltas["subgroup_type"] == "all"]
+    for _, row in overall.iterrows():
+        print(f"{row['run']}: {row['metric']} {row['delta_pp']:+.2f} pp "
+              f"[{row['ci_low']:+.2f}, {row['ci_high']:+.2f}] p={row['p_value']:.3g}")
+    if result.settings["intersection"]:
+        print(f"intersection: {result.n_items} shared items (left out: {result.dropped})")
+    print(f"report: {paths['report_md']}")
+    return 0
+
+
+def _cmd_mde(args: argparse.Namespace) -> int:
+    from lm_eval_ext.analysis import discordance_rate, paired_mde, preregistration_card
+
+    m, rho_d = args.m, args.rho_d
+    if args.runs:
+        from lm_eval_ext.analysis.loader import load_runs
+        from lm_eval_ext.analysis.pairing import align, aligned_items
+
+        ref, run = load_runs(args.runs)
+        alignment = align(ref, [run], intersection=True)
+        rho_d = discordance_rate(aligned_items(ref, alignment)["correct"],
+                                 aligned_items(run, alignment)["correct"])
+        m = m or alignment.n
+        print(f"empirical rho_d = {rho_d:.4f} over {alignment.n} paired items")
+    if m is None or rho_d is None:
+        raise LmEvalExtError("mde needs --m and --rho-d (or --runs REFERENCE RUN)")
+    try:
+        mde = 100 * paired_mde(m, rho_d, args.alpha, args.power)
+    except ValueError as exc:
+        raise LmEvalExtError(str(exc)) from exc
+    print(f"paired MDE = {mde:.2f} pp (m={m}, rho_d={rho_d:g}, alpha={args.alpha:g}, "
+          f"power={args.power:g})")
+    if args.card:
+        from pathlib import Path
+
+        Path(args.card).write_text(preregistration_card(
+            mde_pp=mde, rho_d=rho_d, m=m, alpha=args.alpha, power=args.power))
+        print(f"wrote {args.card}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of ``lm-eval-ext``."""
     parser = argparse.ArgumentParser(prog="lm-eval-ext", description=__doc__.split("\n")[0])
@@ -129,6 +196,33 @@ def build_parser() -> argparse.ArgumentParser:
     model_sub = model.add_subparsers(dest="model_command", required=True)
     prepare = model_sub.add_parser("prepare", help="download/convert the embedded model once")
     prepare.set_defaults(func=_cmd_model_prepare)
+    analyze = sub.add_parser("analyze", help="did the conclusion change? (paired analysis)")
+    analyze.add_argument("--reference", required=True, help="lm-eval output of the reference run")
+    analyze.add_argument("--runs", nargs="+", required=True,
+                         help="lm-eval outputs to compare (NAME=PATH names a run)")
+    analyze.add_argument("--out", required=True, help="folder for report, CSVs and figures")
+    analyze.add_argument("--grid", nargs="*", help="runs of models x configurations (rank flips)")
+    analyze.add_argument("--core", nargs="*", metavar="FACTOR=LEVELS",
+                         help="core sub-envelope of the grid, e.g. template_tier=minimal,detailed")
+    analyze.add_argument("--intersection", action="store_true",
+                         help="compare the items all runs share (size is reported)")
+    analyze.add_argument("--bootstrap", type=int, default=10_000, help="resamples (10000)")
+    analyze.add_argument("--mc-draws", type=int, default=1_000, help="draws per size (1000)")
+    analyze.add_argument("--seed", type=int, default=0)
+    analyze.add_argument("--level", type=float, default=0.95)
+    analyze.add_argument("--template-sd", type=float, help="prompt-template SD (pp) for QRI")
+    analyze.add_argument("--no-progress", action="store_true")
+    analyze.set_defaults(func=_cmd_analyze)
+
+    mde = sub.add_parser("mde", help="paired minimum detectable effect")
+    mde.add_argument("--m", type=int, help="paired items")
+    mde.add_argument("--rho-d", type=float, help="discordance rate (share of items that flip)")
+    mde.add_argument("--alpha", type=float, default=0.05)
+    mde.add_argument("--power", type=float, default=0.8)
+    mde.add_argument("--runs", nargs=2, metavar=("REFERENCE", "RUN"),
+                     help="estimate rho_d (and m) from two lm-eval outputs")
+    mde.add_argument("--card", help="write a five-line Markdown pre-registration card here")
+    mde.set_defaults(func=_cmd_mde)
     return parser
 
 

@@ -1,0 +1,123 @@
+"""Turn one task's logged samples into one row per item.
+
+Our BBQ tasks log the prepared row (``doc.item_key``, ``doc.unit_id``, ...) and a per-item bias
+record; other lm-eval tasks fall back to ``doc_id`` keys and their ``acc`` value. Columns:
+
+``task, doc_id, item_key, unit_id, category, context_condition, question_polarity,
+stereotyped_groups, benchmark_group, label, pred, answer, parsed, correct, parse_method,
+target_loc, unknown_loc`` plus ``judge_*`` scores when a sample carries them.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pandas as pd
+
+LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+
+
+def _num(value: Any) -> float:
+    """lm-eval stringifies leaves: ``"-3.48"``, ``"False"``, ``"NaN"``."""
+    if isinstance(value, str):
+        lowered = value.strip().lower()
+        if lowered in ("true", "false"):
+            return float(lowered == "true")
+        return float(value)
+    return float(value)
+
+
+def _loglik_argmax(filtered: Sequence[Any]) -> int | None:
+    try:
+        scores = [_num(entry[0] if isinstance(entry, (list, tuple)) else entry)
+                  for entry in filtered]
+    except (TypeError, ValueError):
+        return None
+    return max(range(len(scores)), key=scores.__getitem__) if scores else None
+
+
+def _parsed_record(filtered: Sequence[Any]) -> Mapping[str, Any] | None:
+    if not filtered or not isinstance(filtered[0], str):
+        return None
+    try:
+        record = json.loads(filtered[0])
+    except json.JSONDecodeError:
+        return None
+    return record if isinstance(record, dict) and "method" in record else None
+
+
+def _bbq_row(sample: Mapping[str, Any], output_type: str) -> dict[str, Any]:
+    doc = sample["doc"]
+    record = sample.get("bias_s_dis") if isinstance(sample.get("bias_s_dis"), dict) else {}
+    parsed = _parsed_record(sample.get("filtered_resps", []))
+    if output_type == "generate_until":
+        answer = parsed.get("answer") if parsed else None
+        pred = LETTERS.index(answer) if answer else None
+        method = parsed.get("method") if parsed else "failure"
+        reasoning = parsed.get("reasoning") if parsed else None
+    else:
+        pred = record.get("pred", _loglik_argmax(sample.get("filtered_resps", [])))
+        answer = None if pred is None else LETTERS[pred]
+        method, reasoning = "loglik", None
+    return {
+        "item_key": doc["item_key"], "unit_id": doc["unit_id"], "category": doc["category"],
+        "context_condition": doc["context_condition"],
+        "question_polarity": doc["question_polarity"],
+        "stereotyped_groups": "|".join(doc.get("stereotyped_groups") or []),
+        "benchmark_group": doc["category"],
+        "label": int(doc["label"]), "pred": pred, "answer": answer,
+        "parsed": pred is not None, "correct": pred is not None and pred == int(doc["label"]),
+        "parse_method": method, "reasoning": reasoning,
+        "target_loc": doc.get("target_loc"), "unknown_loc": doc.get("unknown_loc"),
+    }
+
+
+def _generic_row(task: str, sample: Mapping[str, Any], output_type: str) -> dict[str, Any]:
+    doc = sample.get("doc") or {}
+    key = doc.get("item_key") or f"{task}:{sample.get('doc_hash') or sample['doc_id']}"
+    pred = _loglik_argmax(sample.get("filtered_resps", [])) if output_type == "multiple_choice" \
+        else None
+    acc = sample.get("acc")
+    correct = bool(_num(acc)) if acc is not None and not isinstance(acc, dict) else False
+    return {
+        "item_key": key, "unit_id": doc.get("unit_id", key), "category": doc.get("category"),
+        "context_condition": None, "question_polarity": None, "stereotyped_groups": "",
+        "benchmark_group": doc.get("benchmark_group", doc.get("category")),
+        "label": None, "pred": pred, "answer": None if pred is None else LETTERS[pred],
+        "parsed": pred is not None or acc is not None, "correct": correct,
+        "parse_method": "loglik" if output_type == "multiple_choice" else "task_metric",
+        "reasoning": None, "target_loc": None, "unknown_loc": None,
+    }
+
+
+def _judge_scores(sample: Mapping[str, Any]) -> dict[str, float]:
+    out = {}
+    for key, value in sample.items():
+        if key.startswith("judge_"):
+            try:
+                number = _num(value) if value is not None else math.nan
+            except (TypeError, ValueError):
+                number = math.nan
+            out[key] = number
+    return out
+
+
+def extract_items(task: str, task_config: Mapping[str, Any],
+                  samples: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
+    """One row per logged item of ``task``."""
+    output_type = task_config.get("output_type", "")
+    rows = []
+    for sample in samples:
+        doc = sample.get("doc") or {}
+        row = (_bbq_row(sample, output_type) if "item_key" in doc and "context_condition" in doc
+               else _generic_row(task, sample, output_type))
+        rows.append({"task": task, "doc_id": int(sample["doc_id"]), **row,
+                     **_judge_scores(sample)})
+    frame = pd.DataFrame(rows)
+    frame["pred"] = frame["pred"].astype("Int64")
+    for column in ("target_loc", "unknown_loc", "label"):
+        frame[column] = pd.to_numeric(frame[column], errors="coerce").astype("Int64")
+    return frame

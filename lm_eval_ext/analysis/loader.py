@@ -1,0 +1,189 @@
+"""Read lm-eval output folders into runs: run-level info plus one row per evaluated item.
+
+A *run* is one ``results_<timestamp>.json`` with its ``samples_<task>_<timestamp>.jsonl``
+files (lm-eval's layout: ``<output_path>/<model>/results_*.json``). A path given to the loader
+may be that file, its folder, or any folder above it; every results file found is one run.
+lm-eval writes bare ``NaN`` and stringifies many leaves; both are tolerated.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from lm_eval_ext.analysis.errors import AnalysisInputError
+from lm_eval_ext.analysis.items import extract_items
+
+_RESULTS = re.compile(r"^results_(?P<stamp>.+)\.json$")
+
+
+@dataclass
+class Run:
+    """One lm-eval run: identity, configuration, cost, and its items."""
+
+    run_id: str
+    results_path: Path
+    info: dict[str, Any]
+    items: pd.DataFrame = field(repr=False)
+
+
+def read_json(path: Path) -> dict[str, Any]:
+    """Parse a results file (bare NaN allowed), with an error that names the file."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise AnalysisInputError(
+            f"{path} is not readable JSON ({exc}); the run may have been interrupted while "
+            "writing it: rerun the evaluation"
+        ) from exc
+
+
+def read_samples(path: Path) -> list[dict[str, Any]]:
+    """Parse a samples JSONL file; a truncated or broken line is an error naming its number."""
+    samples = []
+    with open(path, encoding="utf-8") as handle:
+        for line_no, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            try:
+                samples.append(json.loads(line))
+            except json.JSONDecodeError as exc:
+                raise AnalysisInputError(
+                    f"{path} line {line_no} is not valid JSON ({exc.msg}); the file is truncated "
+                    "or was cut while writing. Rerun the evaluation with --log_samples, or delete "
+                    "the broken line to analyse the remaining items."
+                ) from exc
+    if not samples:
+        raise AnalysisInputError(f"{path} holds no samples; rerun with --log_samples")
+    return samples
+
+
+def find_results(paths: Iterable[str | Path]) -> list[Path]:
+    """Every ``results_*.json`` under the given files or folders, sorted."""
+    found: list[Path] = []
+    for raw in paths:
+        path = Path(raw)
+        if path.is_file():
+            if not _RESULTS.match(path.name):
+                raise AnalysisInputError(f"{path} is not an lm-eval results_*.json file")
+            found.append(path)
+        elif path.is_dir():
+            hits = sorted(p for p in path.rglob("results_*.json") if _RESULTS.match(p.name))
+            if not hits:
+                raise AnalysisInputError(
+                    f"no lm-eval results_*.json under {path}; pass the --output_path of an "
+                    "lm_eval run (run with --log_samples)")
+            found.extend(hits)
+        else:
+            raise AnalysisInputError(f"{path} does not exist")
+    return found
+
+
+def _model_label(results: dict[str, Any]) -> str:
+    config = results.get("config", {})
+    embedded = (config.get("hf_metered") or {}).get("embedded_model") or {}
+    args = config.get("model_args")
+    if isinstance(args, dict) and args.get("pretrained"):
+        return Path(str(args["pretrained"])).name
+    if isinstance(args, str) and "pretrained=" in args:
+        return Path(args.split("pretrained=")[1].split(",")[0]).name
+    return embedded.get("model") or Path(str(config.get("model", "unknown"))).name
+
+
+def _task_setting(results: dict[str, Any], task: str) -> dict[str, Any]:
+    cfg = results.get("configs", {}).get(task, {})
+    meta = cfg.get("metadata") or {}
+    gen = cfg.get("generation_kwargs") or {}
+    run_gen = results.get("config", {}).get("gen_kwargs") or {}
+    temperature = run_gen.get("temperature", gen.get("temperature"))
+    sampled = bool(run_gen.get("do_sample", gen.get("do_sample", False))) and temperature
+    return {
+        "scoring_path": "generative" if cfg.get("output_type") == "generate_until" else "loglik",
+        "membership_sha256": meta.get("membership_sha256") or meta.get("sample_sha256"),
+        "template_tier": meta.get("template_tier", "default"),
+        "shots": results.get("n-shot", {}).get(task, cfg.get("num_fewshot", 0)),
+        "decoding": f"T={temperature}" if sampled else "greedy",
+    }
+
+
+def run_info(results: dict[str, Any], results_path: Path, run_id: str) -> dict[str, Any]:
+    """Run-level identity, configuration and cost (from ``config.metering`` when present)."""
+    config = results.get("config", {})
+    metering = config.get("metering") or {}
+    tasks = sorted(results.get("configs", {}))
+    settings = {t: _task_setting(results, t) for t in tasks}
+    first = settings[tasks[0]] if tasks else {}
+    precision = metering.get("precision")
+    if precision is None and isinstance(config.get("model_args"), str):
+        match = re.search(r"(?:precision|dtype)=([\w.]+)", config["model_args"])
+        precision = match.group(1) if match else None
+    return {
+        "run": run_id,
+        "model": _model_label(results),
+        "tasks": ",".join(tasks),
+        "precision": precision or str(config.get("model_dtype", "unknown")),
+        "batch_size": metering.get("batch_size", config.get("batch_size")),
+        "scoring_path": first.get("scoring_path"),
+        "membership_sha256": first.get("membership_sha256"),
+        "template_tier": first.get("template_tier"),
+        "shots": first.get("shots"),
+        "decoding": first.get("decoding"),
+        "inference_seconds": metering.get("inference_seconds"),
+        "energy_joules": metering.get("energy_joules"),
+        "energy_source": metering.get("energy_source"),
+        "energy_flags": ",".join(metering.get("flags", [])),
+        "total_evaluation_seconds": float(results.get("total_evaluation_time_seconds") or "nan"),
+        "results_path": str(results_path),
+        "task_settings": settings,
+    }
+
+
+def load_run(results_path: Path, run_id: str | None = None) -> Run:
+    """Load one run and its items (every task of the run)."""
+    results = read_json(results_path)
+    stamp = _RESULTS.match(results_path.name).group("stamp")
+    run_id = run_id or f"{results_path.parent.parent.name}/{results_path.parent.name}@{stamp}"
+    info = run_info(results, results_path, run_id)
+    frames = []
+    for task, setting in info["task_settings"].items():
+        samples_path = results_path.parent / f"samples_{task}_{stamp}.jsonl"
+        if not samples_path.is_file():
+            raise AnalysisInputError(
+                f"{results_path} has no samples file for task {task} (expected {samples_path.name}); "
+                "the analysis needs per-item outputs: rerun lm_eval with --log_samples")
+        items = extract_items(task, results["configs"][task], read_samples(samples_path))
+        for key, value in setting.items():
+            items[key] = value
+        frames.append(items)
+    items = pd.concat(frames, ignore_index=True)
+    duplicated = items["item_key"].duplicated()
+    if duplicated.any():
+        raise AnalysisInputError(
+            f"{results_path}: item {items['item_key'][duplicated].iloc[0]} appears in two tasks "
+            "of one run; analyse those tasks as separate runs")
+    items.insert(0, "run", run_id)
+    items.insert(1, "model", info["model"])
+    for key in ("precision", "batch_size"):
+        items[key] = info[key]
+    return Run(run_id, results_path, info, items)
+
+
+def load_runs(paths: Iterable[str | Path]) -> list[Run]:
+    """Load every run under ``paths``; ``NAME=PATH`` gives a run its name."""
+    runs = []
+    for raw in paths:
+        name, _, path = str(raw).rpartition("=") if "=" in str(raw) else ("", "", str(raw))
+        files = find_results([path])
+        for index, results_path in enumerate(files):
+            label = name if name and len(files) == 1 else f"{name}#{index}" if name else None
+            runs.append(load_run(results_path, label))
+    ids = [r.run_id for r in runs]
+    if len(set(ids)) != len(ids):
+        raise AnalysisInputError(f"two runs share an id ({ids}); name them with NAME=PATH")
+    return runs

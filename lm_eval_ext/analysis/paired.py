@@ -1,0 +1,139 @@
+"""Paired comparison of a run against the reference on the same items."""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from lm_eval_ext.analysis.bootstrap import (
+    ClusterDesign,
+    ConfidenceInterval,
+    percentile_intervals,
+    permutation_pvalues,
+    resampled,
+)
+from lm_eval_ext.analysis.errors import DegenerateDataWarning
+from lm_eval_ext.analysis.metrics import MetricSpec
+
+
+@dataclass(frozen=True)
+class McNemarResult:
+    """Exact McNemar test: ``statistic`` = min(b, c), ``pvalue`` two-sided binomial."""
+
+    statistic: float
+    pvalue: float
+    b: int  # reference correct, run wrong
+    c: int  # reference wrong, run correct
+
+
+def mcnemar_exact(ref_correct: np.ndarray, run_correct: np.ndarray) -> McNemarResult:
+    """Exact McNemar test on paired binary outcomes (statsmodels ``mcnemar(exact=True)``).
+
+    Notes:
+        With no discordant pairs the test is undefined: NaN with a DegenerateDataWarning.
+    """
+    ref, run = np.asarray(ref_correct, bool), np.asarray(run_correct, bool)
+    b, c = int(np.sum(ref & ~run)), int(np.sum(~ref & run))
+    if b + c == 0:
+        warnings.warn("no discordant pairs: McNemar p-value undefined", DegenerateDataWarning,
+                      stacklevel=2)
+        return McNemarResult(0.0, np.nan, b, c)
+    pvalue = min(1.0, 2 * stats.binom.cdf(min(b, c), b + c, 0.5))
+    return McNemarResult(float(min(b, c)), float(pvalue), b, c)
+
+
+def transitions(ref_correct: np.ndarray, run_correct: np.ndarray) -> dict[str, int]:
+    """Counts of correctness transitions from reference to run."""
+    ref, run = np.asarray(ref_correct, bool), np.asarray(run_correct, bool)
+    return {"correct_to_correct": int(np.sum(ref & run)), "correct_to_wrong": int(np.sum(ref & ~run)),
+            "wrong_to_correct": int(np.sum(~ref & run)), "wrong_to_wrong": int(np.sum(~ref & ~run))}
+
+
+def answer_agreement(ref_answers: pd.Series, run_answers: pd.Series) -> float:
+    """Share of items with the same answer (two parse failures count as the same answer)."""
+    ref = ref_answers.fillna("<none>").to_numpy()
+    run = run_answers.fillna("<none>").to_numpy()
+    return float(np.mean(ref == run)) if len(ref) else np.nan
+
+
+@dataclass(frozen=True)
+class PairedDelta:
+    """Run minus reference for one metric on one set of paired items.
+
+    ``statistic`` is the delta in metric units (x ``scale`` for points); ``pvalue`` is the
+    exact McNemar p for binary metrics and the cluster permutation p otherwise.
+    """
+
+    metric: str
+    reference: float
+    value: float
+    statistic: float
+    n: int
+    n_clusters: int
+    ci: ConfidenceInterval
+    pvalue: float
+    test: str
+    pvalue_permutation: float
+    scale: float = 100.0
+    bootstrap_distribution: np.ndarray = field(default=None, repr=False)
+
+    def confidence_interval(self) -> ConfidenceInterval:
+        """The percentile cluster-bootstrap interval of the delta."""
+        return self.ci
+
+
+def paired_deltas(spec: MetricSpec, ref: pd.DataFrame, run: pd.DataFrame, design: ClusterDesign,
+                  masks: np.ndarray, level: float = 0.95, keep_draws: bool = False
+                  ) -> list[PairedDelta]:
+    """Deltas of ``spec`` (run - reference) for several item subsets at once.
+
+    ``ref`` and ``run`` are aligned row by row (same items, same order); ``masks`` is an
+    (n x G) boolean matrix, one column per subgroup. All subgroups share the cluster design,
+    so every resample is one matrix product for all of them.
+    """
+    masks = np.asarray(masks, bool).reshape(len(ref), -1)
+    if spec.valid_column is not None:  # judge scores: items valid in both runs only
+        both = ref[spec.valid_column].notna().to_numpy() & run[spec.valid_column].notna().to_numpy()
+        masks = masks & both[:, None]
+    ref_x, run_x = spec.features(ref), spec.features(run)
+    ref_sums = design.sums(ref_x[:, None, :] * masks[:, :, None])  # (C, G, k)
+    run_sums = design.sums(run_x[:, None, :] * masks[:, :, None])
+    reference, value = spec.value(ref_sums.sum(0)), spec.value(run_sums.sum(0))
+    draws = (resampled(spec.value, design.weights, run_sums)
+             - resampled(spec.value, design.weights, ref_sums))
+    n = masks.sum(0)
+    clusters = np.array([len(np.unique(design.codes[m])) for m in masks.T])
+    degenerate = (n < 2) | (clusters < 2)
+    if degenerate.any():
+        warnings.warn(f"{spec.name}: {int(degenerate.sum())} subgroup(s) with < 2 items or "
+                      "clusters; no interval", DegenerateDataWarning, stacklevel=2)
+        draws[:, degenerate] = np.nan
+    low, high = percentile_intervals(draws, level)
+    p_perm = permutation_pvalues(spec.value, design, ref_sums, run_sums)
+    results = []
+    for g in range(masks.shape[1]):
+        if spec.binary:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", DegenerateDataWarning)
+                keep = masks[:, g]
+                pvalue = mcnemar_exact(ref_x[keep, 0] > 0, run_x[keep, 0] > 0).pvalue
+            test = "mcnemar_exact"
+        else:
+            pvalue, test = p_perm[g], "cluster_permutation"
+        results.append(PairedDelta(
+            spec.name, float(reference[g]), float(value[g]), float(value[g] - reference[g]),
+            int(n[g]), int(clusters[g]), ConfidenceInterval(float(low[g]), float(high[g])),
+            float(pvalue), test, float(p_perm[g]), spec.scale,
+            draws[:, g].copy() if keep_draws else None))
+    return results
+
+
+def paired_delta(spec: MetricSpec, ref: pd.DataFrame, run: pd.DataFrame, design: ClusterDesign,
+                 mask: np.ndarray | None = None, level: float = 0.95) -> PairedDelta:
+    """Delta of ``spec`` (run - reference) on one item subset, with its bootstrap draws."""
+    mask = np.ones(len(ref), bool) if mask is None else np.asarray(mask, bool)
+    return paired_deltas(spec, ref, run, design, mask[:, None], level, keep_draws=True)[0]

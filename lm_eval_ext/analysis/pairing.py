@@ -1,0 +1,56 @@
+"""Align the items of runs by their stable item key."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pandas as pd
+
+from lm_eval_ext.analysis.errors import AnalysisInputError
+from lm_eval_ext.analysis.loader import Run
+
+
+@dataclass(frozen=True)
+class Alignment:
+    """Item keys shared by the reference and every run, in reference order."""
+
+    keys: pd.Index
+    reference_items: int
+    dropped: dict[str, int]  # run id -> items of that run (or reference) left out
+
+    @property
+    def n(self) -> int:  # noqa: D102
+        return len(self.keys)
+
+
+def align(reference: Run, runs: list[Run], *, intersection: bool = False) -> Alignment:
+    """Check that all runs evaluated the same items (or take their intersection).
+
+    Raises:
+        AnalysisInputError: Item sets differ and ``intersection`` is False, or nothing is shared.
+    """
+    ref_keys = pd.Index(reference.items["item_key"])
+    shared = ref_keys
+    for run in runs:
+        keys = pd.Index(run.items["item_key"])
+        if not intersection and (len(keys) != len(ref_keys) or not keys.isin(ref_keys).all()):
+            only_ref = len(ref_keys.difference(keys))
+            only_run = len(keys.difference(ref_keys))
+            raise AnalysisInputError(
+                f"run {run.run_id} ({run.info['tasks']}, {len(keys)} items) and the reference "
+                f"{reference.run_id} ({reference.info['tasks']}, {len(ref_keys)} items) evaluated "
+                f"different items ({only_ref} only in the reference, {only_run} only in the run). "
+                "Evaluate the same task/--limit, or pass --intersection to compare shared items.")
+        shared = shared[shared.isin(keys)]
+    if len(shared) == 0:
+        tasks = {r.run_id: r.info["tasks"] for r in [reference, *runs]}
+        raise AnalysisInputError(f"the runs share no items (tasks: {tasks}); compare runs of the "
+                                 "same benchmark")
+    dropped = {reference.run_id: len(ref_keys) - len(shared)}
+    dropped.update({r.run_id: len(r.items) - len(shared) for r in runs})
+    return Alignment(shared, len(ref_keys), dropped)
+
+
+def aligned_items(run: Run, alignment: Alignment) -> pd.DataFrame:
+    """A run's items restricted to and ordered by the aligned keys."""
+    return run.items.set_index("item_key").loc[alignment.keys].reset_index()

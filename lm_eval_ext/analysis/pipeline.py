@@ -1,0 +1,246 @@
+"""``analyze``: reference + runs (+ grid) -> paired deltas, subgroups, memberships, power, flips."""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from tqdm.auto import tqdm
+
+from lm_eval_ext.analysis.bootstrap import ClusterDesign, as_rng
+from lm_eval_ext.analysis.errors import AnalysisInputError, DegenerateDataWarning
+from lm_eval_ext.analysis.loader import Run, load_runs
+from lm_eval_ext.analysis.membership import membership_sensitivity
+from lm_eval_ext.analysis.metrics import ACCURACY, BIAS_S_AMB, BIAS_S_DIS, metrics_for
+from lm_eval_ext.analysis.paired import answer_agreement, mcnemar_exact, paired_deltas, transitions
+from lm_eval_ext.analysis.pairing import align, aligned_items
+from lm_eval_ext.analysis.power import (
+    binomial_sd,
+    discordance_rate,
+    paired_mde,
+    preregistration_card,
+    qri,
+)
+from lm_eval_ext.analysis.rank_flips import (
+    FACTORS,
+    rank_flip_table,
+    ranking_summary,
+    variance_shares,
+)
+from lm_eval_ext.analysis.subgroups import benjamini_hochberg, holm, subgroup_masks
+
+
+@dataclass
+class AnalysisResult:
+    """Every table the report is made of."""
+
+    reference_id: str
+    run_ids: list[str]
+    n_items: int
+    n_clusters: int
+    dropped: dict[str, int]
+    items: pd.DataFrame
+    runs: pd.DataFrame
+    deltas: pd.DataFrame
+    comparisons: pd.DataFrame
+    membership_summary: pd.DataFrame
+    membership_draws: pd.DataFrame
+    membership_frozen: pd.DataFrame
+    rank_flips: pd.DataFrame | None
+    rankings: pd.DataFrame | None
+    variance_shares: pd.DataFrame | None
+    settings: dict[str, Any]
+
+
+def _frozen_memberships() -> dict[str, set[str]]:
+    from lm_eval_ext.data.instrument import load_manifest
+
+    return {name: set(rec["unit_ids"]) for name, rec in load_manifest()["memberships"].items()}
+
+
+def _run_table(reference: Run, runs: list[Run]) -> pd.DataFrame:
+    table = pd.DataFrame([{**r.info, "is_reference": r is reference, "n_items": len(r.items)}
+                          for r in [reference, *runs]]).drop(columns=["task_settings"])
+    ref = table.iloc[0]
+    for column, ratio in (("energy_joules", "energy_ratio"),
+                          ("inference_seconds", "runtime_ratio")):
+        values = pd.to_numeric(table[column], errors="coerce")
+        table[ratio] = values / values.iloc[0] if pd.notna(ref[column]) and ref[column] else np.nan
+    table["energy_saving_pct"] = 100 * (1 - table["energy_ratio"])
+    table["runtime_saving_pct"] = 100 * (1 - table["runtime_ratio"])
+    table["joules_per_item"] = pd.to_numeric(table["energy_joules"], errors="coerce") / table["n_items"]
+    return table
+
+
+def _adjust(deltas: pd.DataFrame) -> pd.DataFrame:
+    deltas["p_adjusted"] = np.nan
+    deltas["p_adjusted_bh"] = np.nan
+    for _, index in deltas.groupby(["run", "metric", "subgroup_type"]).groups.items():
+        p = deltas.loc[index, "p_value"].to_numpy(float)
+        deltas.loc[index, "p_adjusted"] = holm(p)
+        deltas.loc[index, "p_adjusted_bh"] = benjamini_hochberg(p)
+    return deltas
+
+
+def _grid_cells(grid_runs: list[Run], metric) -> pd.DataFrame:
+    rows = []
+    for run in grid_runs:
+        for task, items in run.items.groupby("task"):
+            setting = run.info["task_settings"][task]
+            row = {"benchmark": task.split("_subset")[0].split("_instrument")[0],
+                   "model": run.info["model"], "precision": run.info["precision"],
+                   "batch_size": str(run.info["batch_size"]), **setting,
+                   "value": metric.compute(items), "run": run.run_id}
+            row["config"] = "|".join(f"{f}={row[f]}" for f in FACTORS if f != "model")
+            rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def analyze(reference: str | Path, runs: Sequence[str | Path], *,
+            grid: Sequence[str | Path] | None = None, core: dict[str, list[str]] | None = None,
+            intersection: bool = False, n_resamples: int = 10_000, mc_draws: int = 1_000,
+            seed: int = 0, level: float = 0.95, template_sd_pp: float | None = None,
+            progress: bool = True) -> AnalysisResult:
+    """Compare ``runs`` with ``reference`` on their paired items.
+
+    Args:
+        reference: The reference run (e.g. full benchmark, bf16, batch 1).
+        runs: Cheaper variants to compare with it.
+        grid: Runs of several models x configurations for the rank-flip analysis.
+        core: A sub-envelope of the grid, e.g. ``{"template_tier": ["minimal", "detailed"]}``.
+        intersection: Compare the items all runs share instead of requiring equal item sets.
+        n_resamples: Cluster bootstrap / permutation resamples.
+        mc_draws: Monte Carlo natural-unit draws per subset size.
+        seed: Seed of every random step (recorded in the report).
+        level: Confidence level of the intervals.
+        template_sd_pp: Prompt-template SD (points) for the template variant of QRI.
+    """
+    if n_resamples < 100 or mc_draws < 10:
+        raise AnalysisInputError("n_resamples must be >= 100 and mc_draws >= 10")
+    rng = as_rng(seed)
+    ref_run, *_ = load_runs([reference])
+    other = load_runs(runs) if runs else []
+    if not other:
+        raise AnalysisInputError("give at least one run to compare with the reference")
+    alignment = align(ref_run, other, intersection=intersection)
+    ref_items = aligned_items(ref_run, alignment)
+    run_items = {r.run_id: aligned_items(r, alignment) for r in other}
+    specs = metrics_for(pd.concat([ref_items, *run_items.values()], ignore_index=True))
+    design = ClusterDesign.build(ref_items["unit_id"], n_resamples, rng)
+    groups = list(subgroup_masks(ref_items))
+    masks = np.column_stack([mask for _, _, mask in groups])
+
+    delta_rows, comparison_rows = [], []
+    steps = tqdm(total=len(other) * len(specs), desc="paired deltas", disable=not progress)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DegenerateDataWarning)
+        for run in other:
+            items = run_items[run.run_id]
+            for spec in specs:
+                results = paired_deltas(spec, ref_items, items, design, masks, level)
+                for (subgroup_type, subgroup, _), d in zip(groups, results):
+                    delta_rows.append({
+                        "run": run.run_id, "metric": spec.name, "subgroup_type": subgroup_type,
+                        "subgroup": subgroup, "n": d.n, "n_clusters": d.n_clusters,
+                        "reference": d.reference, "value": d.value,
+                        "delta_pp": spec.scale * d.statistic, "ci_low": spec.scale * d.ci.low,
+                        "ci_high": spec.scale * d.ci.high, "p_value": d.pvalue, "test": d.test,
+                        "p_value_cluster_permutation": d.pvalue_permutation})
+                steps.update()
+            comparison_rows.append(_comparison(ref_items, items, run.run_id))
+    steps.close()
+    deltas = _adjust(pd.DataFrame(delta_rows))
+
+    membership = [membership_sensitivity(spec, ref_items, design.codes, n_draws=mc_draws,
+                                         rng=rng, frozen=_frozen_memberships())
+                  for spec in (ACCURACY, BIAS_S_DIS, BIAS_S_AMB) if spec in specs]
+    summary = pd.concat([m.summary for m in membership], ignore_index=True)
+    draws = pd.concat([m.draws for m in membership], ignore_index=True)
+    frozen = pd.concat([m.frozen for m in membership], ignore_index=True)
+    comparisons = _add_power(pd.DataFrame(comparison_rows), deltas, summary,
+                             design.n_clusters, template_sd_pp)
+
+    flips = rankings = shares = None
+    if grid:
+        grid_runs = load_runs(grid)
+        cells = _grid_cells(grid_runs, ACCURACY)
+        if core:
+            for factor, levels in core.items():
+                cells = cells.assign(**{"in_core": cells.get("in_core", True)
+                                        & cells[factor].astype(str).isin(levels)})
+        flips = rank_flip_table(cells).assign(envelope="full")
+        rankings = ranking_summary(cells).assign(envelope="full")
+        shares = variance_shares(cells)
+        if core:
+            inner = cells[cells["in_core"]]
+            flips = pd.concat([flips, rank_flip_table(inner).assign(envelope="core")])
+            rankings = pd.concat([rankings, ranking_summary(inner).assign(envelope="core")])
+
+    all_items = pd.concat([ref_items.assign(run=ref_run.run_id), *run_items.values()],
+                          ignore_index=True)
+    return AnalysisResult(
+        ref_run.run_id, [r.run_id for r in other], alignment.n, design.n_clusters,
+        alignment.dropped, all_items, _run_table(ref_run, other), deltas, comparisons, summary,
+        draws, frozen, flips, rankings, shares,
+        {"n_resamples": n_resamples, "mc_draws": mc_draws, "seed": seed, "level": level,
+         "intersection": intersection})
+
+
+def _comparison(ref_items: pd.DataFrame, items: pd.DataFrame, run_id: str) -> dict[str, Any]:
+    ref_c, run_c = ref_items["correct"].to_numpy(bool), items["correct"].to_numpy(bool)
+    test = mcnemar_exact(ref_c, run_c)
+    return {"run": run_id, "n": len(items), "answer_agreement": answer_agreement(
+                ref_items["answer"], items["answer"]),
+            "correctness_agreement": float(np.mean(ref_c == run_c)),
+            **transitions(ref_c, run_c), "mcnemar_b": test.b, "mcnemar_c": test.c,
+            "mcnemar_p": test.pvalue, "rho_d": discordance_rate(ref_c, run_c),
+            "identical_reasoning_share": float(np.mean(
+                ref_items["reasoning"].fillna("\0").to_numpy()
+                == items["reasoning"].fillna("\1").to_numpy()))}
+
+
+def _add_power(comparisons: pd.DataFrame, deltas: pd.DataFrame, membership: pd.DataFrame,
+               n_clusters: int, template_sd_pp: float | None) -> pd.DataFrame:
+    """MDE at the observed discordance; split-half SD vs binomial; QRI (accuracy).
+
+    The split SD is the SD of accuracy over the Monte Carlo natural-unit draws of half the
+    units (a split half); the binomial reference is sqrt(p(1-p)/n) at the same item count.
+    """
+    overall = deltas[(deltas["subgroup_type"] == "all") & (deltas["metric"] == "accuracy")]
+    half = membership[(membership["metric"] == "accuracy")
+                      & (membership["size_units"] == int(0.5 * n_clusters))]
+    sigma_split = float(half["sd_pp"].iloc[0]) if not half.empty else math.nan
+    half_items = int(half["size_items"].iloc[0]) if not half.empty else 0
+    rows = []
+    for _, row in comparisons.iterrows():
+        acc = overall[overall["run"] == row["run"]]
+        delta_pp = float(acc["delta_pp"].iloc[0]) if not acc.empty else math.nan
+        ref_p = float(acc["reference"].iloc[0]) if not acc.empty else math.nan
+        rho = row["rho_d"]
+        rows.append({
+            **row,
+            "mde_pp_at_observed_rho_d": 100 * paired_mde(int(row["n"]), rho) if rho > 0 else np.nan,
+            "split_half_sd_pp": sigma_split, "split_half_items": half_items,
+            "split_half_binomial_sd_pp": 100 * binomial_sd(ref_p, half_items)
+            if half_items and np.isfinite(ref_p) else np.nan,
+            "qri": qri(delta_pp, sigma_split),
+            "qri_with_templates": qri(delta_pp, sigma_split, template_sd_pp)
+            if template_sd_pp is not None else np.nan,
+        })
+    return pd.DataFrame(rows)
+
+
+def preregistration_cards(comparisons: pd.DataFrame) -> str:
+    """One five-line card per run, planning a replication at the observed discordance."""
+    parts = []
+    for _, row in comparisons.iterrows():
+        rho = max(float(row["rho_d"]), 1e-6)
+        parts.append(f"### {row['run']}\n\n" + preregistration_card(
+            mde_pp=100 * paired_mde(int(row["n"]), rho), rho_d=rho, m=int(row["n"])))
+    return "\n".join(parts)

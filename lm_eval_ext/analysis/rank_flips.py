@@ -1,0 +1,89 @@
+"""Rank instability over a grid of runs (models x configurations), after SafetyRepro.
+
+For each benchmark and model pair (A, B) over the configuration cells where both ran:
+``N+`` cells where A scores higher, ``N-`` where B does, ``|C|`` cells, and
+``rho_flip = min(N+, N-) / |C|`` (0: one model always ahead; 0.5: a coin flip). Also the mean
+Kendall tau between the model rankings induced by every pair of cells, the distinct orderings
+that some cell reaches, and Type II ANOVA variance shares of the metric over the grid factors.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from itertools import combinations
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+FACTORS = ("model", "precision", "batch_size", "template_tier", "shots", "decoding",
+           "scoring_path")
+
+
+def rank_flip_table(cells: pd.DataFrame) -> pd.DataFrame:
+    """Rows: benchmark, model_a, model_b, n_plus, n_minus, n_ties, n_cells, rho_flip."""
+    rows = []
+    for benchmark, group in cells.groupby("benchmark"):
+        wide = group.pivot_table(index="config", columns="model", values="value", aggfunc="mean")
+        for a, b in combinations(sorted(wide.columns), 2):
+            both = wide[[a, b]].dropna()
+            diff = both[a] - both[b]
+            n_plus, n_minus = int((diff > 0).sum()), int((diff < 0).sum())
+            n_cells = len(both)
+            rows.append({"benchmark": benchmark, "model_a": a, "model_b": b, "n_plus": n_plus,
+                         "n_minus": n_minus, "n_ties": n_cells - n_plus - n_minus,
+                         "n_cells": n_cells,
+                         "rho_flip": min(n_plus, n_minus) / n_cells if n_cells else np.nan})
+    return pd.DataFrame(rows, columns=["benchmark", "model_a", "model_b", "n_plus", "n_minus",
+                                       "n_ties", "n_cells", "rho_flip"])
+
+
+def ranking_summary(cells: pd.DataFrame) -> pd.DataFrame:
+    """Per benchmark: mean Kendall tau over cell pairs, and the reachable model orderings."""
+    rows = []
+    for benchmark, group in cells.groupby("benchmark"):
+        wide = group.pivot_table(index="config", columns="model", values="value", aggfunc="mean")
+        taus = []
+        for c1, c2 in combinations(wide.index, 2):
+            both = wide.loc[[c1, c2]].dropna(axis=1)
+            if both.shape[1] >= 2:
+                tau = stats.kendalltau(both.loc[c1], both.loc[c2]).statistic
+                if np.isfinite(tau):
+                    taus.append(tau)
+        complete = wide.dropna(axis=0)
+        orderings = Counter(" > ".join(row.sort_values(ascending=False).index)
+                            for _, row in complete.iterrows())
+        rows.append({"benchmark": benchmark, "n_models": wide.shape[1], "n_cells": wide.shape[0],
+                     "mean_kendall_tau": float(np.mean(taus)) if taus else np.nan,
+                     "n_cell_pairs": len(taus), "n_orderings": len(orderings),
+                     "orderings": "; ".join(f"{o} ({n})" for o, n in orderings.most_common())})
+    return pd.DataFrame(rows)
+
+
+def variance_shares(cells: pd.DataFrame, factors: tuple[str, ...] = FACTORS,
+                    interactions: bool = True) -> pd.DataFrame:
+    """Type II ANOVA sums of squares of ``value`` and each term's share of the total.
+
+    Only factors with more than one level in a benchmark enter its model; two-way
+    interactions of ``model`` with each other factor are added when ``interactions``.
+    """
+    import statsmodels.formula.api as smf
+    from statsmodels.stats.anova import anova_lm
+
+    rows = []
+    for benchmark, group in cells.groupby("benchmark"):
+        used = [f for f in factors if f in group and group[f].astype(str).nunique() > 1]
+        if not used:
+            continue
+        data = group.assign(**{f: group[f].astype(str) for f in used})
+        terms = [f"C({f})" for f in used]
+        if interactions and "model" in used:
+            terms += [f"C(model):C({f})" for f in used if f != "model"]
+        fit = smf.ols(f"value ~ {' + '.join(terms)}", data=data).fit()
+        table = anova_lm(fit, typ=2)
+        total = float(((data["value"] - data["value"].mean()) ** 2).sum())
+        for term, row in table.iterrows():
+            rows.append({"benchmark": benchmark, "term": term.replace("C(", "").replace(")", ""),
+                         "sum_sq": float(row["sum_sq"]), "df": float(row["df"]),
+                         "share": float(row["sum_sq"]) / total if total else np.nan})
+    return pd.DataFrame(rows)

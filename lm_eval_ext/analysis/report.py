@@ -1,0 +1,139 @@
+"""Write the analysis outputs: report.md / report.html, CSVs and figures."""
+
+from __future__ import annotations
+
+import html
+import math
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from lm_eval_ext.analysis import figures
+
+
+def _fmt(value: Any) -> str:
+    if isinstance(value, float):
+        return "" if math.isnan(value) else f"{value:.4g}"
+    return str(value)
+
+
+def markdown_table(frame: pd.DataFrame, columns: list[str] | None = None, max_rows: int = 60) -> str:
+    """A GitHub Markdown table (no extra dependency)."""
+    frame = frame[columns] if columns else frame
+    if frame.empty:
+        return "_none_\n"
+    head = "| " + " | ".join(frame.columns) + " |\n|" + "---|" * len(frame.columns) + "\n"
+    body = "".join("| " + " | ".join(_fmt(v) for v in row) + " |\n"
+                   for row in frame.head(max_rows).itertuples(index=False))
+    more = f"\n_{len(frame) - max_rows} more rows in the CSV._\n" if len(frame) > max_rows else ""
+    return head + body + more
+
+
+def _conclusion_lines(deltas: pd.DataFrame, level: float) -> list[str]:
+    lines = []
+    overall = deltas[deltas["subgroup_type"] == "all"]
+    for _, row in overall.iterrows():
+        excludes_zero = row["ci_low"] > 0 or row["ci_high"] < 0
+        verdict = "changed (CI excludes 0)" if excludes_zero else "no change detected (CI includes 0)"
+        lines.append(
+            f"- **{row['run']}**, {row['metric']}: {row['value']:.4g} vs {row['reference']:.4g}, "
+            f"delta {row['delta_pp']:+.2f} pp [{row['ci_low']:+.2f}, {row['ci_high']:+.2f}] "
+            f"({level:.0%} cluster bootstrap), p = {row['p_value']:.3g} ({row['test']}): {verdict}")
+    return lines
+
+
+def write_outputs(result, out: Path) -> dict[str, Path]:
+    """Write every table and figure of an :class:`AnalysisResult` into ``out``."""
+    out.mkdir(parents=True, exist_ok=True)
+    fig_dir = out / "figures"
+    fig_dir.mkdir(exist_ok=True)
+    paths: dict[str, Path] = {}
+    tables = {"items": result.items, "deltas": result.deltas, "runs": result.runs,
+              "comparisons": result.comparisons, "membership": result.membership_summary,
+              "membership_frozen": result.membership_frozen}
+    if result.rank_flips is not None:
+        tables.update(rank_flips=result.rank_flips, rankings=result.rankings,
+                      variance_shares=result.variance_shares)
+    for name, table in tables.items():
+        paths[name] = out / f"{name}.csv"
+        table.to_csv(paths[name], index=False)
+    made = [
+        figures.metric_vs_energy(result.runs, result.deltas[result.deltas["subgroup_type"] == "all"]
+                                 .drop_duplicates(["run", "metric"]), fig_dir / "metric_vs_energy.png"),
+        figures.savings(result.runs, fig_dir / "runtime_vs_energy_savings.png"),
+    ]
+    made.append(figures.subset_size(result.membership_summary, result.membership_draws,
+                                    result.membership_frozen, fig_dir / "subset_size.png"))
+    for subgroup_type in ("category", "demographic_group", "context_polarity"):
+        made.append(figures.delta_heatmap(result.deltas, subgroup_type,
+                                          fig_dir / f"heatmap_{subgroup_type}.png"))
+    paths.update({p.stem: p for p in made if p is not None})
+    from lm_eval_ext.analysis.pipeline import preregistration_cards
+
+    paths["preregistration"] = out / "preregistration.md"
+    paths["preregistration"].write_text("# Pre-registration cards\n\n"
+                                        + preregistration_cards(result.comparisons))
+    report = _report_markdown(result, [p for p in made if p is not None], out)
+    paths["report_md"] = out / "report.md"
+    paths["report_md"].write_text(report, encoding="utf-8")
+    paths["report_html"] = out / "report.html"
+    paths["report_html"].write_text(_report_html(result, [p for p in made if p], out),
+                                    encoding="utf-8")
+    return paths
+
+
+def _report_markdown(result, figure_paths: list[Path], out: Path) -> str:
+    s = result.settings
+    parts = [
+        "# Did the conclusion change?\n",
+        f"Reference: **{result.reference_id}**. Runs: {', '.join(result.run_ids)}.\n",
+        f"Paired items: {result.n_items} in {result.n_clusters} natural units"
+        + (f" (intersection; left out per run: {result.dropped})" if s["intersection"] else "")
+        + f". Cluster bootstrap: {s['n_resamples']} resamples, seed {s['seed']}; "
+        f"Monte Carlo: {s['mc_draws']} draws per size.\n",
+        "## Conclusions (all items)\n", *[line + "\n" for line in
+                                          _conclusion_lines(result.deltas, s["level"])],
+        "\n## Cost\n", markdown_table(result.runs, ["run", "precision", "batch_size",
+                                                    "inference_seconds", "energy_joules",
+                                                    "energy_ratio", "runtime_ratio",
+                                                    "energy_flags"]),
+        "\n## Paired comparisons\n", markdown_table(result.comparisons),
+        "\n## Subgroup deltas (Holm-adjusted within run x metric x subgroup type)\n",
+        markdown_table(result.deltas[result.deltas["subgroup_type"] != "all"],
+                       ["run", "metric", "subgroup_type", "subgroup", "n", "delta_pp", "ci_low",
+                        "ci_high", "p_value", "p_adjusted"]),
+        "\n## Subset-membership sensitivity\n", markdown_table(result.membership_summary),
+        "\n### Frozen memberships\n", markdown_table(result.membership_frozen),
+    ]
+    if result.rank_flips is not None:
+        parts += ["\n## Rank flips over the grid\n", markdown_table(result.rank_flips),
+                  "\n### Rankings\n", markdown_table(result.rankings),
+                  "\n### Variance shares (Type II ANOVA)\n", markdown_table(result.variance_shares)]
+    parts.append("\n## Figures\n")
+    parts += [f"![{p.stem}]({p.relative_to(out)})\n" for p in figure_paths]
+    return "\n".join(parts)
+
+
+def _report_html(result, figure_paths: list[Path], out: Path) -> str:
+    def table(frame: pd.DataFrame) -> str:
+        return frame.to_html(index=False, float_format=lambda v: f"{v:.4g}", na_rep="")
+
+    body = [f"<h1>Did the conclusion change?</h1><p>Reference: <b>{html.escape(result.reference_id)}"
+            f"</b>; {result.n_items} paired items in {result.n_clusters} natural units.</p>",
+            "<h2>Conclusions</h2><ul>"]
+    body += [f"<li>{html.escape(line[2:].replace('**', ''))}</li>"
+             for line in _conclusion_lines(result.deltas, result.settings["level"])]
+    body += ["</ul><h2>Cost</h2>", table(result.runs.drop(columns=["task_settings"],
+                                                        errors="ignore")),
+             "<h2>Paired comparisons</h2>", table(result.comparisons),
+             "<h2>Deltas</h2>", table(result.deltas),
+             "<h2>Membership sensitivity</h2>", table(result.membership_summary)]
+    if result.rank_flips is not None:
+        body += ["<h2>Rank flips</h2>", table(result.rank_flips), table(result.rankings),
+                 table(result.variance_shares)]
+    body += [f'<h3>{p.stem}</h3><img src="{p.relative_to(out)}">' for p in figure_paths]
+    return ("<!doctype html><html><head><meta charset='utf-8'><title>lm-eval-ext analysis"
+            "</title><style>body{font-family:sans-serif;max-width:1200px;margin:auto}"
+            "table{border-collapse:collapse;font-size:12px}td,th{border:1px solid #ccc;"
+            "padding:2px 6px}</style></head><body>" + "".join(body) + "</body></html>")

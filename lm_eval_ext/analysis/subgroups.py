@@ -1,0 +1,60 @@
+"""Subgroups of paired items, and multiplicity adjustment of their p-values."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import numpy as np
+import pandas as pd
+
+MIN_GROUP_N = 50
+
+
+def subgroup_masks(items: pd.DataFrame, min_group_n: int = MIN_GROUP_N
+                   ) -> Iterator[tuple[str, str, np.ndarray]]:
+    """(subgroup_type, subgroup, mask) for: all, category, context x polarity, demographic
+    group (stereotyped group with at least ``min_group_n`` items; groups overlap), and the
+    benchmark's own grouping column when it differs from category."""
+    yield "all", "all", np.ones(len(items), bool)
+    if items["category"].notna().any():
+        for category in sorted(items["category"].dropna().unique()):
+            yield "category", str(category), (items["category"] == category).to_numpy()
+    if items["context_condition"].notna().any():
+        cells = items["context_condition"].astype(str) + "/" + items["question_polarity"].astype(str)
+        for cell in sorted(cells.unique()):
+            yield "context_polarity", cell, (cells == cell).to_numpy()
+    groups = items["stereotyped_groups"].fillna("").str.split("|")
+    counts = pd.Series([g for gs in groups for g in gs if g]).value_counts()
+    for group in sorted(counts[counts >= min_group_n].index):
+        yield "demographic_group", group, groups.apply(lambda gs, g=group: g in gs).to_numpy()
+    if "benchmark_group" in items and not items["benchmark_group"].equals(items["category"]):
+        for group in sorted(items["benchmark_group"].dropna().unique()):
+            yield "benchmark_group", str(group), (items["benchmark_group"] == group).to_numpy()
+
+
+def holm(pvalues: np.ndarray) -> np.ndarray:
+    """Holm step-down adjusted p-values (NaN entries stay NaN and are not counted)."""
+    p = np.asarray(pvalues, float)
+    out = np.full_like(p, np.nan)
+    idx = np.where(np.isfinite(p))[0]
+    if idx.size == 0:
+        return out
+    order = idx[np.argsort(p[idx])]
+    m = order.size
+    adjusted = np.maximum.accumulate((m - np.arange(m)) * p[order])
+    out[order] = np.minimum(adjusted, 1.0)
+    return out
+
+
+def benjamini_hochberg(pvalues: np.ndarray) -> np.ndarray:
+    """Benjamini-Hochberg adjusted p-values (NaN entries stay NaN and are not counted)."""
+    p = np.asarray(pvalues, float)
+    out = np.full_like(p, np.nan)
+    idx = np.where(np.isfinite(p))[0]
+    if idx.size == 0:
+        return out
+    order = idx[np.argsort(p[idx])]
+    m = order.size
+    ranked = p[order] * m / np.arange(1, m + 1)
+    out[order] = np.minimum(np.minimum.accumulate(ranked[::-1])[::-1], 1.0)
+    return out

@@ -1,0 +1,70 @@
+"""Write lm-eval-format BBQ runs with simulated answers (known truth, for tests and benchmarks).
+
+The outputs have the layout and fields of real ``hf-metered`` runs of the log-likelihood BBQ
+tasks (``results_*.json`` + ``samples_<task>_*.jsonl`` with the prepared rows as ``doc``), so
+the analysis reads them exactly as it reads real runs.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from lm_eval_ext.tasks.bbq.metrics import bias_record
+
+
+def simulate_predictions(rows: Sequence[Mapping[str, Any]], accuracy: float, rng,
+                         base: np.ndarray | None = None, flip_rate: float = 0.0) -> np.ndarray:
+    """Predicted option per row: correct with probability ``accuracy``, else a random wrong
+    option; with ``base``, each prediction is copied from it unless it flips (``flip_rate``)."""
+    labels = np.array([int(r["label"]) for r in rows])
+    wrong = (labels + rng.integers(1, 3, size=len(labels))) % 3
+    fresh = np.where(rng.random(len(labels)) < accuracy, labels, wrong)
+    if base is None:
+        return fresh
+    return np.where(rng.random(len(labels)) < flip_rate, fresh, base)
+
+
+def write_run(out: Path, task: str, rows: Sequence[Mapping[str, Any]], preds: np.ndarray, *,
+              model: str = "synthetic-model", precision: str = "bf16", batch_size: int = 1,
+              energy_joules: float | None = None, inference_seconds: float | None = None,
+              stamp: str = "2026-01-01T00-00-00.000000", extra_config: dict | None = None) -> Path:
+    """Write one run; returns the results file path."""
+    folder = out / model
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / f"samples_{task}_{stamp}.jsonl", "w", encoding="utf-8") as handle:
+        for doc_id, (row, pred) in enumerate(zip(rows, preds)):
+            record = bias_record(row, int(pred))
+            lls = [-5.0 - i for i in range(3)]
+            lls[int(pred)] = -1.0
+            handle.write(json.dumps({
+                "doc_id": doc_id, "doc": dict(row), "target": str(row["label"]),
+                "filtered_resps": [[str(ll), "False"] for ll in lls], "filter": "none",
+                "metrics": ["acc", "bias_s_dis"], "acc": float(pred == row["label"]),
+                "acc_ambig": record, "acc_disambig": record, "bias_s_dis": record,
+                "bias_s_amb": record}) + "\n")
+    results = {
+        "results": {task: {"alias": task, "acc,none": float(np.mean(
+            [p == r["label"] for p, r in zip(preds, rows)])), "bias_s_dis,none": float("nan")}},
+        "configs": {task: {"task": task, "output_type": "multiple_choice",
+                           "metadata": {"version": 1.0}}},
+        "n-shot": {task: 0},
+        "n-samples": {task: {"original": len(rows), "effective": len(rows)}},
+        "config": {"model": "hf-metered", "model_args": f"pretrained={model},precision={precision}",
+                   "batch_size": batch_size,
+                   "metering": {"precision": precision, "batch_size": batch_size,
+                                "energy_joules": energy_joules,
+                                "inference_seconds": inference_seconds,
+                                "energy_source": "nvml" if energy_joules else "unavailable",
+                                "flags": []},
+                   **(extra_config or {})},
+        "total_evaluation_time_seconds": str(inference_seconds or 1.0),
+    }
+    path = folder / f"results_{stamp}.json"
+    # allow_nan: lm-eval writes bare NaN; the loader must accept it
+    path.write_text(json.dumps(results, indent=1, allow_nan=True), encoding="utf-8")
+    return path
