@@ -61,3 +61,25 @@ def run_cli(args: list[str], *, env: dict | None = None, cwd: Path | None = None
     full_env = {**os.environ, **(env or {})}
     return subprocess.run([console_script(args[0]), *args[1:]], capture_output=True, text=True,
                           env=full_env, cwd=cwd, timeout=timeout)
+
+
+def save_lm_eval_run(lm, task: str, limit: int, out_dir: Path, *, model_args: str = "",
+                     log_samples: bool = True, **kwargs) -> Path:
+    """Run lm-eval in process on our tasks and write its outputs in lm-eval's layout."""
+    from lm_eval import simple_evaluate
+    from lm_eval.loggers import EvaluationTracker
+    from lm_eval.tasks import TaskManager
+
+    from lm_eval_ext.paths import package_tasks_dir
+
+    tracker = EvaluationTracker(output_path=str(out_dir))
+    results = simple_evaluate(
+        model=lm, model_args=model_args, tasks=[task], limit=limit, log_samples=log_samples,
+        evaluation_tracker=tracker, bootstrap_iters=0,
+        task_manager=TaskManager(include_path=str(package_tasks_dir()), include_defaults=False),
+        **kwargs)
+    samples = results.pop("samples", None)
+    tracker.save_results_aggregated(results=results, samples=samples)
+    if log_samples:
+        tracker.save_results_samples(task_name=task, samples=samples[task])
+    return out_dir

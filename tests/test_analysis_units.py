@@ -1,0 +1,120 @@
+"""Loader tolerance, judge pairing, membership draws, and the mde command."""
+
+import json
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from conftest import run_cli
+from lm_eval_ext.analysis import ClusterDesign, analyze, paired_delta
+from lm_eval_ext.analysis.loader import load_runs
+from lm_eval_ext.analysis.membership import draw_matrix, membership_sensitivity
+from lm_eval_ext.analysis.metrics import ACCURACY, BIAS_S_DIS, judge_metric
+from lm_eval_ext.analysis.synthetic import simulate_predictions, write_run
+from lm_eval_ext.data.instrument import load_membership
+from lm_eval_ext.tasks.bbq import metrics as task_metrics
+
+
+@pytest.fixture(scope="module")
+def instrument_rows(data_dir):
+    return load_membership("instrument").rows
+
+
+def test_loader_tolerates_bare_nan_and_string_leaves(instrument_rows, tmp_path):
+    rows = instrument_rows[:40]
+    preds = simulate_predictions(rows, 0.5, np.random.default_rng(0))
+    path = write_run(tmp_path, "bbq_instrument_loglik", rows, preds)
+    assert "NaN" in path.read_text()
+    [run] = load_runs([tmp_path])
+    assert len(run.items) == 40
+    assert run.items["pred"].tolist() == preds.tolist()  # from stringified log-likelihoods
+    assert run.info["precision"] == "bf16"
+
+
+def test_analysis_bias_scores_equal_task_formulas(instrument_rows, tmp_path):
+    rng = np.random.default_rng(1)
+    rows = instrument_rows
+    preds = simulate_predictions(rows, 0.4, rng)
+    write_run(tmp_path / "a", "bbq_instrument_loglik", rows, preds)
+    [run] = load_runs([tmp_path / "a"])
+    records = [task_metrics.bias_record(r, int(p)) for r, p in zip(rows, preds)]
+    assert BIAS_S_DIS.compute(run.items) == pytest.approx(task_metrics.s_dis(records))
+
+
+def test_judge_metrics_compare_only_items_valid_in_both():
+    ref = pd.DataFrame({"unit_id": list("aabbccdd"), "judge_bias": [1, 2, np.nan, 4, 5, 6, 7, 8.0]})
+    run = ref.assign(judge_bias=[2, np.nan, 3, 5, 6, 7, 8, 9.0])
+    design = ClusterDesign.build(ref["unit_id"], 300, 0)
+    delta = paired_delta(judge_metric("judge_bias"), ref, run, design)
+    both = [0, 3, 4, 5, 6, 7]
+    assert delta.n == len(both)
+    assert delta.statistic == pytest.approx(run["judge_bias"][both].mean()
+                                            - ref["judge_bias"][both].mean())
+
+
+def test_membership_draws_are_stratified_and_seeded(instrument_rows):
+    categories = np.array(sorted({r["unit_id"] for r in instrument_rows}))
+    cats = np.array([u.split(":")[0] for u in categories])
+    a = draw_matrix(cats, 125, 50, np.random.default_rng(5))
+    b = draw_matrix(cats, 125, 50, np.random.default_rng(5))
+    assert np.array_equal(a, b) and set(a.sum(axis=1)) == {125}
+    for row in a[:5]:
+        per_cat = pd.Series(cats[row > 0]).value_counts()
+        assert per_cat.max() - per_cat.min() <= 1 and len(per_cat) == 11
+
+
+def test_frozen_memberships_are_placed_among_draws(instrument_rows, tmp_path):
+    from lm_eval_ext.data.instrument import load_manifest
+
+    rows = instrument_rows
+    preds = simulate_predictions(rows, 0.5, np.random.default_rng(2))
+    write_run(tmp_path, "bbq_instrument_loglik", rows, preds)
+    [run] = load_runs([tmp_path])
+    _, codes = np.unique(run.items["unit_id"].astype(str), return_inverse=True)
+    frozen = {n: set(r["unit_ids"]) for n, r in load_manifest()["memberships"].items()}
+    result = membership_sensitivity(ACCURACY, run.items, codes, n_draws=300, rng=0, frozen=frozen)
+    assert set(result.summary["size_units"]) == {375, 250, 187, 125, 62}
+    row25 = result.frozen.set_index("membership").loc["25pct"]
+    subset_keys = {r["item_key"] for r in load_membership("25pct").rows}
+    expected = run.items[run.items["item_key"].isin(subset_keys)]["correct"].mean()
+    assert row25["value"] == pytest.approx(expected)
+    assert 0 <= row25["percentile_among_draws"] <= 100
+    assert len(result.frozen) == 13  # all 14 memberships but the instrument itself
+    s = result.summary.set_index("size_units")
+    assert s.loc[62, "sd_pp"] > s.loc[375, "sd_pp"]  # smaller subsets vary more
+
+
+def test_known_effect_is_found_and_cost_ratios_reported(instrument_rows, tmp_path):
+    rng = np.random.default_rng(11)
+    rows = instrument_rows
+    base = simulate_predictions(rows, 0.6, rng)
+    worse = simulate_predictions(rows, 0.3, rng, base=base, flip_rate=0.5)
+    write_run(tmp_path / "ref", "bbq_instrument_loglik", rows, base, energy_joules=1000.0,
+              inference_seconds=100.0)
+    write_run(tmp_path / "run", "bbq_instrument_loglik", rows, worse, energy_joules=400.0,
+              inference_seconds=50.0, precision="int8")
+    result = analyze(tmp_path / "ref", [f"int8={tmp_path / 'run'}"], n_resamples=1000,
+                     mc_draws=100, progress=False)
+    overall = result.deltas.query("subgroup_type == 'all' and metric == 'accuracy'").iloc[0]
+    assert overall["delta_pp"] < -5 and overall["ci_high"] < 0 and overall["p_value"] < 1e-6
+    runs = result.runs.set_index("run")
+    assert runs.loc["int8", "energy_ratio"] == pytest.approx(0.4)
+    assert runs.loc["int8", "runtime_ratio"] == pytest.approx(0.5)
+    comparison = result.comparisons.iloc[0]
+    assert comparison["rho_d"] == pytest.approx(np.mean(
+        (base == np.array([r["label"] for r in rows])) != (worse == np.array(
+            [r["label"] for r in rows]))))
+    assert comparison["mde_pp_at_observed_rho_d"] > 0 and comparison["qri"] > 1
+
+
+def test_mde_command_prints_and_writes_card(tmp_path):
+    card = tmp_path / "card.md"
+    proc = run_cli(["lm-eval-ext", "mde", "--m", "500", "--rho-d", "0.10", "--card", str(card)])
+    assert proc.returncode == 0, proc.stderr
+    assert "paired MDE = 3.96 pp" in proc.stdout
+    lines = card.read_text().strip().splitlines()
+    assert len(lines) == 5 and "3.96 pp" in lines[0]
+    bad = run_cli(["lm-eval-ext", "mde", "--m", "500", "--rho-d", "0"])
+    assert bad.returncode == 2 and "rho_d" in bad.stderr
