@@ -6,32 +6,58 @@ Absolute imports only: lm-eval loads this file by path, so relative imports woul
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from functools import lru_cache
 from typing import Any
 
 import datasets
 
-from lm_eval_ext.data.instrument import load_membership as _load_membership
+from lm_eval_ext.data.bbq import load_bbq_rows
 from lm_eval_ext.data.external_manifest import load_manifest_rows
+from lm_eval_ext.data.instrument import load_manifest
+from lm_eval_ext.data.instrument import load_membership as _load_membership
 from lm_eval_ext.errors import ManifestError
-from lm_eval_ext.tasks.bbq import metrics
-from lm_eval_ext.tasks.bbq.prompts import GENERATIVE_TEMPLATE, LOGLIK_TEMPLATE, render
-from lm_eval_ext.tasks.common.answer_parser import ParsedAnswer, parse_abc
+from lm_eval_ext.tasks.bbq import metrics, prompts
+from lm_eval_ext.tasks.common.prompting import ChoiceItems, fewshot_pool
+from lm_eval_ext.tasks.common.scoring import generative_metrics, loglik_metrics
 
-LETTERS = "ABC"
-
-
-def _as_dataset(rows: Iterable[Mapping[str, Any]]) -> datasets.DatasetDict:
-    return datasets.DatasetDict({"test": datasets.Dataset.from_list([dict(r) for r in rows])})
+FEWSHOT_POOL_SIZE = 22  # 2 per category, from units outside the frozen instrument
 
 
-def load_membership(
-    membership: str, membership_sha256: str | None = None, **_: Any
-) -> datasets.DatasetDict:
+@lru_cache(maxsize=8)
+def _pool_rows(evaluated_units: frozenset[str]) -> tuple[Mapping[str, Any], ...]:
+    """22 rows (2 per category, one per unit) outside the instrument and the evaluated units.
+
+    The same pool serves every instrument membership; ``bbq_full`` has no outside units, so
+    its few-shot pool is empty (``--num_fewshot`` > 0 is then an lm-eval error).
+    """
+    instrument = set(load_manifest()["memberships"]["instrument"]["unit_ids"])
+    return tuple(fewshot_pool(load_bbq_rows(), exclude=instrument | evaluated_units,
+                              size=FEWSHOT_POOL_SIZE, stratum=lambda r: r["category"],
+                              unit=lambda r: r["unit_id"]))
+
+
+ITEMS = ChoiceItems(style=prompts.STYLE, body=prompts.body, options=prompts.options,
+                    label=lambda row: row["label"], explanation=prompts.explanation,
+                    stratum=lambda row: row["category"], pool_size=FEWSHOT_POOL_SIZE)
+
+
+def _splits(rows: Iterable[Mapping[str, Any]], scoring_path: str, template_tier: str | None
+            ) -> datasets.DatasetDict:
+    rows = list(rows)
+    pool = _pool_rows(frozenset(r["unit_id"] for r in rows))
+    return ITEMS.splits(rows, scoring_path, template_tier, pool=pool)
+
+
+def load_membership(membership: str, scoring_path: str = "generative",
+                    template_tier: str | None = None, membership_sha256: str | None = None,
+                    **_: Any) -> datasets.DatasetDict:
     """``custom_dataset`` of the packaged tasks: one verified membership as a test split.
 
     Args:
         membership: Name in the committed manifest (``instrument``, ``25pct``, ``50pct_r3``,
             ...) or ``full`` for all 58,492 rows. Set through ``dataset_kwargs``.
+        scoring_path: ``generative`` or ``loglik`` (set by the task YAML).
+        template_tier: ``minimal``, ``role``, ``detailed`` or ``cot`` (``--metadata``).
         membership_sha256: Fingerprint the task YAML expects (from ``metadata``); a
             mismatch with the manifest means the YAML and manifest drifted apart.
     """
@@ -39,72 +65,35 @@ def load_membership(
     if membership_sha256 is not None and membership_sha256 != loaded.membership_sha256:
         raise ManifestError(
             f"task expects membership {membership!r} with fingerprint {membership_sha256}, "
-            f"but the manifest gives {loaded.membership_sha256}; reinstall lm-eval-ext."
-        )
-    return _as_dataset(loaded.rows)
+            f"but the manifest gives {loaded.membership_sha256}; reinstall lm-eval-ext.")
+    return _splits(loaded.rows, scoring_path, template_tier)
 
 
-def load_registered_manifest(
-    manifest_csv: str, sample_sha256: str, **_: Any
-) -> datasets.DatasetDict:
+def load_registered_manifest(manifest_csv: str, sample_sha256: str,
+                             scoring_path: str = "generative", template_tier: str | None = None,
+                             **_: Any) -> datasets.DatasetDict:
     """``custom_dataset`` of tasks registered with ``lm-eval-ext data fingerprint --register``."""
-    return _as_dataset(load_manifest_rows(manifest_csv, expected_sample_sha256=sample_sha256))
+    rows = load_manifest_rows(manifest_csv, expected_sample_sha256=sample_sha256)
+    return _splits(rows, scoring_path, template_tier)
 
 
-def doc_to_text_generative(doc: Mapping[str, Any]) -> str:
-    """The JSON-answer prompt (version ``bbq-json-v1``)."""
-    return render(GENERATIVE_TEMPLATE, doc)
-
-
-def doc_to_text_loglik(doc: Mapping[str, Any]) -> str:
-    """Context and question; the options are scored as continuations."""
-    return render(LOGLIK_TEMPLATE, doc)
-
-
-def doc_to_choice(doc: Mapping[str, Any]) -> list[str]:
-    """The three answer options, in upstream order."""
-    return [doc["ans0"], doc["ans1"], doc["ans2"]]
-
-
-def parse_generations(resps: Sequence[Sequence[str]], docs: Sequence[Mapping[str, Any]]):
-    """``custom`` filter: each generation becomes a :class:`ParsedAnswer` JSON string."""
-    return [
-        [parse_abc(text, doc_to_choice(doc)).to_json() for text in doc_resps]
-        for doc_resps, doc in zip(resps, docs, strict=True)
-    ]
-
-
-def _per_item(doc: Mapping[str, Any], pred: int | None) -> dict[str, Any]:
+def _bias_metrics(doc: Mapping[str, Any], pred: int | None) -> dict[str, Any]:
     record = metrics.bias_record(doc, pred)
-    return {
-        "acc": float(pred == int(doc["label"])),
-        "acc_ambig": record,
-        "acc_disambig": record,
-        "bias_s_dis": record,
-        "bias_s_amb": record,
-    }
+    return {"acc_ambig": record, "acc_disambig": record, "bias_s_dis": record,
+            "bias_s_amb": record}
 
 
 def process_results_generative(doc: Mapping[str, Any], results: Sequence[str]) -> dict:
     """Score one parsed generation (parse failures are wrong for ``acc``, excluded elsewhere)."""
-    parsed = ParsedAnswer.from_json(results[0])
-    pred = LETTERS.index(parsed.answer) if parsed.parsed else None
-    out = _per_item(doc, pred)
-    out["acc_parsed"] = out["acc_ambig"]
-    out["parse_failure_rate"] = float(not parsed.parsed)
-    out["fallback_parse_rate"] = float(parsed.parsed and not parsed.strict)
-    return out
+    out, pred = generative_metrics(doc, results)
+    bias = _bias_metrics(doc, pred)
+    return {**out, **bias, "acc_parsed": bias["acc_ambig"]}
 
 
 def process_results_loglik(doc: Mapping[str, Any], results: Sequence[tuple[float, bool]]):
     """Score the option log-likelihoods: argmax (``acc``) and per-character (``acc_norm``)."""
-    lls = [float(ll) for ll, _ in results]
-    choices = doc_to_choice(doc)
-    pred = max(range(len(lls)), key=lls.__getitem__)
-    pred_norm = max(range(len(lls)), key=lambda i: lls[i] / max(len(choices[i]), 1))
-    out = _per_item(doc, pred)
-    out["acc_norm"] = float(pred_norm == int(doc["label"]))
-    return out
+    out, pred = loglik_metrics(doc, results)
+    return {**out, **_bias_metrics(doc, pred)}
 
 
 def agg_acc_parsed(records: list[Mapping[str, Any]]) -> float:
