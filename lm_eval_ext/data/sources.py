@@ -103,7 +103,73 @@ BBQ = Benchmark(
     ),
 )
 
-BENCHMARKS: dict[str, Benchmark] = {b.name: b for b in (BBQ,)}
+_TQA_REPO, _TQA_COMMIT = "sylinrl/TruthfulQA", "d71c110897f5d31c5d7f309e7bc316c152f6f031"
+TRUTHFULQA = Benchmark(
+    name="truthfulqa", repo=_TQA_REPO, commit=_TQA_COMMIT, license="Apache-2.0",
+    files=(
+        PinnedFile("data/v1/TruthfulQA.csv", _github(_TQA_REPO, _TQA_COMMIT, "data/v1/TruthfulQA.csv"),
+                   "f9bd9e859cc102cb1f647f1064da7e009be752c416845cf9fa56e6eaae403a7d", 476230, 817,
+                   "csv_utf8_sig"),
+        PinnedFile("data/v1/mc_task.json", _github(_TQA_REPO, _TQA_COMMIT, "data/v1/mc_task.json"),
+                   "b3799639bc76c939836d587de7d30b48d91012cb34be04806d33106ce06c162a", 755456, 817,
+                   "json_list"),
+    ),
+)
+
+_CROWS_REPO, _CROWS_COMMIT = "nyu-mll/crows-pairs", "8aaac11c485473159ec9328a65253a5be9a479dc"
+CROWS_PAIRS = Benchmark(
+    name="crows_pairs", repo=_CROWS_REPO, commit=_CROWS_COMMIT, license="CC-BY-SA-4.0",
+    files=(
+        PinnedFile("data/crows_pairs_anonymized.csv",
+                   _github(_CROWS_REPO, _CROWS_COMMIT, "data/crows_pairs_anonymized.csv"),
+                   "dfb36986ce0502abbaf7055b9176da3d08d48e07df1251991b5dfbcbceab9d0c", 437764, 1508,
+                   "csv"),
+    ),
+)
+
+_XS_REPO, _XS_COMMIT = "paul-rottger/exaggerated-safety", "d7bb5bd738c1fcbc36edd83d5e7d1b71a3e2d84d"
+_XS_COMPLETIONS = {  # model -> (sha256, bytes)
+    "gpt4": ("71af323af8ecdec0efae23992317721441d2cfedddedeef3248f842f4e15c9ca", 259111),
+    "llama2new": ("6365cc55ce0a593c7ab8785853d02784be027d97199d4077912b4313cd010099", 517476),
+    "llama2orig": ("cbc52550e8ba8197a3e3d97a5af078d27bae4766737cd62df80270126a87ffc6", 470900),
+    "mistralguard": ("0ac03817b65e019a8f5b4b3eed805086f9f7fafe538ac9ebd156f80210af6903", 303726),
+    "mistralinstruct": ("6a146b65a5b96ec8249729bc2db459697175125998d7cbbcc88f7688ecf31dad", 371935),
+}
+XSTEST_COMPLETION_MODELS: tuple[str, ...] = tuple(_XS_COMPLETIONS)
+XSTEST = Benchmark(
+    name="xstest", repo=_XS_REPO, commit=_XS_COMMIT, license="CC-BY-4.0",
+    files=(
+        PinnedFile("xstest_prompts.csv", _github(_XS_REPO, _XS_COMMIT, "xstest_prompts.csv"),
+                   "11783fb294ed017473ee53c207d71f2161c7672c8d0b037501e78387f801cb5a", 38719, 450,
+                   "csv"),
+    ) + tuple(
+        PinnedFile(f"model_completions/xstest_v2_completions_{model}.csv",
+                   _github(_XS_REPO, _XS_COMMIT,
+                           f"model_completions/xstest_v2_completions_{model}.csv"),
+                   sha, size, 450, "csv")
+        for model, (sha, size) in _XS_COMPLETIONS.items()
+    ),
+)
+
+# The human-annotated ToxiGen splits of HF `skg/toxigen-data` (gated), fetched through the
+# GitHub mirror bramdelisse/toxigen-data whose LFS objects carry the same SHA-256.
+_TG_REPO, _TG_COMMIT = "bramdelisse/toxigen-data", "c0bc65beb647077c2a47752d865041f756448c4e"
+_TG_MEDIA = f"https://media.githubusercontent.com/media/{_TG_REPO}/{_TG_COMMIT}"
+TOXIGEN = Benchmark(
+    name="toxigen", repo=_TG_REPO, commit=_TG_COMMIT, license="MIT + CDLA-Permissive-2.0",
+    files=(
+        PinnedFile("annotated/annotated_train.csv", f"{_TG_MEDIA}/annotated/annotated_train.csv",
+                   "968e6bf2b637cca1118f31e2ec085833d0fee38cbe0f102508239184e266e62a", 3054919, 8960,
+                   "csv"),
+        PinnedFile("annotated/annotated_test.csv", f"{_TG_MEDIA}/annotated/annotated_test.csv",
+                   "31a15ddaec081f1799ef71b009e0c25dcc98142bc96f23487971317e4a865576", 348570, 940,
+                   "csv", required=False),
+    ),
+)
+
+BENCHMARKS: dict[str, Benchmark] = {
+    b.name: b for b in (BBQ, TRUTHFULQA, CROWS_PAIRS, XSTEST, TOXIGEN)
+}
 
 
 def get_benchmark(name: str) -> Benchmark:

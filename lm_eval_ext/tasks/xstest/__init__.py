@@ -1,0 +1,1 @@
+"""XSTest tasks: exaggerated-safety prompts, responses classified as compliance or refusal."""
