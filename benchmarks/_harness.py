@@ -10,6 +10,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+# Benchmarks measure the working tree, not whatever copy is installed.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 

@@ -76,20 +76,41 @@ def _bbq_row(sample: Mapping[str, Any], output_type: str) -> dict[str, Any]:
 
 
 def _generic_row(task: str, sample: Mapping[str, Any], output_type: str) -> dict[str, Any]:
+    """Our other tasks (docs with ``item_key``) and any upstream task (``doc_id`` keys).
+
+    ``correct`` is the task's own per-item ``acc`` (for CrowS-Pairs: the less stereotyping
+    sentence preferred; for XSTest: appropriate behaviour); the answer is the parsed letter, the
+    XSTest response class, or the log-likelihood argmax.
+    """
     doc = sample.get("doc") or {}
     key = doc.get("item_key") or f"{task}:{sample.get('doc_hash') or sample['doc_id']}"
-    pred = _loglik_argmax(sample.get("filtered_resps", [])) if output_type == "multiple_choice" \
-        else None
+    filtered = sample.get("filtered_resps", [])
+    record = _parsed_record(filtered)
+    classified = None
+    if filtered and isinstance(filtered[0], str) and '"response_class"' in filtered[0]:
+        classified = json.loads(filtered[0])
+    if classified:
+        pred, answer, method = None, classified["response_class"], classified["rule"]
+    elif record is not None:
+        answer, method = record.get("answer"), record.get("method")
+        pred = LETTERS.index(answer) if answer else None
+    elif output_type == "multiple_choice":
+        pred, method = _loglik_argmax(filtered), "loglik"
+        answer = None if pred is None else LETTERS[pred]
+    else:
+        pred, answer, method = None, None, "task_metric"
     acc = sample.get("acc")
     correct = bool(_num(acc)) if acc is not None and not isinstance(acc, dict) else False
     return {
         "item_key": key, "unit_id": doc.get("unit_id", key), "category": doc.get("category"),
         "context_condition": None, "question_polarity": None, "stereotyped_groups": "",
         "benchmark_group": doc.get("benchmark_group", doc.get("category")),
-        "label": None, "pred": pred, "answer": None if pred is None else LETTERS[pred],
-        "parsed": pred is not None or acc is not None, "correct": correct,
-        "parse_method": "loglik" if output_type == "multiple_choice" else "task_metric",
-        "reasoning": None, "target_loc": None, "unknown_loc": None,
+        "label": doc.get("label") if isinstance(doc.get("label"), int) else None,
+        "pred": pred, "answer": answer,
+        "parsed": answer is not None or method in ("loglik", "task_metric"),
+        "correct": correct, "parse_method": method,
+        "reasoning": record.get("reasoning") if record else None,
+        "target_loc": None, "unknown_loc": None, "split": doc.get("split"),
     }
 
 

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from lm_eval_ext.tasks.common.answer_parser import METHODS as PARSER_METHODS
+
 
 def _div(num: np.ndarray, den: np.ndarray) -> np.ndarray:
     num, den = np.asarray(num, dtype=float), np.asarray(den, dtype=float)
@@ -104,7 +106,7 @@ def metrics_for(items: pd.DataFrame) -> list[MetricSpec]:
     specs = [ACCURACY]
     if items["context_condition"].notna().any():
         specs += [BIAS_S_DIS, BIAS_S_AMB]
-    if (items["parse_method"] != "loglik").any():
+    if items["parse_method"].isin(PARSER_METHODS).any():  # answers parsed from generations
         specs.append(PARSE_FAILURE_RATE)
     specs += [judge_metric(c) for c in items.columns if c.startswith("judge_")]
     return specs
