@@ -16,6 +16,7 @@ from lm_eval_ext.paths import package_tasks_dir, user_tasks_dir
 #: registry's lazy placeholder upgrades to the class when the module is imported).
 MODELS = {
     "hf-metered": "lm_eval_ext.model_wrappers.hf_metered:HFMeteredLM",
+    "hf-multimodal-metered": "lm_eval_ext.model_wrappers.hf_multimodal_metered:HFMultimodalMeteredLM",
 }
 
 _PATCH_MARK = "_lm_eval_ext_patched"

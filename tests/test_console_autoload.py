@@ -57,7 +57,13 @@ def test_opt_out_disables_the_hook():
 
 
 def test_lm_eval_validate_sees_our_tasks_and_opt_out_hides_them():
-    tasks = "bbq_subset_25pct,bbq_subset_25pct_loglik,bbq_instrument,bbq_full"
+    from lm_eval.tasks._index import TaskIndex
+
+    from lm_eval_ext.paths import package_tasks_dir
+
+    tasks = ",".join(sorted(k for k, e in TaskIndex().build([package_tasks_dir()]).items()
+                            if e.kind.name in ("TASK", "PY_TASK")))
+    assert "xstest_ext" in tasks and "bbq_v_ext" in tasks and "truthfulqa_ext_mc2_loglik" in tasks
     ok = run_cli(["lm-eval", "validate", "--tasks", tasks])
     assert ok.returncode == 0, ok.stdout + ok.stderr
     assert "All tasks found and valid" in ok.stdout

@@ -18,6 +18,7 @@ from lm_eval_ext.data.bbq import rows_by_key
 from lm_eval_ext.data.fingerprints import sample_fingerprint
 from lm_eval_ext.errors import ConfigError, ManifestError
 from lm_eval_ext.paths import package_tasks_dir, user_tasks_dir
+from lm_eval_ext.tasks.common.prompting import DEFAULT_TIER
 
 REQUIRED_COLUMNS = ("category", "example_id")
 _TASK_NAME = re.compile(r"^[a-z][a-z0-9_]{2,63}$")
@@ -88,7 +89,8 @@ def manifest_fingerprint(path: str | Path) -> str:
     return sample_fingerprint(load_manifest_rows(path))
 
 
-def _registered_yaml(task: str, base: str, ids_csv: Path, sha: str, n_rows: int) -> str:
+def _registered_yaml(task: str, base: str, path: str, ids_csv: Path, sha: str, n_rows: int
+                     ) -> str:
     base_path = package_tasks_dir() / "bbq" / base
     return (
         f"# Registered by `lm-eval-ext data fingerprint --register`; {n_rows} BBQ rows.\n"
@@ -97,10 +99,12 @@ def _registered_yaml(task: str, base: str, ids_csv: Path, sha: str, n_rows: int)
         "custom_dataset: !function lm_eval_ext.tasks.bbq.utils.load_registered_manifest\n"
         "dataset_kwargs:\n"
         f"  manifest_csv: {ids_csv}\n"
+        f"  scoring_path: {path}\n"
         "metadata:\n"
-        "  version: 1.0\n"
+        "  version: 1.1\n"
         f"  sample_sha256: {sha}\n"
         f"  manifest_rows: {n_rows}\n"
+        f"  template_tier: {DEFAULT_TIER[path]}\n"
     )
 
 
@@ -127,10 +131,11 @@ def register_manifest_task(path: str | Path, task: str) -> list[Path]:
         writer.writerow(REQUIRED_COLUMNS)
         writer.writerows((r["category"], r["example_id"]) for r in rows)
     written = []
-    for suffix, base in (("", "_bbq_generative_yaml"), ("_loglik", "_bbq_loglik_yaml")):
+    for suffix, base, path in (("", "_bbq_generative_yaml", "generative"),
+                               ("_loglik", "_bbq_loglik_yaml", "loglik")):
         yaml_path = folder / f"{task}{suffix}.yaml"
         yaml_path.write_text(
-            _registered_yaml(task + suffix, base, ids_csv, sha, len(rows)), encoding="utf-8"
+            _registered_yaml(task + suffix, base, path, ids_csv, sha, len(rows)), encoding="utf-8"
         )
         written.append(yaml_path)
     return written

@@ -40,10 +40,8 @@ MC2 = ChoiceItems(STYLE, _body, options=lambda r: list(r["mc2_options"]),
 def load_docs(variant: str = "mc1", scoring_path: str = "generative",
               template_tier: str | None = None, **_: Any) -> datasets.DatasetDict:
     """``custom_dataset``: 807 evaluated questions + a 10-question few-shot pool (held out)."""
-    items = {"mc1": MC1, "mc2": MC2}[variant]
-    rows = truthfulqa_rows()
-    pool = MC1.held_out_pool(rows)  # the same pool for MC1 and MC2
-    return items.splits(rows, scoring_path, template_tier, pool=pool)
+    items = {"mc1": MC1, "mc2": MC2}[variant]  # same strata and units: the same held-out pool
+    return items.splits(truthfulqa_rows(), scoring_path, template_tier)
 
 
 def process_results_generative(doc: Mapping[str, Any], results: Sequence[str]) -> dict:

@@ -1,0 +1,28 @@
+"""``hf-multimodal-metered``: lm-eval's ``hf-multimodal`` with the same metering and switches.
+
+lm-eval's multimodal HF model supports images for generation only, so image-grounded tasks
+(BBQ-V) are generative. There is no embedded default: pass ``pretrained``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from lm_eval.api.registry import register_model
+from lm_eval.models.hf_vlms import HFMultimodalLM
+
+from lm_eval_ext.model_wrappers.metered import MeteredMixin
+
+
+@register_model("hf-multimodal-metered")
+class HFMultimodalMeteredLM(MeteredMixin, HFMultimodalLM):
+    """``hf-multimodal`` plus metering and precision switches."""
+
+    MODEL_NAME = "hf-multimodal-metered"
+    EMBEDDED_DEFAULT = False
+
+    def _model_multimodal_generate(self, *args: Any, **kwargs: Any):  # noqa: D102
+        return self._timed_forward(super()._model_multimodal_generate, *args, **kwargs)
+
+    def _model_multimodal_call(self, *args: Any, **kwargs: Any):  # noqa: D102
+        return self._timed_forward(super()._model_multimodal_call, *args, **kwargs)

@@ -1,0 +1,227 @@
+"""Metering, precision and chat-template defaults shared by ``hf-metered`` and
+``hf-multimodal-metered`` (a mixin placed before the lm-eval HF model class).
+
+Every ``--model_args`` key of the underlying lm-eval class works unchanged; the mixin adds the
+keys in :data:`OWN_ARGS` (documented in the README).
+
+Energy boundary: for each (task, request type) the meter brackets the model's request loop
+(tokenisation, batching, forward passes / generation) between CUDA-synchronised edges.
+Model load, data preparation, prompt building, metrics, judging and file writing are outside;
+automatic batch-size probes are cut out; ``--use_cache`` hits never reach the model. Results
+land in ``results_*.json -> config.metering`` through :meth:`get_model_info`.
+"""
+
+from __future__ import annotations
+
+import inspect
+import time
+from typing import Any
+
+import torch
+
+from lm_eval_ext.errors import ConfigError
+from lm_eval_ext.model_wrappers import embedded_model
+from lm_eval_ext.model_wrappers.metering import EnergyMeter, InferenceLedger, select_source
+from lm_eval_ext.model_wrappers.precision import plan_precision, verify_precision
+from lm_eval_ext.model_wrappers.request_groups import run_by_task
+
+CHAT_TEMPLATE_MODES = ("auto", "off")
+ENERGY_SOURCES = ("auto", "nvml", "rapl", "off")
+#: hf-metered's own model args and their defaults.
+OWN_ARGS = {"pretrained": None, "chat_template": "auto", "precision": None, "energy": "auto",
+            "idle_seconds": 1.0, "sync": True, "codecarbon": False, "codecarbon_country": "CAN",
+            "codecarbon_region": "ontario", "carbon_intensity": None}
+#: extra ``from_pretrained`` keys passed through unchanged.
+PASSTHROUGH_ARGS = ("attn_implementation", "low_cpu_mem_usage", "use_safetensors", "cache_dir",
+                    "local_files_only", "token", "variant", "device_map")
+_TEMPLATED = "_lm_eval_ext_chat_templated"
+
+
+def _choice(name: str, value: Any, allowed: tuple[str, ...]) -> str:
+    if value not in allowed:
+        raise ConfigError(f"model arg {name}={value!r} is not valid; use one of "
+                          f"{', '.join(allowed)}")
+    return value
+
+
+def _init_params(cls: type) -> set[str]:
+    """Keyword parameters of every ``__init__`` along the MRO of an lm-eval model class."""
+    names: set[str] = set()
+    for klass in cls.__mro__:
+        init = klass.__dict__.get("__init__")
+        if init is not None:
+            names |= {p for p in inspect.signature(init).parameters
+                      if p not in ("self", "kwargs", "args", "pretrained")}
+    return names
+
+
+class MeteredMixin:
+    """Adds metering, precision switches and defaults to an lm-eval HF model class."""
+
+    MODEL_NAME = "hf-metered"
+    EMBEDDED_DEFAULT = True  # no ``pretrained``: use the embedded SmolLM2
+
+    def _check_unknown(self, kwargs: dict[str, Any]) -> None:
+        base = _init_params(type(self)) - set(OWN_ARGS)
+        unknown = sorted(set(kwargs) - base - set(PASSTHROUGH_ARGS))
+        if unknown:
+            valid = sorted({*OWN_ARGS, *base, *PASSTHROUGH_ARGS})
+            raise ConfigError(f"{self.MODEL_NAME}: unknown model arg(s) {', '.join(unknown)}; "
+                              f"valid: {', '.join(valid)}")
+
+    def __init__(self, pretrained: Any = None, chat_template: str = "auto",
+                 precision: str | None = None, energy: str = "auto", idle_seconds: float = 1.0,
+                 sync: bool = True, codecarbon: bool = False, codecarbon_country: str = "CAN",
+                 codecarbon_region: str | None = "ontario",
+                 carbon_intensity: float | None = None, **kwargs: Any):
+        self._check_unknown(kwargs)
+        self._chat_template_mode = _choice("chat_template", chat_template, CHAT_TEMPLATE_MODES)
+        _choice("energy", energy, ENERGY_SOURCES)
+        self._plan = plan_precision(precision, kwargs.pop("dtype", "auto"), kwargs)
+        self._run_applies_chat_template = False
+        self._embedded = pretrained is None
+        if self._embedded and not self.EMBEDDED_DEFAULT:
+            raise ConfigError(f"{self.MODEL_NAME}: pass --model_args pretrained=<model> "
+                              "(there is no embedded default for this model type)")
+        if self._embedded:
+            pretrained = str(embedded_model.ensure_checkpoint())
+        started = time.perf_counter()
+        super().__init__(pretrained=pretrained, dtype=self._plan.dtype, **kwargs)
+        self._load_seconds = time.perf_counter() - started
+        self._precision, self._quantized_modules = verify_precision(self.model, self._plan)
+
+        cuda = sorted({p.device.index or 0 for p in self.model.parameters()
+                       if p.device.type == "cuda"})
+        source = select_source(cuda, prefer=energy)
+        self._meter = EnergyMeter(source, sync=torch.cuda.synchronize if cuda and sync else None)
+        self._meter.measure_idle(float(idle_seconds))
+        self._ledger = InferenceLedger(self._meter)
+        self._codecarbon = None
+        if codecarbon:
+            from lm_eval_ext.model_wrappers.metering.codecarbon_check import CodeCarbonCheck
+
+            self._codecarbon = CodeCarbonCheck(
+                cuda or None, country_iso_code=codecarbon_country, region=codecarbon_region,
+                carbon_intensity_g_per_kwh=carbon_intensity)
+            self._codecarbon.start()
+
+    # quantisation: HFLM passes the checkpoint's own quantization_config explicitly
+    def _create_model(self, *args: Any, quantization_config: Any = None, **kwargs: Any) -> None:
+        bnb = self._plan.bnb_config()
+        super()._create_model(*args, quantization_config=bnb or quantization_config, **kwargs)
+
+    # metering seams ---------------------------------------------------------------------
+    def _detect_batch_size(self, requests=None, pos: int = 0):  # noqa: D102
+        with self._ledger.excluded():
+            return super()._detect_batch_size(requests, pos)
+
+    def _timed_forward(self, call, *args: Any, **kwargs: Any):
+        sync = self._meter.sync
+        if sync is not None:
+            sync()
+        started = time.perf_counter()
+        out = call(*args, **kwargs)
+        if sync is not None:
+            sync()
+        self._ledger.add_forward_seconds(time.perf_counter() - started)
+        return out
+
+    def _model_call(self, *args: Any, **kwargs: Any):  # noqa: D102
+        return self._timed_forward(super()._model_call, *args, **kwargs)
+
+    def _model_generate(self, *args: Any, **kwargs: Any):  # noqa: D102
+        return self._timed_forward(super()._model_generate, *args, **kwargs)
+
+    def _metered(self, request_type: str, requests: list, disable_tqdm: bool) -> list:
+        method = getattr(super(), request_type)
+
+        def run(task: str, group: list) -> list:
+            with self._ledger.measure(task, request_type, len(group)):
+                return method(group, disable_tqdm=disable_tqdm)
+
+        return run_by_task(requests, run)
+
+    def loglikelihood(self, requests, disable_tqdm: bool = False):  # noqa: D102
+        return self._metered("loglikelihood", requests, disable_tqdm)
+
+    def loglikelihood_rolling(self, requests, disable_tqdm: bool = False):  # noqa: D102
+        return self._metered("loglikelihood_rolling", requests, disable_tqdm)
+
+    def generate_until(self, requests, disable_tqdm: bool = False):  # noqa: D102
+        if self._should_template_generation():
+            self._template_in_place(requests)
+        return self._metered("generate_until", requests, disable_tqdm)
+
+    # chat template default ---------------------------------------------------------------
+    # lm-eval calls chat_template() (simple_evaluate) and apply_chat_template() (request
+    # building) only when the run itself applies a chat template.
+    def chat_template(self, chat_template: bool | str = False) -> str | None:  # noqa: D102
+        self._run_applies_chat_template = True
+        return super().chat_template(chat_template)
+
+    def apply_chat_template(self, chat_history, add_generation_prompt: bool = True) -> str:  # noqa: D102
+        self._run_applies_chat_template = True
+        return super().apply_chat_template(chat_history, add_generation_prompt)
+
+    def _should_template_generation(self) -> bool:
+        return (self._chat_template_mode == "auto" and not self._run_applies_chat_template
+                and getattr(self.tokenizer, "chat_template", None) is not None)
+
+    def _template_in_place(self, requests: list) -> None:
+        for request in requests:
+            if getattr(request, _TEMPLATED, False):
+                continue  # the same Instance appears once per repeat
+            context, gen_kwargs = request.arguments[:2]
+            # the base class's method (not ours, which marks the run as chat-templated)
+            templated = super(MeteredMixin, self).apply_chat_template(
+                [{"role": "user", "content": context}], add_generation_prompt=True)
+            request.arguments = (templated, gen_kwargs, *request.arguments[2:])
+            setattr(request, _TEMPLATED, True)
+
+    # reporting ---------------------------------------------------------------------------
+    def metering_info(self) -> dict[str, Any]:
+        """The ``config.metering`` block (see the README for every field)."""
+        summary = self._ledger.summary()
+        total = summary["total"]
+        idle = self._meter.idle_watts or {}
+        gpus = [{**d, "idle_watts": idle.get(d["index"])} for d in self._meter.source.describe()]
+        info = {
+            "precision": self._precision,
+            "batch_size": self.batch_size_per_gpu,
+            "batch_sizes_detected": list(getattr(self, "batch_sizes", {}).values()),
+            "inference_seconds": total["inference_seconds"],
+            "forward_seconds": total["forward_seconds"],
+            "load_seconds": self._load_seconds,
+            "energy_joules": total["energy_joules"],
+            "energy_joules_idle_corrected": total["energy_joules_idle_corrected"],
+            "energy_source": self._meter.source.name,
+            "energy_unavailable_reason": getattr(self._meter.source, "reason", None),
+            "flags": total["flags"] + (["idle_not_measured"] if not idle else []),
+            "gpus": gpus if self._meter.source.name == "nvml" else [],
+            "devices": gpus,
+            "counter_period_s": self._meter.source.counter_period_s,
+            "per_task": summary["per_task"],
+            "quantized_modules": self._quantized_modules,
+            "boundary": "per (task, request type): the model's request loop between "
+                        "device-synchronised edges; excludes model load, data preparation, "
+                        "metrics, file writing and auto batch-size probes",
+        }
+        if self._codecarbon is not None:
+            cc = self._codecarbon.stop()
+            nvml_kwh = (total["energy_joules"] or 0) / 3.6e6
+            cc["gpu_vs_nvml_pct"] = (100 * (cc["gpu_kwh"] - nvml_kwh) / nvml_kwh
+                                     if total["energy_joules"] else None)
+            info["codecarbon"] = cc
+        return info
+
+    def get_model_info(self) -> dict:  # noqa: D102
+        info = super().get_model_info()
+        info["metering"] = self.metering_info()
+        info["hf_metered"] = {
+            "embedded_model": embedded_model.provenance() if self._embedded else None,
+            "chat_template_mode": self._chat_template_mode,
+            "generation_chat_template_applied_by": (
+                "lm_eval" if self._run_applies_chat_template
+                else self.MODEL_NAME if self._should_template_generation() else None),
+        }
+        return info
