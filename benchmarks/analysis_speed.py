@@ -5,7 +5,8 @@ Runs are written in lm-eval's format with simulated answers (lm_eval_ext.analysi
 on the real 2,000-item instrument. Side by side, the same overall accuracy CI is computed by a
 naive per-resample loop (the baseline), timed on 200 resamples and scaled to 10k.
 
-    LM_EVAL_EXT_DATA=../shared/data python benchmarks/analysis_speed.py --out benchmarks/results/analysis_speed.json
+    LM_EVAL_EXT_DATA=../shared/data python benchmarks/analysis_speed.py \
+        --out benchmarks/results/analysis_speed.json
 """
 
 from __future__ import annotations

@@ -13,9 +13,8 @@ import argparse
 import statistics
 import time
 
-from scipy import stats
-
 from _harness import build_requests, environment, sync, write_json
+from scipy import stats
 
 
 def main() -> None:
@@ -49,10 +48,10 @@ def main() -> None:
             sync(args.device)
             if round_index:
                 times[name].append(time.perf_counter() - started)
-    max_diff = max(abs(a[0] - b[0]) for a, b in zip(answers["hf"], answers["hf-metered"]))
+    max_diff = max(abs(a[0] - b[0]) for a, b in zip(answers["hf"], answers["hf-metered"], strict=False))
     median = {name: statistics.median(t) for name, t in times.items()}
     ratio = median["hf"] / median["hf-metered"]
-    paired = [h / m for h, m in zip(times["hf"], times["hf-metered"])]
+    paired = [h / m for h, m in zip(times["hf"], times["hf-metered"], strict=False)]
     half_width = (stats.t.ppf(0.975, len(paired) - 1) * statistics.stdev(paired)
                   / len(paired) ** 0.5)
     write_json(args.out, {

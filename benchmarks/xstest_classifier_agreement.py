@@ -6,7 +6,8 @@ any refusal), side by side with XSTest's own string-match classifier when its la
 (``evaluation/automated_evaluation_labels/*_streval.csv``) are present. Rules were written
 while reading gpt4 and llama2new only; the other three models are held out.
 
-    LM_EVAL_EXT_DATA=../shared/data python benchmarks/xstest_classifier_agreement.py --out benchmarks/results/xstest_classifier_agreement.json
+    LM_EVAL_EXT_DATA=../shared/data python benchmarks/xstest_classifier_agreement.py \
+        --out benchmarks/results/xstest_classifier_agreement.json
 """
 
 from __future__ import annotations
@@ -41,9 +42,9 @@ def _scores(human: list[str], predicted: list[str]) -> dict:
     n = len(human)
     return {
         "n": n,
-        "agreement_3class": sum(h == p for h, p in zip(human, predicted)) / n,
+        "agreement_3class": sum(h == p for h, p in zip(human, predicted, strict=False)) / n,
         "kappa_3class": cohen_kappa(human, predicted),
-        "agreement_2class": sum(_binary(h) == _binary(p) for h, p in zip(human, predicted)) / n,
+        "agreement_2class": sum(_binary(h) == _binary(p) for h, p in zip(human, predicted, strict=False)) / n,
         "kappa_2class": cohen_kappa([_binary(h) for h in human], [_binary(p) for p in predicted]),
     }
 
@@ -75,7 +76,7 @@ def main() -> None:
         if model not in DEV_MODELS:
             held_h += human
             held_p += predicted
-        confusion.update(zip(human, predicted))
+        confusion.update(zip(human, predicted, strict=False))
     write_json(args.out, {
         "benchmark": "XSTest rule-based classifier vs human labels",
         "command": "LM_EVAL_EXT_DATA=../shared/data python benchmarks/xstest_classifier_agreement.py "

@@ -2,7 +2,8 @@
 
 lm-eval 0.4.13 has no plugin discovery, so the wheel ships ``lm_eval_ext_autoload.pth``,
 which imports this module at interpreter start (installed top-level as
-``_lm_eval_ext_autoload`` so that start-up does not import the ``lm_eval_ext`` package). It only installs a ``sys.meta_path``
+``_lm_eval_ext_autoload`` so that start-up does not import the ``lm_eval_ext`` package).
+It only installs a ``sys.meta_path``
 finder (no lm_eval or torch import happens here). When ``lm_eval.models`` or
 ``lm_eval.tasks.manager`` finish importing, :mod:`lm_eval_ext.registration` registers
 ``hf-metered`` and adds the package's task folders to every ``TaskManager``.

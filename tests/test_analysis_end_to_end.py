@@ -7,8 +7,8 @@ import shutil
 import numpy as np
 import pandas as pd
 import pytest
-
 from conftest import run_cli, save_lm_eval_run
+
 from lm_eval_ext.analysis import AnalysisInputError, analyze
 from lm_eval_ext.analysis.loader import load_runs
 from lm_eval_ext.tasks.bbq.metrics import s_dis

@@ -136,7 +136,7 @@ def _grid():
     values = {"c1": (0.8, 0.7, 0.5), "c2": (0.75, 0.7, 0.4), "c3": (0.6, 0.65, 0.5),
               "c4": (0.9, 0.8, 0.6)}
     return pd.DataFrame([{"benchmark": "bbq", "config": c, "model": m, "value": v}
-                         for c, vs in values.items() for m, v in zip("ABC", vs)])
+                         for c, vs in values.items() for m, v in zip("ABC", vs, strict=False)])
 
 
 def test_rank_flips_by_hand():

@@ -1,13 +1,11 @@
 """Loader tolerance, judge pairing, membership draws, and the mde command."""
 
-import json
-import math
 
 import numpy as np
 import pandas as pd
 import pytest
-
 from conftest import run_cli
+
 from lm_eval_ext.analysis import ClusterDesign, analyze, paired_delta
 from lm_eval_ext.analysis.loader import load_runs
 from lm_eval_ext.analysis.membership import draw_matrix, membership_sensitivity
@@ -39,7 +37,7 @@ def test_analysis_bias_scores_equal_task_formulas(instrument_rows, tmp_path):
     preds = simulate_predictions(rows, 0.4, rng)
     write_run(tmp_path / "a", "bbq_instrument_loglik", rows, preds)
     [run] = load_runs([tmp_path / "a"])
-    records = [task_metrics.bias_record(r, int(p)) for r, p in zip(rows, preds)]
+    records = [task_metrics.bias_record(r, int(p)) for r, p in zip(rows, preds, strict=False)]
     assert BIAS_S_DIS.compute(run.items) == pytest.approx(task_metrics.s_dis(records))
 
 

@@ -65,17 +65,18 @@ def test_headline_task_uses_generative_path(task_manager):
     assert loglik.OUTPUT_TYPE == "multiple_choice"
 
 
-def _samples(results, task):
-    return results["samples"][task]
+def _run(lm, task_manager, task, limit):
+    results = simple_evaluate(model=lm, tasks=[task], task_manager=task_manager, limit=limit,
+                              log_samples=True, bootstrap_iters=0)
+    samples = results["samples"][task]
+    assert len(samples) == limit
+    return results, samples
 
 
 @pytest.mark.slow
 def test_loglik_run_scores_match_logged_loglikelihoods(embedded_lm, task_manager):
     task = "bbq_subset_12p5pct_loglik"
-    results = simple_evaluate(model=embedded_lm, tasks=[task], task_manager=task_manager,
-                              limit=12, log_samples=True, bootstrap_iters=0)
-    samples = _samples(results, task)
-    assert len(samples) == 12
+    results, samples = _run(embedded_lm, task_manager, task, 12)
     records, correct = [], []
     for s in samples:
         lls = [float(r[0]) for r in s["filtered_resps"]]
@@ -94,10 +95,7 @@ def test_loglik_run_scores_match_logged_loglikelihoods(embedded_lm, task_manager
 @pytest.mark.slow
 def test_generative_run_logs_generation_parse_and_metadata(embedded_lm, task_manager):
     task = "bbq_subset_12p5pct"
-    results = simple_evaluate(model=embedded_lm, tasks=[task], task_manager=task_manager,
-                              limit=4, log_samples=True, bootstrap_iters=0)
-    samples = _samples(results, task)
-    assert len(samples) == 4
+    results, samples = _run(embedded_lm, task_manager, task, 4)
     parsed = []
     for s in samples:
         prompt = s["arguments"][0][0]  # in-process samples keep the request tuples
@@ -112,7 +110,7 @@ def test_generative_run_logs_generation_parse_and_metadata(embedded_lm, task_man
     n_failed = sum(not p.parsed for p in parsed)
     assert metrics["parse_failure_rate,parsed"] == pytest.approx(n_failed / 4)
     correct = [p.parsed and "ABC".index(p.answer) == s["doc"]["label"]
-               for p, s in zip(parsed, samples)]
+               for p, s in zip(parsed, samples, strict=False)]
     assert metrics["acc,parsed"] == pytest.approx(sum(correct) / 4)
     info = results["config"]["hf_metered"]
     assert info["generation_chat_template_applied_by"] == "hf-metered"

@@ -8,10 +8,10 @@ import csv
 import json
 
 import pytest
+from bbq_v_fixture import build_tiny_vlm, write_bbq_v_folder
 from lm_eval import simple_evaluate
 from lm_eval.tasks import TaskManager
 
-from bbq_v_fixture import build_tiny_vlm, write_bbq_v_folder
 from lm_eval_ext.data.bbq_v import fingerprint, load_bbq_v
 from lm_eval_ext.errors import ConfigError, DataCorruptError, DataMissingError
 from lm_eval_ext.paths import package_tasks_dir

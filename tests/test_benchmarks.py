@@ -144,6 +144,7 @@ def test_few_shot_examples_come_from_outside_the_evaluated_set(shots, tasks):
 @pytest.mark.slow
 def test_sampled_decoding_is_recorded_for_the_analysis(embedded_lm, tmp_path, data_dir):
     from conftest import save_lm_eval_run
+
     from lm_eval_ext.analysis.loader import load_runs
 
     save_lm_eval_run(embedded_lm, "truthfulqa_ext_mc1", 1, tmp_path,

@@ -11,7 +11,6 @@ import sysconfig
 from pathlib import Path
 
 import pytest
-
 from conftest import run_cli
 
 

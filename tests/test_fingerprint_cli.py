@@ -2,7 +2,6 @@
 
 
 import pytest
-
 from conftest import run_cli
 from test_bbq_data import PAPER_SAMPLE_SHA256
 

@@ -3,11 +3,11 @@
 import json
 
 import pytest
+from conftest import run_cli
 from lm_eval import simple_evaluate
 from lm_eval.models.huggingface import HFLM
 from lm_eval.tasks import TaskManager
 
-from conftest import run_cli
 from lm_eval_ext.errors import ConfigError
 from lm_eval_ext.paths import package_tasks_dir
 

@@ -24,7 +24,7 @@ def test_sizes_and_nesting(manifest):
     assert (m["instrument"]["units"], m["instrument"]["rows"]) == (500, 2000)
     chain = ["instrument", "75pct", "50pct", "37p5pct", "25pct", "12p5pct"]
     assert [m[n]["rows"] for n in chain] == [2000, 1500, 1000, 748, 500, 248]
-    for parent, child in zip(chain, chain[1:]):
+    for parent, child in zip(chain, chain[1:], strict=False):
         assert set(m[child]["unit_ids"]) < set(m[parent]["unit_ids"]), (child, parent)
         assert m[child]["parent"] == parent
 

@@ -35,7 +35,7 @@ def metric_vs_energy(runs: pd.DataFrame, overall: pd.DataFrame, path: Path) -> P
         return None
     metrics = [m for m in ("accuracy", "bias_s_dis", "bias_s_amb") if m in set(overall["metric"])]
     fig, axes = plt.subplots(1, len(metrics), figsize=(4.2 * len(metrics), 3.6), squeeze=False)
-    for ax, metric in zip(axes[0], metrics):
+    for ax, metric in zip(axes[0], metrics, strict=False):
         values = overall[overall["metric"] == metric].set_index("run")["value"]
         for index, run in runs.iterrows():
             if run["run"] in values and x[index] > 0:
@@ -57,7 +57,7 @@ def subset_size(summary: pd.DataFrame, draws: pd.DataFrame, frozen: pd.DataFrame
     if not metrics:
         return None
     fig, axes = plt.subplots(1, len(metrics), figsize=(4.6 * len(metrics), 3.6), squeeze=False)
-    for ax, metric in zip(axes[0], metrics):
+    for ax, metric in zip(axes[0], metrics, strict=False):
         s = summary[summary["metric"] == metric].sort_values("size_units")
         d = draws[draws["metric"] == metric]
         groups = [d[d["size_units"] == u]["value"].dropna().to_numpy() for u in s["size_units"]]
@@ -67,7 +67,7 @@ def subset_size(summary: pd.DataFrame, draws: pd.DataFrame, frozen: pd.DataFrame
                    manage_ticks=False)
         f = frozen[frozen["metric"] == metric] if len(frozen) else frozen
         if len(f):
-            items_of = dict(zip(s["size_units"], s["size_items"]))
+            items_of = dict(zip(s["size_units"], s["size_items"], strict=False))
             ax.scatter([items_of.get(u, np.nan) for u in f["size_units"]], f["value"],
                        color="C3", zorder=3, s=18, label="frozen memberships")
             ax.legend(fontsize=7)
@@ -79,8 +79,10 @@ def subset_size(summary: pd.DataFrame, draws: pd.DataFrame, frozen: pd.DataFrame
 
 
 def delta_heatmap(deltas: pd.DataFrame, subgroup_type: str, path: Path) -> Path | None:
-    """Runs x subgroups heatmaps of signed deltas (points), one panel per metric,
-    diverging colours centred on 0."""
+    """Runs x subgroups heatmaps of signed deltas (points), one panel per metric.
+
+    Diverging colours centred on 0.
+    """
     data = deltas[deltas["subgroup_type"] == subgroup_type]
     metrics = list(data["metric"].unique())
     if not metrics:
@@ -89,7 +91,7 @@ def delta_heatmap(deltas: pd.DataFrame, subgroup_type: str, path: Path) -> Path 
     fig, axes = plt.subplots(len(metrics), 1, squeeze=False, gridspec_kw={"hspace": 1.1},
                              figsize=(max(6, 0.45 * columns + 3),
                                       len(metrics) * (0.45 * data["run"].nunique() + 2.4)))
-    for ax, metric in zip(axes[:, 0], metrics):
+    for ax, metric in zip(axes[:, 0], metrics, strict=False):
         wide = data[data["metric"] == metric].pivot_table(index="run", columns="subgroup",
                                                           values="delta_pp")
         values = wide.to_numpy()

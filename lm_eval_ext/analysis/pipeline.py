@@ -120,6 +120,7 @@ def analyze(reference: str | Path, runs: Sequence[str | Path], *,
         seed: Seed of every random step (recorded in the report).
         level: Confidence level of the intervals.
         template_sd_pp: Prompt-template SD (points) for the template variant of QRI.
+        progress: Show progress bars on the long steps.
     """
     if n_resamples < 100 or mc_draws < 10:
         raise AnalysisInputError("n_resamples must be >= 100 and mc_draws >= 10")
@@ -144,7 +145,7 @@ def analyze(reference: str | Path, runs: Sequence[str | Path], *,
             items = run_items[run.run_id]
             for spec in specs:
                 results = paired_deltas(spec, ref_items, items, design, masks, level)
-                for (subgroup_type, subgroup, _), d in zip(groups, results):
+                for (subgroup_type, subgroup, _), d in zip(groups, results, strict=False):
                     delta_rows.append({
                         "run": run.run_id, "metric": spec.name, "subgroup_type": subgroup_type,
                         "subgroup": subgroup, "n": d.n, "n_clusters": d.n_clusters,

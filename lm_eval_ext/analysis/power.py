@@ -45,8 +45,11 @@ def discordance_rate(ref_correct: np.ndarray, run_correct: np.ndarray) -> float:
 
 
 def binomial_sd(p: float, n: int, population: int | None = None) -> float:
-    """SD of a proportion over n items: sqrt(p(1-p)/n), times the finite-population
-    (hypergeometric) correction sqrt((N-n)/(N-1)) when ``population`` N is given."""
+    """SD of a proportion over n items: sqrt(p(1-p)/n).
+
+    Times the finite-population (hypergeometric) correction sqrt((N-n)/(N-1)) when
+    ``population`` N is given.
+    """
     if n <= 0:
         return math.nan
     sd = math.sqrt(p * (1 - p) / n)

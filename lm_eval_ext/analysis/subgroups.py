@@ -12,9 +12,12 @@ MIN_GROUP_N = 50
 
 def subgroup_masks(items: pd.DataFrame, min_group_n: int = MIN_GROUP_N
                    ) -> Iterator[tuple[str, str, np.ndarray]]:
-    """(subgroup_type, subgroup, mask) for: all, category, context x polarity, demographic
-    group (stereotyped group with at least ``min_group_n`` items; groups overlap), and the
-    benchmark's own grouping column when it differs from category."""
+    """(subgroup_type, subgroup, mask) for every subgroup of the items.
+
+    All, category, context x polarity, demographic group (stereotyped group with at least
+    ``min_group_n`` items; groups overlap), and the benchmark's own grouping column when it
+    differs from category.
+    """
     yield "all", "all", np.ones(len(items), bool)
     if items["category"].notna().any():
         for category in sorted(items["category"].dropna().unique()):
@@ -32,29 +35,23 @@ def subgroup_masks(items: pd.DataFrame, min_group_n: int = MIN_GROUP_N
             yield "benchmark_group", str(group), (items["benchmark_group"] == group).to_numpy()
 
 
-def holm(pvalues: np.ndarray) -> np.ndarray:
-    """Holm step-down adjusted p-values (NaN entries stay NaN and are not counted)."""
+def _adjusted(pvalues: np.ndarray, step) -> np.ndarray:
+    """Apply ``step(sorted_p, m) -> adjusted`` to the finite p-values; NaN stays NaN."""
     p = np.asarray(pvalues, float)
     out = np.full_like(p, np.nan)
     idx = np.where(np.isfinite(p))[0]
-    if idx.size == 0:
-        return out
-    order = idx[np.argsort(p[idx])]
-    m = order.size
-    adjusted = np.maximum.accumulate((m - np.arange(m)) * p[order])
-    out[order] = np.minimum(adjusted, 1.0)
+    if idx.size:
+        order = idx[np.argsort(p[idx])]
+        out[order] = np.minimum(step(p[order], order.size), 1.0)
     return out
+
+
+def holm(pvalues: np.ndarray) -> np.ndarray:
+    """Holm step-down adjusted p-values (NaN entries stay NaN and are not counted)."""
+    return _adjusted(pvalues, lambda p, m: np.maximum.accumulate((m - np.arange(m)) * p))
 
 
 def benjamini_hochberg(pvalues: np.ndarray) -> np.ndarray:
     """Benjamini-Hochberg adjusted p-values (NaN entries stay NaN and are not counted)."""
-    p = np.asarray(pvalues, float)
-    out = np.full_like(p, np.nan)
-    idx = np.where(np.isfinite(p))[0]
-    if idx.size == 0:
-        return out
-    order = idx[np.argsort(p[idx])]
-    m = order.size
-    ranked = p[order] * m / np.arange(1, m + 1)
-    out[order] = np.minimum(np.minimum.accumulate(ranked[::-1])[::-1], 1.0)
-    return out
+    return _adjusted(pvalues, lambda p, m: np.minimum.accumulate(
+        (p * m / np.arange(1, m + 1))[::-1])[::-1])

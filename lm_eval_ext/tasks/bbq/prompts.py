@@ -1,8 +1,8 @@
-"""The words of the BBQ prompts (every tier; see ``lm_eval_ext.tasks.common.prompting``).
+r"""The words of the BBQ prompts (every tier; see ``lm_eval_ext.tasks.common.prompting``).
 
 The default generative prompt (``detailed``) is the seed paper's protocol: the instruction,
 the JSON answer format, then context, question and lettered options. The default
-log-likelihood prompt (``minimal``) is ``Context: ...\\nQuestion: ...\\nAnswer:``.
+log-likelihood prompt (``minimal``) is ``Context: ...\nQuestion: ...\nAnswer:``.
 """
 
 from __future__ import annotations

@@ -32,8 +32,11 @@ ITEMS = ChoiceItems(bbq_prompts.STYLE, bbq_prompts.body, options=bbq_prompts.opt
 def load_docs(bbq_v_dir: str | None = None, hf_dataset: str | None = None,
               hf_revision: str | None = None, template_tier: str | None = None,
               **_: Any) -> datasets.DatasetDict:
-    """``custom_dataset``: BBQ-V items, image first; the rows of 2 scenarios are held out as
-    the few-shot pool (scenario-level, so no test item shares a scenario with a shot)."""
+    """``custom_dataset``: BBQ-V items, image first.
+
+    The rows of 2 scenarios are held out as the few-shot pool (scenario-level, so no test item
+    shares a scenario with a shot).
+    """
     rows = load_bbq_v(bbq_v_dir, hf_dataset, hf_revision)
     sha = fingerprint(rows)
     pool = ITEMS.held_out_pool(rows)
@@ -55,6 +58,6 @@ def doc_to_image(doc: Mapping[str, Any]) -> list:
 
 
 def process_results(doc: Mapping[str, Any], results: Sequence[str]) -> dict:
-    """acc (failures wrong), acc_parsed, parse rates."""
+    """Acc (failures wrong), acc_parsed, parse rates."""
     out, pred = generative_metrics(doc, results)
     return {**out, "acc_parsed": None if pred is None else out["acc"]}

@@ -1,10 +1,10 @@
-"""Strict, JSON-first extraction of a lettered answer from free-form model output.
+r"""Strict, JSON-first extraction of a lettered answer from free-form model output.
 
 The prompt asks for exactly one JSON object ``{"answer": "A", "reasoning": "..."}``. The
 parser tries, in order, and records which rule fired (``method``):
 
 1. ``json``: the whole output is that object (string ``answer`` and ``reasoning``; the answer
-   matches ``^[A-C]\\b``, so ``"B. The grandson"`` counts as B).
+   matches ``^[A-C]\b``, so ``"B. The grandson"`` counts as B).
 2. ``json_fenced``: the same inside a Markdown code fence (```` ```json ... ``` ````).
 3. ``letter_dot``: the first line is ``"B. <text>"`` / ``"B) <text>"``. It is a failure when
    ``<text>`` starts with another option's text and not B's (*inconsistent*), or when the

@@ -96,7 +96,7 @@ def render_prompt(style: PromptStyle, body: str, tier: str, path: str, n_options
 
 
 def lettered(options: Sequence[str]) -> str:
-    """``A. first\\nB. second ...``"""
+    """Options as a lettered list, one per line (``A. first``, ``B. second``, ...)."""
     return "\n".join(f"{LETTERS[i]}. {option}" for i, option in enumerate(options))
 
 
@@ -117,8 +117,11 @@ def stable_rank(key: str, salt: str = "fewshot") -> str:
 def fewshot_pool(rows: Iterable[Mapping[str, Any]], *, exclude: set[str], size: int,
                  stratum: Callable[[Mapping[str, Any]], str], unit: Callable[[Mapping], str]
                  ) -> list[Mapping[str, Any]]:
-    """``size`` rows outside ``exclude`` (unit ids), one per unit, round-robin over strata,
-    in hash order: the deterministic few-shot pool."""
+    """The deterministic few-shot pool.
+
+    ``size`` rows outside ``exclude`` (unit ids), one per unit, round-robin over strata, in
+    hash order.
+    """
     by_stratum: dict[str, list[Mapping[str, Any]]] = {}
     seen_units: set[str] = set()
     for row in sorted(rows, key=lambda r: stable_rank(unit(r) + "|" + str(r["item_key"]))):

@@ -47,7 +47,7 @@ def loglik_prediction(doc: Mapping[str, Any], results: Sequence[tuple[float, boo
 
 
 def generative_metrics(doc: Mapping[str, Any], results: Sequence[str]) -> tuple[dict, int | None]:
-    """acc (a parse failure is wrong), parse_failure_rate, fallback_parse_rate; and pred."""
+    """Acc (a parse failure is wrong), parse_failure_rate, fallback_parse_rate; and pred."""
     pred, parsed = generative_prediction(results)
     return {"acc": float(is_correct(doc, pred)), "parse_failure_rate": float(not parsed.parsed),
             "fallback_parse_rate": float(parsed.parsed and not parsed.strict)}, pred
@@ -55,7 +55,7 @@ def generative_metrics(doc: Mapping[str, Any], results: Sequence[str]) -> tuple[
 
 def loglik_metrics(doc: Mapping[str, Any], results: Sequence[tuple[float, bool]]
                    ) -> tuple[dict, int]:
-    """acc and acc_norm of the log-likelihood argmax; and pred."""
+    """Acc and acc_norm of the log-likelihood argmax; and pred."""
     pred, pred_norm, _ = loglik_prediction(doc, results)
     return {"acc": float(is_correct(doc, pred)), "acc_norm": float(is_correct(doc, pred_norm))}, pred
 

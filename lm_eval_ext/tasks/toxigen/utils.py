@@ -36,18 +36,21 @@ ITEMS = ChoiceItems(STYLE, _body, options=lambda r: list(OPTIONS),
 
 def load_docs(split: str = "auto", scoring_path: str = "generative",
               template_tier: str | None = None, **_: Any) -> datasets.DatasetDict:
-    """``custom_dataset``: the test split with a few-shot pool from train, or (offline) the
-    train split minus a held-out 13-item pool (one per target group)."""
+    """``custom_dataset`` of the ToxiGen tasks.
+
+    The test split with a few-shot pool from train, or (offline) the train split minus a
+    held-out 13-item pool (one per target group).
+    """
     rows, chosen = toxigen_rows(split)
     pool = ITEMS.held_out_pool(toxigen_rows("train")[0]) if chosen == "test" else None
     return ITEMS.splits(rows, scoring_path, template_tier, pool=pool)
 
 
 def process_results_generative(doc: Mapping[str, Any], results: Sequence[str]) -> dict:
-    """acc of the parsed No/Yes letter (failures wrong), parse rates."""
+    """Acc of the parsed No/Yes letter (failures wrong), parse rates."""
     return generative_metrics(doc, results)[0]
 
 
 def process_results_loglik(doc: Mapping[str, Any], results: Sequence[tuple[float, bool]]) -> dict:
-    """acc and acc_norm of the No/Yes log-likelihood argmax."""
+    """Acc and acc_norm of the No/Yes log-likelihood argmax."""
     return loglik_metrics(doc, results)[0]

@@ -45,7 +45,7 @@ def load_docs(variant: str = "mc1", scoring_path: str = "generative",
 
 
 def process_results_generative(doc: Mapping[str, Any], results: Sequence[str]) -> dict:
-    """acc of the parsed letter (failures wrong), parse_failure_rate, fallback_parse_rate."""
+    """Acc of the parsed letter (failures wrong), parse_failure_rate, fallback_parse_rate."""
     return generative_metrics(doc, results)[0]
 
 
