@@ -40,6 +40,10 @@ PLANS = {
         Condition("subset12p5_gen_int8_b16", "bbq_subset_12p5pct", "int8", 16, 100),
         Condition("subset12p5_gen_nf4_b16", "bbq_subset_12p5pct", "nf4", 16, 50),
     ],
+    "C": [  # the generative conditions that did not fit plan B's device call
+        Condition("subset12p5_gen_int8_b16", "bbq_subset_12p5pct", "int8", 16, 100),
+        Condition("subset12p5_gen_nf4_b16", "bbq_subset_12p5pct", "nf4", 16, 50),
+    ],
 }
 
 

@@ -12,6 +12,8 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 os.environ.setdefault("LM_EVAL_EXT_DATA", str(REPO.parent / "shared" / "data"))
+# absolute, so that symlinks and subprocesses in other folders see the same data
+os.environ["LM_EVAL_EXT_DATA"] = str(Path(os.environ["LM_EVAL_EXT_DATA"]).resolve())
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["HF_DATASETS_OFFLINE"] = "1"
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
