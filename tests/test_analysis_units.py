@@ -116,3 +116,27 @@ def test_mde_command_prints_and_writes_card(tmp_path):
     assert len(lines) == 5 and "3.96 pp" in lines[0]
     bad = run_cli(["lm-eval-ext", "mde", "--m", "500", "--rho-d", "0"])
     assert bad.returncode == 2 and "rho_d" in bad.stderr
+
+
+def test_grid_rank_flips_and_core_envelope(instrument_rows, tmp_path):
+    """Two models x two precisions: model B beats A in bf16 but not in int8."""
+    rows = instrument_rows[:400]
+    rng = np.random.default_rng(4)
+    accuracy = {("A", "bf16"): 0.50, ("B", "bf16"): 0.70, ("A", "int8"): 0.70,
+                ("B", "int8"): 0.45}
+    grid = []
+    for (model, precision), acc in accuracy.items():
+        folder = tmp_path / f"{model}_{precision}"
+        write_run(folder, "bbq_instrument_loglik", rows, simulate_predictions(rows, acc, rng),
+                  model=model, precision=precision)
+        grid.append(folder)
+    result = analyze(grid[0], grid[1:2], grid=grid, core={"precision": ["bf16"]},
+                     intersection=True, n_resamples=200, mc_draws=20, progress=False)
+    full = result.rank_flips.query("envelope == 'full'").iloc[0]
+    core = result.rank_flips.query("envelope == 'core'").iloc[0]
+    assert (full["n_plus"], full["n_minus"], full["n_cells"], full["rho_flip"]) == (1, 1, 2, 0.5)
+    assert (core["n_cells"], core["rho_flip"]) == (1, 0.0)
+    shares = result.variance_shares.set_index("term")
+    assert {"model", "precision", "Residual"} <= set(shares.index)
+    assert "one run per cell" in shares.loc["model", "note"]  # 2x2, no replicates
+    assert result.rankings.query("envelope == 'full'").iloc[0]["n_orderings"] == 2

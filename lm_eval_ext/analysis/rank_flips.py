@@ -65,7 +65,8 @@ def variance_shares(cells: pd.DataFrame, factors: tuple[str, ...] = FACTORS,
     """Type II ANOVA sums of squares of ``value`` and each term's share of the total.
 
     Only factors with more than one level in a benchmark enter its model; two-way
-    interactions of ``model`` with each other factor are added when ``interactions``.
+    interactions of ``model`` with each other factor are added when ``interactions`` and the
+    grid has replicates to separate them from the residual (else a ``note`` says so).
     """
     import statsmodels.formula.api as smf
     from statsmodels.stats.anova import anova_lm
@@ -76,14 +77,24 @@ def variance_shares(cells: pd.DataFrame, factors: tuple[str, ...] = FACTORS,
         if not used:
             continue
         data = group.assign(**{f: group[f].astype(str) for f in used})
-        terms = [f"C({f})" for f in used]
-        if interactions and "model" in used:
-            terms += [f"C(model):C({f})" for f in used if f != "model"]
-        fit = smf.ols(f"value ~ {' + '.join(terms)}", data=data).fit()
+        main = [f"C({f})" for f in used]
+        extra = [f"C(model):C({f})" for f in used if f != "model"] \
+            if interactions and "model" in used else []
+        note = ""
+        fit = smf.ols(f"value ~ {' + '.join(main + extra)}", data=data).fit()
+        if extra and fit.df_resid < 1:  # one run per cell: interactions are the residual
+            fit = smf.ols(f"value ~ {' + '.join(main)}", data=data).fit()
+            note = "interactions not separable from the residual (one run per cell)"
+        if fit.df_resid < 1:
+            rows.append({"benchmark": benchmark, "term": "(saturated)", "sum_sq": np.nan,
+                         "df": 0.0, "share": np.nan,
+                         "note": "no residual degrees of freedom: add runs"})
+            continue
         table = anova_lm(fit, typ=2)
         total = float(((data["value"] - data["value"].mean()) ** 2).sum())
         for term, row in table.iterrows():
             rows.append({"benchmark": benchmark, "term": term.replace("C(", "").replace(")", ""),
                          "sum_sq": float(row["sum_sq"]), "df": float(row["df"]),
-                         "share": float(row["sum_sq"]) / total if total else np.nan})
+                         "share": float(row["sum_sq"]) / total if total else np.nan,
+                         "note": note})
     return pd.DataFrame(rows)

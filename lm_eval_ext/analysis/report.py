@@ -10,6 +10,7 @@ from typing import Any
 import pandas as pd
 
 from lm_eval_ext.analysis import figures
+from lm_eval_ext.analysis.pipeline import preregistration_cards
 
 
 def _fmt(value: Any) -> str:
@@ -69,8 +70,6 @@ def write_outputs(result, out: Path) -> dict[str, Path]:
         made.append(figures.delta_heatmap(result.deltas, subgroup_type,
                                           fig_dir / f"heatmap_{subgroup_type}.png"))
     paths.update({p.stem: p for p in made if p is not None})
-    from lm_eval_ext.analysis.pipeline import preregistration_cards
-
     paths["preregistration"] = out / "preregistration.md"
     paths["preregistration"].write_text("# Pre-registration cards\n\n"
                                         + preregistration_cards(result.comparisons))
