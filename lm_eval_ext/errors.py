@@ -25,3 +25,11 @@ class ManifestError(DataError):
 
 class ConfigError(LmEvalExtError, ValueError):
     """Bad user input: an unknown option, a conflicting setting, a bad value."""
+
+
+def check_choice(name: str, value, allowed, hint: str = ""):
+    """Return ``value`` if it is one of ``allowed``, else a ConfigError naming the valid ones."""
+    if value not in allowed:
+        raise ConfigError(f"{name}={value!r} is not valid; use one of {', '.join(allowed)}"
+                          + (f" ({hint})" if hint else ""))
+    return value

@@ -65,20 +65,27 @@ def run_cli(args: list[str], *, env: dict | None = None, cwd: Path | None = None
                           env=full_env, cwd=cwd, timeout=timeout)
 
 
+def package_task_manager(**metadata):
+    """A TaskManager over the package's task folders only (no built-in index), with metadata."""
+    from lm_eval.tasks import TaskManager
+
+    from lm_eval_ext.paths import package_tasks_dir
+
+    return TaskManager(include_path=str(package_tasks_dir()), include_defaults=False,
+                       metadata=metadata or None)
+
+
 def save_lm_eval_run(lm, task: str, limit: int, out_dir: Path, *, model_args: str = "",
                      log_samples: bool = True, **kwargs) -> Path:
     """Run lm-eval in process on our tasks and write its outputs in lm-eval's layout."""
     from lm_eval import simple_evaluate
     from lm_eval.loggers import EvaluationTracker
-    from lm_eval.tasks import TaskManager
-
-    from lm_eval_ext.paths import package_tasks_dir
 
     tracker = EvaluationTracker(output_path=str(out_dir))
     results = simple_evaluate(
         model=lm, model_args=model_args, tasks=[task], limit=limit, log_samples=log_samples,
         evaluation_tracker=tracker, bootstrap_iters=0,
-        task_manager=TaskManager(include_path=str(package_tasks_dir()), include_defaults=False),
+        task_manager=package_task_manager(),
         **kwargs)
     samples = results.pop("samples", None)
     tracker.save_results_aggregated(results=results, samples=samples)

@@ -4,8 +4,8 @@ import json
 from pathlib import Path
 
 import pytest
+from conftest import package_task_manager
 from lm_eval import simple_evaluate
-from lm_eval.tasks import TaskManager
 from lm_eval.tasks._index import TaskIndex
 
 import lm_eval_ext.tasks.bbq._generate_configs as gen
@@ -19,7 +19,7 @@ BBQ_DIR = package_tasks_dir() / "bbq"
 
 @pytest.fixture(scope="module")
 def task_manager(data_dir):
-    return TaskManager(include_path=str(package_tasks_dir()), include_defaults=False)
+    return package_task_manager()
 
 
 def our_task_names() -> list[str]:

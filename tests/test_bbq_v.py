@@ -9,12 +9,11 @@ import json
 
 import pytest
 from bbq_v_fixture import build_tiny_vlm, write_bbq_v_folder
+from conftest import package_task_manager
 from lm_eval import simple_evaluate
-from lm_eval.tasks import TaskManager
 
 from lm_eval_ext.data.bbq_v import fingerprint, load_bbq_v
 from lm_eval_ext.errors import ConfigError, DataCorruptError, DataMissingError
-from lm_eval_ext.paths import package_tasks_dir
 
 
 @pytest.fixture(scope="module")
@@ -101,8 +100,7 @@ def test_multimodal_model_needs_pretrained():
 def test_real_run_on_the_tiny_vlm(bbq_v_dir, tiny_vlm):
     from lm_eval_ext.model_wrappers.hf_multimodal_metered import HFMultimodalMeteredLM
 
-    manager = TaskManager(include_path=str(package_tasks_dir()), include_defaults=False,
-                          metadata={"bbq_v_dir": str(bbq_v_dir)})
+    manager = package_task_manager(bbq_v_dir=str(bbq_v_dir))
     lm = HFMultimodalMeteredLM(pretrained=str(tiny_vlm), device="cpu", batch_size=4,
                                idle_seconds=0)
     results = simple_evaluate(model=lm, tasks=["bbq_v_ext"], task_manager=manager,

@@ -6,11 +6,10 @@ import re
 import warnings
 
 import pytest
+from conftest import package_task_manager
 from lm_eval import simple_evaluate
-from lm_eval.tasks import TaskManager
 
 from lm_eval_ext.errors import DataMissingError
-from lm_eval_ext.paths import package_tasks_dir
 from lm_eval_ext.tasks.common.answer_parser import ParsedAnswer
 
 # task -> (limit, grouping field kept per item, metric keys expected in the results)
@@ -27,9 +26,7 @@ RUNS = {
 }
 
 
-def manager(**metadata):
-    return TaskManager(include_path=str(package_tasks_dir()), include_defaults=False,
-                       metadata=metadata or None)
+manager = package_task_manager
 
 
 @pytest.fixture(scope="module")

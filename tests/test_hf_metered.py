@@ -3,13 +3,11 @@
 import json
 
 import pytest
-from conftest import run_cli
+from conftest import package_task_manager, run_cli
 from lm_eval import simple_evaluate
 from lm_eval.models.huggingface import HFLM
-from lm_eval.tasks import TaskManager
 
 from lm_eval_ext.errors import ConfigError
-from lm_eval_ext.paths import package_tasks_dir
 
 METERING_KEYS = {"precision", "batch_size", "inference_seconds", "forward_seconds", "load_seconds",
                  "energy_joules", "energy_joules_idle_corrected", "energy_source", "flags", "gpus",
@@ -19,7 +17,7 @@ PER_TASK_KEYS = {"inference_seconds", "energy_joules", "n_requests", "request_ty
 
 @pytest.fixture(scope="module")
 def task_manager(data_dir):
-    return TaskManager(include_path=str(package_tasks_dir()), include_defaults=False)
+    return package_task_manager()
 
 
 @pytest.mark.parametrize(

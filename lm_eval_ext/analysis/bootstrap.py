@@ -32,6 +32,13 @@ def as_rng(rng: np.random.Generator | int | None) -> np.random.Generator:
     return rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
 
 
+def cluster_sums(codes: np.ndarray, n_clusters: int, features: np.ndarray) -> np.ndarray:
+    """Per-cluster sums over the first axis: (n, ...) -> (n_clusters, ...)."""
+    out = np.zeros((n_clusters, *features.shape[1:]))
+    np.add.at(out, codes, features)
+    return out
+
+
 @dataclass(frozen=True)
 class ClusterDesign:
     """Items grouped into natural-unit clusters, with shared resampling matrices."""
@@ -54,9 +61,7 @@ class ClusterDesign:
 
     def sums(self, features: np.ndarray) -> np.ndarray:
         """Per-cluster sums over the first axis: (n, ...) -> (C, ...)."""
-        out = np.zeros((self.n_clusters, *features.shape[1:]))
-        np.add.at(out, self.codes, features)
-        return out
+        return cluster_sums(self.codes, self.n_clusters, features)
 
 
 def percentile_intervals(draws: np.ndarray, level: float = 0.95

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from lm_eval_ext.analysis.bootstrap import as_rng
+from lm_eval_ext.analysis.bootstrap import as_rng, cluster_sums
 from lm_eval_ext.analysis.metrics import MetricSpec
 from lm_eval_ext.analysis.power import binomial_sd
 from lm_eval_ext.data.instrument import SEED, balanced_quotas, category_order
@@ -71,9 +71,7 @@ def membership_sensitivity(spec: MetricSpec, items: pd.DataFrame, codes: np.ndar
     """Monte Carlo and frozen-membership deviations of ``spec`` from the full reference."""
     rng = as_rng(rng)
     n_clusters = int(codes.max()) + 1
-    features = spec.features(items)
-    sums = np.zeros((n_clusters, features.shape[1]))
-    np.add.at(sums, codes, features)
+    sums = cluster_sums(codes, n_clusters, spec.features(items))
     full = float(spec.value(sums.sum(0)))
     unit_of_cluster = pd.Series(items["unit_id"].to_numpy()).groupby(codes).first()
     cluster_categories = unit_of_cluster.str.split(":").str[0].to_numpy()

@@ -17,7 +17,7 @@ from typing import Any
 
 from lm_eval_ext.data.sources import TOXIGEN, XSTEST_COMPLETION_MODELS
 from lm_eval_ext.data.store import benchmark_dir
-from lm_eval_ext.errors import ConfigError, DataCorruptError, DataMissingError
+from lm_eval_ext.errors import DataCorruptError, DataMissingError, check_choice
 
 
 def _csv_rows(path: Path, encoding: str = "utf-8") -> list[dict[str, str]]:
@@ -82,9 +82,7 @@ def xstest_rows() -> tuple[dict[str, Any], ...]:
 
 def xstest_completions(model: str) -> list[dict[str, Any]]:
     """The human-labelled completions of one model (``final_label`` in three classes)."""
-    if model not in XSTEST_COMPLETION_MODELS:
-        raise ConfigError(f"unknown XSTest completion model {model!r}; use one of "
-                          f"{', '.join(XSTEST_COMPLETION_MODELS)}")
+    check_choice("XSTest completion model", model, XSTEST_COMPLETION_MODELS)
     path = f"model_completions/xstest_v2_completions_{model}.csv"
     folder = benchmark_dir("xstest", (path,))
     return [{"xstest_id": int(row["id"].split("-")[-1]), "type": row["type"],
@@ -109,8 +107,7 @@ def toxigen_rows(split: str = "auto") -> tuple[tuple[dict[str, Any], ...], str]:
     a warning. The split used is recorded in every row (``split``) and never mixed.
     Label: toxic when ``toxicity_ai + toxicity_human > 5.5`` (as upstream).
     """
-    if split not in ("auto", "test", "train"):
-        raise ConfigError(f"toxigen split={split!r} is not valid; use auto, test or train")
+    check_choice("toxigen split", split, ("auto", "test", "train"))
     chosen = split
     if split in ("auto", "test"):
         try:

@@ -2,14 +2,8 @@
 
 ``lm_eval --model hf-metered`` with no ``pretrained`` runs the embedded SmolLM2-135M-Instruct
 (:mod:`lm_eval_ext.model_wrappers.embedded_model`). Every ``--model hf`` model arg works; the
-extra ones (precision, energy, codecarbon, chat_template, ...) are in
+extra ones (precision, energy, codecarbon, chat_template, ...) and the energy boundary are in
 :mod:`lm_eval_ext.model_wrappers.metered` and the README.
-
-Energy boundary: for each (task, request type) the meter brackets the model's request loop
-(tokenisation, batching, forward passes / generation) between CUDA-synchronised edges.
-Model load, data preparation, prompt building, metrics, judging and file writing are outside;
-automatic batch-size probes are cut out; ``--use_cache`` hits never reach the model. Results
-land in ``results_*.json -> config.metering`` through ``get_model_info``.
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ from typing import Any
 
 import torch
 
-from lm_eval_ext.errors import ConfigError
+from lm_eval_ext.errors import ConfigError, check_choice
 from lm_eval_ext.model_wrappers import embedded_model
 from lm_eval_ext.model_wrappers.metering import EnergyMeter, InferenceLedger, select_source
 from lm_eval_ext.model_wrappers.precision import plan_precision, verify_precision
@@ -36,13 +36,6 @@ OWN_ARGS = {"pretrained": None, "chat_template": "auto", "precision": None, "ene
 PASSTHROUGH_ARGS = ("attn_implementation", "low_cpu_mem_usage", "use_safetensors", "cache_dir",
                     "local_files_only", "token", "variant", "device_map")
 _TEMPLATED = "_lm_eval_ext_chat_templated"
-
-
-def _choice(name: str, value: Any, allowed: tuple[str, ...]) -> str:
-    if value not in allowed:
-        raise ConfigError(f"model arg {name}={value!r} is not valid; use one of "
-                          f"{', '.join(allowed)}")
-    return value
 
 
 def _init_params(cls: type) -> set[str]:
@@ -76,8 +69,9 @@ class MeteredMixin:
                  codecarbon_region: str | None = "ontario",
                  carbon_intensity: float | None = None, **kwargs: Any):
         self._check_unknown(kwargs)
-        self._chat_template_mode = _choice("chat_template", chat_template, CHAT_TEMPLATE_MODES)
-        _choice("energy", energy, ENERGY_SOURCES)
+        self._chat_template_mode = check_choice("model arg chat_template", chat_template,
+                                                CHAT_TEMPLATE_MODES)
+        check_choice("model arg energy", energy, ENERGY_SOURCES)
         self._plan = plan_precision(precision, kwargs.pop("dtype", "auto"), kwargs)
         self._run_applies_chat_template = False
         self._embedded = pretrained is None

@@ -25,7 +25,7 @@ from typing import Any
 
 import datasets
 
-from lm_eval_ext.errors import ConfigError
+from lm_eval_ext.errors import check_choice as _check_choice
 
 TIERS = ("minimal", "role", "detailed", "cot")
 PATHS = ("generative", "loglik")
@@ -66,11 +66,9 @@ def letters_phrase(n: int) -> str:
 
 
 def check_choice(name: str, value: Any, allowed: Sequence[str]) -> str:
-    """Validate a task setting and name the valid values on error."""
-    if value not in allowed:
-        raise ConfigError(f"{name}={value!r} is not valid; use one of {', '.join(allowed)} "
-                          f"(e.g. --metadata '{{\"{name}\": \"{allowed[0]}\"}}')")
-    return value
+    """Validate a task setting (set through ``--metadata``) and name the valid values on error."""
+    return _check_choice(name, value, allowed,
+                         f"e.g. --metadata '{{\"{name}\": \"{allowed[0]}\"}}'")
 
 
 def render_prompt(style: PromptStyle, body: str, tier: str, path: str, n_options: int = 0) -> str:
