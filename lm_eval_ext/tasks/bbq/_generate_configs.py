@@ -12,6 +12,8 @@ from lm_eval_ext.data.instrument import load_manifest
 from lm_eval_ext.tasks.common.prompting import DEFAULT_TIER
 
 HERE = Path(__file__).resolve().parent
+#: The BBQ task version (README changelog); 2.0 fixed the bias rule.
+TASK_VERSION = "2.0"
 PATHS = {  # task-name suffix -> (base yaml, scoring path)
     "": ("_bbq_generative_yaml", "generative"),
     "_loglik": ("_bbq_loglik_yaml", "loglik"),
@@ -44,7 +46,7 @@ def render_configs() -> dict[str, str]:
                 f"  membership: {membership}",
                 f"  scoring_path: {path}",
                 "metadata:",
-                "  version: 1.1",
+                f"  version: {TASK_VERSION}",
                 f"  instrument: {manifest['name']}-{manifest['version']}",
                 f"  membership_rows: {rows}",
                 f"  template_tier: {DEFAULT_TIER[path]}",
