@@ -228,7 +228,79 @@ def test_ledger_energy_is_none_if_any_window_is_unavailable():
     ledger = InferenceLedger(meter)
     with ledger.measure("A", "loglikelihood", 1):
         pass
-    with pytest.warns(UserWarning), ledger.measure("A", "loglikelihood", 1):
+    with ledger.measure("A", "loglikelihood", 1):
         pass
-    task = ledger.summary()["per_task"]["A"]
+    with pytest.warns(UserWarning, match="task 'A': energy unavailable"):
+        task = ledger.summary()["per_task"]["A"]
     assert task["energy_joules"] is None and "counter_decreased" in task["flags"]
+
+
+@pytest.mark.parametrize(
+    ("name", "counters_mj", "times", "joules", "seconds", "windows"),
+    [
+        # probe first: a 20 ms segment in which the counter did not move (0 J), the probe,
+        # then 60 s holding 8,000 J. lm-eval 0.4.13 probes first thing in generate_until.
+        ("probe first", [1_000_000, 1_000_000, 1_500_000, 9_500_000], [0.0, 0.02, 1.0, 61.0],
+         8000.0, 60.02, 2),
+        # probe in the middle: 30 s / 600 J, probe (excluded 400 J), 30 s / 700 J
+        ("probe middle", [0, 600_000, 1_000_000, 1_700_000], [0.0, 30.0, 31.0, 61.0],
+         1300.0, 60.0, 2),
+    ],
+)
+def test_probe_segments_with_no_counter_change_do_not_void_the_task(
+        name, counters_mj, times, joules, seconds, windows):
+    meter, _ = meter_for({"idx0": counters_mj}, times)
+    ledger = InferenceLedger(meter)
+    with ledger.measure("gen", "generate_until", 100):
+        with ledger.excluded():
+            pass
+    task = ledger.summary()["per_task"]["gen"]
+    assert task["energy_joules"] == pytest.approx(joules), name
+    assert task["inference_seconds"] == pytest.approx(seconds)
+    assert task["windows"] == windows
+    assert not {"zero_energy", "short_window"} & set(task["flags"])
+    assert ledger.summary()["total"]["energy_joules"] == pytest.approx(joules)
+
+
+def test_probe_only_task_is_null_and_flagged_not_zero():
+    # the whole task is a probe between two 1 ms segments: nothing measurable was metered
+    meter, _ = meter_for({"idx0": [5_000, 5_000, 9_000, 9_000]}, [0.0, 0.001, 2.0, 2.001])
+    ledger = InferenceLedger(meter)
+    with ledger.measure("gen", "generate_until", 1):
+        with ledger.excluded():
+            pass
+    with pytest.warns(UserWarning, match="energy unavailable"):
+        task = ledger.summary()["per_task"]["gen"]
+    assert task["energy_joules"] is None
+    assert {"zero_energy", "short_window"} <= set(task["flags"])
+
+
+def test_zero_on_one_device_voids_the_total_and_is_flagged():
+    nvml = FakeNvml({"GPU-a": [0, 100_000], "GPU-b": [7, 7]})
+    source = NvmlSource([0, 1], nvml=nvml, uuid_of={0: "GPU-a", 1: "GPU-b"}.get)
+    ledger = InferenceLedger(EnergyMeter(source, sync=None, clock=Clock(0.0, 5.0)))
+    with ledger.measure("t", "loglikelihood", 1):
+        pass
+    with pytest.warns(UserWarning):
+        task = ledger.summary()["per_task"]["t"]
+    assert task["energy_joules"] is None and "zero_energy" in task["flags"]
+
+
+def test_idle_spread_shares_and_idle_corrected_uncertainty():
+    # idle in 4 intervals of 0.5 s: 60, 50, 60, 70 J per 0.5 s -> 120, 100, 120, 140 W
+    # (mean 120 W, SD 16.33 W, SE 8.165 W); then a 10 s task holding 2,000 J with 4 s forward
+    idle = [0, 60_000, 110_000, 170_000, 240_000]
+    meter, _ = meter_for({"idx0": [*idle, 240_000, 2_240_000]}, [0.0, 0.5, 1.0, 1.5, 2.0, 2.0, 12.0])
+    meter.measure_idle(2.0, sleep=lambda s: None, intervals=4)
+    assert meter.idle_watts == {0: pytest.approx(120.0)}
+    assert meter.idle.sd_watts_by_device[0] == pytest.approx(16.3299, rel=1e-4)
+    ledger = InferenceLedger(meter)
+    with ledger.measure("t", "loglikelihood", 10):
+        ledger.add_forward_seconds(4.0)
+    task = ledger.summary()["per_task"]["t"]
+    assert task["energy_joules"] == pytest.approx(2000.0)
+    assert task["idle_joules"] == pytest.approx(1200.0)
+    assert task["idle_share"] == pytest.approx(0.6)
+    assert task["forward_share"] == pytest.approx(0.4)
+    assert task["energy_joules_idle_corrected"] == pytest.approx(800.0)
+    assert task["energy_joules_idle_corrected_se"] == pytest.approx(10 * 16.3299 / 2, rel=1e-4)

@@ -14,28 +14,30 @@ land in ``results_*.json -> config.metering`` through :meth:`get_model_info`.
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
+import sys
 import time
 from typing import Any
 
 import torch
 
-from lm_eval_ext.errors import ConfigError, check_choice
+from lm_eval_ext.errors import ConfigError
 from lm_eval_ext.model_wrappers import embedded_model
 from lm_eval_ext.model_wrappers.metering import EnergyMeter, InferenceLedger, select_source
+from lm_eval_ext.model_wrappers.model_args import validate_own_args
 from lm_eval_ext.model_wrappers.precision import plan_precision, verify_precision
 from lm_eval_ext.model_wrappers.request_groups import run_by_task
 
-CHAT_TEMPLATE_MODES = ("auto", "off")
-ENERGY_SOURCES = ("auto", "nvml", "rapl", "off")
 #: hf-metered's own model args and their defaults.
 OWN_ARGS = {"pretrained": None, "chat_template": "auto", "precision": None, "energy": "auto",
-            "idle_seconds": 1.0, "sync": True, "codecarbon": False, "codecarbon_country": "CAN",
+            "idle_seconds": 3.0, "sync": True, "codecarbon": False, "codecarbon_country": "CAN",
             "codecarbon_region": "ontario", "carbon_intensity": None}
 #: extra ``from_pretrained`` keys passed through unchanged.
 PASSTHROUGH_ARGS = ("attn_implementation", "low_cpu_mem_usage", "use_safetensors", "cache_dir",
                     "local_files_only", "token", "variant", "device_map")
-_TEMPLATED = "_lm_eval_ext_chat_templated"
+#: idle power is sampled in sub-intervals of this length (their spread is its uncertainty)
+IDLE_INTERVAL_S = 0.5
 
 
 def _init_params(cls: type) -> set[str]:
@@ -47,6 +49,20 @@ def _init_params(cls: type) -> set[str]:
             names |= {p for p in inspect.signature(init).parameters
                       if p not in ("self", "kwargs", "args", "pretrained")}
     return names
+
+
+BOUNDARY = ("per (task, request type): the model's request loop between device-synchronised "
+            "edges; excludes model load, data preparation, metrics, file writing and auto "
+            "batch-size probes")
+
+
+def _synchronize_all(cuda_indices: list[int]):
+    """A sync callable that waits for every CUDA device holding parameters."""
+    def sync() -> None:
+        for index in cuda_indices:
+            torch.cuda.synchronize(index)
+
+    return sync
 
 
 class MeteredMixin:
@@ -63,15 +79,39 @@ class MeteredMixin:
             raise ConfigError(f"{self.MODEL_NAME}: unknown model arg(s) {', '.join(unknown)}; "
                               f"valid: {', '.join(valid)}")
 
+    @classmethod
+    def create_from_arg_string(cls, arg_string: str, additional_config: dict | None = None):
+        """lm-eval's constructor, with ``--model_args`` keys that clash with CLI flags explained.
+
+        The stock path fails with "got multiple values for keyword argument" when a key such
+        as ``batch_size`` is in both ``--model_args`` and lm-eval's own flags (``--batch_size``
+        always has a value).
+        """
+        from lm_eval.utils import simple_parse_args_string
+
+        args = simple_parse_args_string(arg_string or "")
+        extra = {k: v for k, v in (additional_config or {}).items() if v is not None}
+        for key in sorted(set(args) & set(extra)):
+            if str(args[key]) != str(extra[key]):
+                flag = f"--{key}"
+                raise ConfigError(
+                    f"{cls.MODEL_NAME}: {key}={args[key]!r} in --model_args conflicts with lm-eval's "
+                    f"{flag} ({extra[key]!r}); pass it once, as {flag} {args[key]}")
+            del args[key]
+        return cls(**args, **extra)
+
     def __init__(self, pretrained: Any = None, chat_template: str = "auto",
-                 precision: str | None = None, energy: str = "auto", idle_seconds: float = 1.0,
+                 precision: str | None = None, energy: str = "auto", idle_seconds: float = 3.0,
                  sync: bool = True, codecarbon: bool = False, codecarbon_country: str = "CAN",
                  codecarbon_region: str | None = "ontario",
                  carbon_intensity: float | None = None, **kwargs: Any):
         self._check_unknown(kwargs)
-        self._chat_template_mode = check_choice("model arg chat_template", chat_template,
-                                                CHAT_TEMPLATE_MODES)
-        check_choice("model arg energy", energy, ENERGY_SOURCES)
+        own = validate_own_args(
+            self.MODEL_NAME, pretrained=pretrained, chat_template=chat_template, energy=energy,
+            idle_seconds=idle_seconds, sync=sync, codecarbon=codecarbon,
+            carbon_intensity=carbon_intensity, batch_size=kwargs.get("batch_size", 1),
+            device=kwargs.get("device"))
+        self._chat_template_mode = own.chat_template
         self._plan = plan_precision(precision, kwargs.pop("dtype", "auto"), kwargs)
         self._run_applies_chat_template = False
         self._embedded = pretrained is None
@@ -87,18 +127,32 @@ class MeteredMixin:
 
         cuda = sorted({p.device.index or 0 for p in self.model.parameters()
                        if p.device.type == "cuda"})
-        source = select_source(cuda, prefer=energy)
-        self._meter = EnergyMeter(source, sync=torch.cuda.synchronize if cuda and sync else None)
-        self._meter.measure_idle(float(idle_seconds))
+        self._synced_devices = [f"cuda:{i}" for i in cuda] if own.sync else []
+        source = select_source(cuda, prefer=own.energy)
+        self._meter = EnergyMeter(source, sync=_synchronize_all(cuda) if cuda and own.sync
+                                  else None)
+        self._meter.measure_idle(own.idle_seconds,
+                                 intervals=max(1, round(own.idle_seconds / IDLE_INTERVAL_S)))
         self._ledger = InferenceLedger(self._meter)
         self._codecarbon = None
-        if codecarbon:
+        if own.codecarbon:
             from lm_eval_ext.model_wrappers.metering.codecarbon_check import CodeCarbonCheck
 
             self._codecarbon = CodeCarbonCheck(
                 cuda or None, country_iso_code=codecarbon_country, region=codecarbon_region,
-                carbon_intensity_g_per_kwh=carbon_intensity)
+                carbon_intensity_g_per_kwh=own.carbon_intensity)
             self._codecarbon.start()
+        print(self.header(), file=sys.stderr, flush=True)
+
+    def header(self) -> str:
+        """One line printed at start: what hf-metered adds to the lm-eval model it wraps."""
+        template = ("generation requests go through the tokenizer's chat template as one user "
+                    "turn unless the run passes --apply_chat_template (chat_template=off: exactly "
+                    "what --model hf sends)" if self._chat_template_mode == "auto"
+                    else "prompts sent exactly as --model hf sends them (chat_template=off)")
+        return (f"[{self.MODEL_NAME}] precision={self._precision}; energy={self._meter.source.name}"
+                f" (inference windows only, synced: {', '.join(self._synced_devices) or 'none'});"
+                f" {template}; log-likelihood requests unchanged.")
 
     # quantisation: HFLM passes the checkpoint's own quantization_config explicitly
     def _create_model(self, *args: Any, quantization_config: Any = None, **kwargs: Any) -> None:
@@ -144,7 +198,7 @@ class MeteredMixin:
 
     def generate_until(self, requests, disable_tqdm: bool = False):  # noqa: D102
         if self._should_template_generation():
-            self._template_in_place(requests)
+            requests = self._templated_copies(requests)
         return self._metered("generate_until", requests, disable_tqdm)
 
     # chat template default ---------------------------------------------------------------
@@ -162,16 +216,21 @@ class MeteredMixin:
         return (self._chat_template_mode == "auto" and not self._run_applies_chat_template
                 and getattr(self.tokenizer, "chat_template", None) is not None)
 
-    def _template_in_place(self, requests: list) -> None:
+    def _templated_copies(self, requests: list) -> list:
+        """Copies of the requests with the context chat-templated; the originals stay intact.
+
+        lm-eval's CachingLM hashes each request's arguments before and after the call, and
+        the samples log shows them: neither may see a change made behind the user's back.
+        """
+        copies = []
         for request in requests:
-            if getattr(request, _TEMPLATED, False):
-                continue  # the same Instance appears once per repeat
             context, gen_kwargs = request.arguments[:2]
             # the base class's method (not ours, which marks the run as chat-templated)
             templated = super().apply_chat_template(
                 [{"role": "user", "content": context}], add_generation_prompt=True)
-            request.arguments = (templated, gen_kwargs, *request.arguments[2:])
-            setattr(request, _TEMPLATED, True)
+            copies.append(dataclasses.replace(
+                request, arguments=(templated, gen_kwargs, *request.arguments[2:])))
+        return copies
 
     # reporting ---------------------------------------------------------------------------
     def metering_info(self) -> dict[str, Any]:
@@ -180,26 +239,34 @@ class MeteredMixin:
         total = summary["total"]
         idle = self._meter.idle_watts or {}
         gpus = [{**d, "idle_watts": idle.get(d["index"])} for d in self._meter.source.describe()]
+        idle_info = self._meter.idle
         info = {
             "precision": self._precision,
             "batch_size": self.batch_size_per_gpu,
             "batch_sizes_detected": list(getattr(self, "batch_sizes", {}).values()),
             "inference_seconds": total["inference_seconds"],
             "forward_seconds": total["forward_seconds"],
+            "forward_share": total["forward_share"],
             "load_seconds": self._load_seconds,
             "energy_joules": total["energy_joules"],
             "energy_joules_idle_corrected": total["energy_joules_idle_corrected"],
+            "energy_joules_idle_corrected_se": total["energy_joules_idle_corrected_se"],
+            "idle_joules": total["idle_joules"],
+            "idle_share": total["idle_share"],
+            "idle_power": None if idle_info is None else {
+                "watts": idle_info.total_watts, "se_watts": idle_info.se_watts(),
+                "sd_watts_by_device": dict(idle_info.sd_watts_by_device or {}),
+                "seconds": idle_info.seconds, "intervals": idle_info.intervals},
             "energy_source": self._meter.source.name,
             "energy_unavailable_reason": getattr(self._meter.source, "reason", None),
             "flags": total["flags"] + (["idle_not_measured"] if not idle else []),
             "gpus": gpus if self._meter.source.name == "nvml" else [],
             "devices": gpus,
+            "synced_devices": self._synced_devices,
             "counter_period_s": self._meter.source.counter_period_s,
             "per_task": summary["per_task"],
             "quantized_modules": self._quantized_modules,
-            "boundary": "per (task, request type): the model's request loop between "
-                        "device-synchronised edges; excludes model load, data preparation, "
-                        "metrics, file writing and auto batch-size probes",
+            "boundary": BOUNDARY,
         }
         if self._codecarbon is not None:
             cc = self._codecarbon.stop()
@@ -213,6 +280,7 @@ class MeteredMixin:
         info = super().get_model_info()
         info["metering"] = self.metering_info()
         info["hf_metered"] = {
+            "adds": self.header(),
             "embedded_model": embedded_model.provenance() if self._embedded else None,
             "chat_template_mode": self._chat_template_mode,
             "generation_chat_template_applied_by": (

@@ -1,34 +1,41 @@
-"""Per-task, per-request-type accumulation of energy windows for one lm-eval run."""
+"""Per-task, per-request-type accumulation of energy segments for one lm-eval run."""
 
 from __future__ import annotations
 
 import contextlib
+import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from lm_eval_ext.model_wrappers.metering.meter import EnergyMeter, EnergyWindow
+from lm_eval_ext.model_wrappers.metering.meter import EnergyMeter, EnergyWindow, assess_energy
+
+
+def _share(part: float | None, whole: float | None) -> float | None:
+    return None if part is None or not whole or whole <= 0 else part / whole
 
 
 @dataclass
 class _Tally:
+    """Raw sums of segments; quality checks run on the sums (see :func:`assess_energy`)."""
+
     seconds: float = 0.0
     forward_seconds: float = 0.0
-    joules: float | None = 0.0
-    idle_corrected: float | None = 0.0
+    joules_by_device: dict[int, float] = field(default_factory=dict)
+    unavailable: bool = False  # a segment had no reading (counter decreased, no counter)
     n_requests: int = 0
     windows: int = 0
     flags: set[str] = field(default_factory=set)
 
-    def add(self, window: EnergyWindow) -> None:
-        self.seconds += window.seconds
+    def add(self, segment: EnergyWindow) -> None:
+        self.seconds += segment.seconds
         self.windows += 1
-        self.flags.update(window.flags)
-        self.joules = None if self.joules is None or window.total_joules is None else (
-            self.joules + window.total_joules)
-        corrected = window.idle_corrected_joules
-        self.idle_corrected = None if self.idle_corrected is None or corrected is None else (
-            self.idle_corrected + corrected)
+        self.flags.update(segment.flags)
+        if segment.joules_by_device is None:
+            self.unavailable = True
+            return
+        for device, joules in segment.joules_by_device.items():
+            self.joules_by_device[device] = self.joules_by_device.get(device, 0.0) + joules
 
     def merge(self, other: _Tally) -> None:
         self.seconds += other.seconds
@@ -36,31 +43,46 @@ class _Tally:
         self.windows += other.windows
         self.n_requests += other.n_requests
         self.flags |= other.flags
-        self.joules = None if self.joules is None or other.joules is None else (
-            self.joules + other.joules)
-        self.idle_corrected = None if self.idle_corrected is None or other.idle_corrected is None \
-            else self.idle_corrected + other.idle_corrected
+        self.unavailable |= other.unavailable
+        for device, joules in other.joules_by_device.items():
+            self.joules_by_device[device] = self.joules_by_device.get(device, 0.0) + joules
 
-    def as_dict(self) -> dict[str, Any]:
-        has_energy = self.windows > 0 and self.joules is not None
+    def as_dict(self, meter: EnergyMeter) -> dict[str, Any]:
+        joules, quality = None, []
+        if self.windows:
+            by_device, quality = assess_energy(
+                self.seconds, None if self.unavailable else self.joules_by_device,
+                meter.source.counter_period_s)
+            joules = None if by_device is None else float(sum(by_device.values()))
+        idle = meter.idle
+        idle_joules = idle.total_watts * self.seconds if idle else None
+        se = idle.se_watts() if idle else None
         return {
             "inference_seconds": self.seconds,
             "forward_seconds": self.forward_seconds,
-            "energy_joules": self.joules if has_energy else None,
-            "energy_joules_idle_corrected": self.idle_corrected if has_energy else None,
+            "forward_share": _share(self.forward_seconds, self.seconds),
+            "energy_joules": joules,
+            "energy_joules_idle_corrected": None if joules is None or idle_joules is None
+            else joules - idle_joules,
+            "energy_joules_idle_corrected_se": None if joules is None or se is None
+            else se * self.seconds,
+            "idle_joules": idle_joules,
+            "idle_share": _share(idle_joules, joules),
             "n_requests": self.n_requests,
             "windows": self.windows,
-            "flags": sorted(self.flags),
+            "flags": sorted(self.flags | set(quality)),
         }
 
 
 class InferenceLedger:
     """Meters request groups, keyed by (task, request type); cut-outs exclude probes.
 
-    ``measure`` opens a window for one group; ``excluded`` (used inside it, e.g. around an
+    ``measure`` opens a segment for one group; ``excluded`` (used inside it, e.g. around an
     automatic batch-size probe) closes the current segment and opens a new one afterwards,
-    so the excluded work is in no window. ``add_forward_seconds`` credits the synchronised
-    time of single forward/generate calls, a diagnostic of how much of a window is model work.
+    so the excluded work is in no segment. Segments are summed raw per device; the zero and
+    short-window checks apply to each task's (and the run's) total, so a segment in which the
+    counter did not move (a probe 1 ms after the start) adds 0 J rather than voiding the task.
+    ``add_forward_seconds`` credits the synchronised time of single forward/generate calls.
     """
 
     def __init__(self, meter: EnergyMeter):
@@ -75,8 +97,8 @@ class InferenceLedger:
         self.meter.begin_window(f"segment-{self._segment}")
 
     def _close_segment(self) -> None:
-        window = self.meter.end_window(f"segment-{self._segment}")
-        self._tallies[self._current].add(window)
+        segment = self.meter.end_segment(f"segment-{self._segment}")
+        self._tallies[self._current].add(segment)
 
     @contextlib.contextmanager
     def measure(self, task: str, request_type: str, n_requests: int) -> Iterator[None]:
@@ -120,7 +142,15 @@ class InferenceLedger:
         for (task, request_type), tally in sorted(self._tallies.items()):
             entry = per_task.setdefault(task, {"_tally": _Tally(), "request_types": {}})
             entry["_tally"].merge(tally)
-            entry["request_types"][request_type] = tally.as_dict()
+            entry["request_types"][request_type] = tally.as_dict(self.meter)
             total.merge(tally)
-        tasks = {t: {**e.pop("_tally").as_dict(), **e} for t, e in per_task.items()}
-        return {"total": total.as_dict(), "per_task": tasks}
+        tasks = {t: {**e.pop("_tally").as_dict(self.meter), **e} for t, e in per_task.items()}
+        for task, entry in tasks.items():
+            if entry["energy_joules"] is None and self.meter.source.name != "unavailable":
+                warnings.warn(
+                    f"task {task!r}: energy unavailable ({', '.join(entry['flags'])}); reported "
+                    "as null, not 0 J. Meter longer windows (more requests per task).",
+                    stacklevel=2)
+        return {"total": total.as_dict(self.meter), "per_task": tasks}
+
+

@@ -2,15 +2,64 @@
 
 from __future__ import annotations
 
+import math
+import statistics
 import time
 import warnings
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from lm_eval_ext.model_wrappers.metering.sources import EnergySource
 
 #: A window shorter than this many counter periods is flagged ``short_window``.
 SHORT_WINDOW_PERIODS = 10
+
+
+def assess_energy(seconds: float, joules_by_device: Mapping[int, float] | None,
+                  counter_period_s: float) -> tuple[dict[int, float] | None, list[str]]:
+    """Quality checks that apply to a *reported* figure (a window, or a task's total).
+
+    A device whose counter did not advance makes the figure unavailable (``zero_energy``:
+    None, never 0 J); fewer than 10 counter periods is ``short_window``. The ledger applies
+    this to per-task totals, not to the segments they are summed from, so a 1 ms segment
+    beside an auto batch-size probe contributes its 0 J instead of voiding the task.
+    """
+    flags = []
+    joules = None if joules_by_device is None else dict(joules_by_device)
+    if joules is not None and (not joules or any(j <= 0.0 for j in joules.values())):
+        joules = None
+        flags.append("zero_energy")
+    if counter_period_s and seconds < SHORT_WINDOW_PERIODS * counter_period_s:
+        flags.append("short_window")
+    return joules, flags
+
+
+@dataclass(frozen=True)
+class IdlePower:
+    """Idle power sampled before any work, in sub-intervals so that its spread is known.
+
+    Attributes:
+        watts_by_device: Mean idle watts per device.
+        sd_watts_by_device: SD of the sub-interval means per device (None with one interval).
+        seconds: Total sampled seconds.
+        intervals: Number of sub-intervals.
+    """
+
+    watts_by_device: Mapping[int, float]
+    sd_watts_by_device: Mapping[int, float] | None
+    seconds: float
+    intervals: int
+
+    @property
+    def total_watts(self) -> float:
+        """Idle watts summed over devices."""
+        return float(sum(self.watts_by_device.values()))
+
+    def se_watts(self) -> float | None:
+        """Standard error of ``total_watts`` (sub-interval spread / sqrt(intervals))."""
+        if not self.sd_watts_by_device:
+            return None
+        return math.sqrt(sum(sd**2 for sd in self.sd_watts_by_device.values()) / self.intervals)
 
 
 @dataclass(frozen=True)
@@ -24,6 +73,7 @@ class EnergyWindow:
         source: ``nvml``, ``rapl`` or ``unavailable``.
         flags: Quality flags (see :class:`EnergyMeter`).
         idle_watts_by_device: Idle power sampled before the run, when available.
+        idle_se_watts: Standard error of the summed idle power, when sampled in intervals.
     """
 
     key: str
@@ -32,6 +82,7 @@ class EnergyWindow:
     source: str
     flags: tuple[str, ...] = ()
     idle_watts_by_device: Mapping[int, float] | None = field(default=None)
+    idle_se_watts: float | None = None
 
     @property
     def total_joules(self) -> float | None:
@@ -46,7 +97,20 @@ class EnergyWindow:
         total = self.total_joules
         if total is None or not self.idle_watts_by_device:
             return None
-        return total - sum(self.idle_watts_by_device.values()) * self.seconds
+        return total - self.idle_joules
+
+    @property
+    def idle_joules(self) -> float | None:
+        """Idle power times duration: what the devices draw doing nothing."""
+        if not self.idle_watts_by_device:
+            return None
+        return sum(self.idle_watts_by_device.values()) * self.seconds
+
+    @property
+    def idle_share(self) -> float | None:
+        """Idle joules / measured joules (near 1: the window is mostly idle power)."""
+        total, idle = self.total_joules, self.idle_joules
+        return None if total is None or idle is None or total <= 0 else idle / total
 
 
 class EnergyMeter:
@@ -71,7 +135,12 @@ class EnergyMeter:
         self.sync = sync
         self._clock = clock
         self._open: dict[str, tuple[float, Mapping[int, float], int]] = {}
-        self.idle_watts: dict[int, float] | None = None
+        self.idle: IdlePower | None = None
+
+    @property
+    def idle_watts(self) -> dict[int, float] | None:
+        """Mean idle watts per device (None when not measured)."""
+        return dict(self.idle.watts_by_device) if self.idle else None
 
     def _edge(self) -> tuple[float, Mapping[int, float]]:
         if self.sync is not None:
@@ -85,27 +154,34 @@ class EnergyMeter:
         start_time, reading = self._edge()
         self._open[key] = (start_time, reading, self.source.other_processes())
 
-    def end_window(self, key: str) -> EnergyWindow:
-        """Close window ``key`` and return its measurement."""
+    def end_segment(self, key: str) -> EnergyWindow:
+        """Close window ``key`` with its raw reading: no zero/short-window judgement.
+
+        For callers that sum segments and judge the total (:func:`assess_energy`), such as
+        the per-task ledger; flags are those of the counter and the edges only.
+        """
         if key not in self._open:
             raise ValueError(f"measurement window {key!r} was never opened")
         start_time, start, others_before = self._open.pop(key)
         end_time, end = self._edge()
-        seconds = end_time - start_time
         joules, flags = self.source.delta(start, end)
         flags = list(flags)
-        if joules is not None and sum(joules.values()) <= 0.0:
-            joules = None
-            flags.append("zero_energy")
-        if self.source.counter_period_s and seconds < SHORT_WINDOW_PERIODS * self.source.counter_period_s:
-            flags.append("short_window")
         if others_before or self.source.other_processes():
             flags.append("other_gpu_processes")
         if self.sync is None and self.source.name == "nvml":
             flags.append("no_device_sync")
-        window = EnergyWindow(key, seconds, joules, self.source.name, tuple(sorted(set(flags))),
-                              self.idle_watts)
-        if {"zero_energy", "counter_decreased"} & set(flags):
+        return EnergyWindow(key, end_time - start_time, joules, self.source.name,
+                            tuple(sorted(set(flags))), self.idle_watts,
+                            self.idle.se_watts() if self.idle else None)
+
+    def end_window(self, key: str) -> EnergyWindow:
+        """Close window ``key`` and return its measurement, judged as a reported figure."""
+        raw = self.end_segment(key)
+        joules, quality = assess_energy(raw.seconds, raw.joules_by_device,
+                                        self.source.counter_period_s)
+        window = replace(raw, joules_by_device=joules,
+                         flags=tuple(sorted({*raw.flags, *quality})))
+        if {"zero_energy", "counter_decreased"} & set(window.flags):
             warnings.warn(
                 f"energy window {key!r}: {', '.join(window.flags)}; its energy is reported as "
                 "unavailable (null), not 0 J. Meter longer windows (more requests per task).",
@@ -113,17 +189,32 @@ class EnergyMeter:
             )
         return window
 
-    def measure_idle(self, seconds: float = 1.0, sleep: Callable[[float], None] = time.sleep
-                     ) -> dict[int, float] | None:
-        """Sample idle power (W per device) over ``seconds`` before any work; None if unknown."""
+    def measure_idle(self, seconds: float = 1.0, sleep: Callable[[float], None] = time.sleep,
+                     intervals: int = 1) -> dict[int, float] | None:
+        """Sample idle power (W per device) over ``seconds`` before any work; None if unknown.
+
+        With ``intervals`` > 1 the time is split into equal sub-intervals whose spread gives
+        the idle power's standard error (:class:`IdlePower`), propagated to idle-corrected
+        figures as ``seconds x SE``.
+        """
         if seconds <= 0 or self.source.name == "unavailable":
             return None
-        start_time, start = self._edge()
-        sleep(seconds)
-        end_time, end = self._edge()
-        joules, _ = self.source.delta(start, end)
-        elapsed = end_time - start_time
-        if joules is None or elapsed <= 0:
-            return None
-        self.idle_watts = {i: j / elapsed for i, j in joules.items()}
+        intervals = max(int(intervals), 1)
+        edges = [self._edge()]
+        for _ in range(intervals):
+            sleep(seconds / intervals)
+            edges.append(self._edge())
+        samples: dict[int, list[float]] = {}
+        for (t0, r0), (t1, r1) in zip(edges, edges[1:], strict=False):
+            joules, _ = self.source.delta(r0, r1)
+            if joules is None or t1 <= t0:
+                return None
+            for device, value in joules.items():
+                samples.setdefault(device, []).append(value / (t1 - t0))
+        elapsed = edges[-1][0] - edges[0][0]
+        total = self.source.delta(edges[0][1], edges[-1][1])[0] or {}
+        watts = {device: value / elapsed for device, value in total.items()}
+        spread = ({device: statistics.stdev(v) for device, v in samples.items()}
+                  if intervals > 1 else None)
+        self.idle = IdlePower(watts, spread, elapsed, intervals)
         return self.idle_watts

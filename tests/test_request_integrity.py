@@ -1,0 +1,86 @@
+"""hf-metered must not change what the model sees behind the user's back.
+
+* lm-eval's request objects are never mutated (CachingLM hashes them before and after a call).
+* ``--use_cache DIR`` run twice: the second run makes no model call (nothing is metered).
+* ``chat_template=off``: the same outputs as ``--model hf``, item for item, on both paths.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import pytest
+from conftest import package_task_manager, run_cli
+
+pytestmark = pytest.mark.slow
+
+
+def _results(out_dir):
+    [path] = sorted(out_dir.rglob("results_*.json"))
+    return json.loads(path.read_text())
+
+
+def _samples(out_dir, task):
+    [path] = [p for p in out_dir.rglob(f"samples_{task}_*.jsonl")
+              if p.name.removeprefix(f"samples_{task}_")[:1].isdigit()]  # not {task}_loglik
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def test_generation_requests_are_not_mutated(embedded_lm):
+    task = package_task_manager().load(["bbq_subset_12p5pct"])["tasks"]["bbq_subset_12p5pct"]
+    task.build_all_requests(limit=2, rank=0, world_size=1)
+    requests = list(task.instances)
+    before = [copy.deepcopy(r.arguments) for r in requests]
+    embedded_lm.generate_until(requests)
+    assert [r.arguments for r in requests] == before
+    assert not any("<|im_start|>" in r.arguments[0] for r in requests)
+
+
+TASKS = ("bbq_subset_12p5pct", "bbq_subset_12p5pct_loglik")  # generative and log-likelihood
+FAST = ["--tasks", ",".join(TASKS), "--limit", "2", "--batch_size", "2",
+        "--gen_kwargs", "max_gen_toks=24", "--log_samples"]
+
+
+def test_use_cache_twice_makes_no_model_call_the_second_time(tmp_path, embedded_checkpoint):
+    cache = tmp_path / "cache" / "lm"
+    outputs = []
+    for attempt in ("first", "second"):
+        out = tmp_path / attempt
+        proc = run_cli(["lm_eval", "--model", "hf-metered", "--model_args", "idle_seconds=0",
+                        *FAST, "--use_cache", str(cache), "--output_path", str(out)])
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        outputs.append(out)
+    first, second = (_results(o)["config"]["metering"] for o in outputs)
+    assert set(first["per_task"]) == set(TASKS)
+    assert second["per_task"] == {}  # every request answered from the cache: no window opened
+    for task in TASKS:
+        resps = [[s["resps"] for s in _samples(o, task)] for o in outputs]
+        assert resps[0] == resps[1]
+
+
+def test_chat_template_off_equals_model_hf_item_for_item(tmp_path, embedded_checkpoint):
+    runs = {}
+    for name, model, args in (
+            ("hf", "hf", f"pretrained={embedded_checkpoint}"),
+            ("metered", "hf-metered", "chat_template=off,idle_seconds=0")):
+        out = tmp_path / name
+        proc = run_cli(["lm_eval", "--model", model, "--model_args", args, *FAST,
+                        "--output_path", str(out)])
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        runs[name] = {task: _samples(out, task) for task in TASKS}
+    for task in TASKS:
+        metered, hf = runs["metered"][task], runs["hf"][task]
+        assert [s["arguments"] for s in metered] == [s["arguments"] for s in hf]
+        if task.endswith("_loglik"):
+            for a, b in zip(metered, hf, strict=True):
+                assert [float(r[0][0]) for r in a["resps"]] == pytest.approx(
+                    [float(r[0][0]) for r in b["resps"]], abs=1e-4)
+        else:
+            assert [s["resps"] for s in metered] == [s["resps"] for s in hf]
+
+
+def test_default_header_states_what_hf_metered_adds(embedded_lm):
+    header = embedded_lm.header()
+    assert "chat template" in header and "--apply_chat_template" in header
+    assert embedded_lm.get_model_info()["hf_metered"]["adds"] == header
