@@ -34,9 +34,16 @@ def _run_task_manager_hook(module: ModuleType) -> None:
     patch_task_manager(module.TaskManager)
 
 
+def _run_tracker_hook(module: ModuleType) -> None:
+    from lm_eval_ext.registration import patch_output_naming
+
+    patch_output_naming(module.GeneralConfigTracker)
+
+
 _POST_IMPORT_HOOKS: dict[str, Callable[[ModuleType], None]] = {
     "lm_eval.models": _run_models_hook,
     "lm_eval.tasks.manager": _run_task_manager_hook,
+    "lm_eval.loggers.evaluation_tracker": _run_tracker_hook,
 }
 
 

@@ -78,7 +78,43 @@ def patch_task_manager(task_manager_cls=None) -> None:
     task_manager_cls.__init__ = __init__
 
 
+def embedded_run_name(model_args) -> str:
+    """Output-folder name of an hf-metered run of the embedded model: model and precision.
+
+    lm-eval names the folder after ``pretrained=``; without it, after a seeded "random" draw,
+    so every headline run would land in the same meaningless folder.
+    """
+    from lm_eval.utils import simple_parse_args_string
+
+    from lm_eval_ext.model_wrappers.embedded_model import MODEL_NAME
+
+    args = model_args if isinstance(model_args, dict) else simple_parse_args_string(model_args or "")
+    return f"{MODEL_NAME}__embedded__{args.get('precision') or 'checkpoint-dtype'}"
+
+
+def patch_output_naming(tracker_cls=None) -> None:
+    """Name the embedded model's output folder by model and precision (not randomly)."""
+    if tracker_cls is None:
+        from lm_eval.loggers.evaluation_tracker import GeneralConfigTracker as tracker_cls
+    original = tracker_cls.log_experiment_args
+    if getattr(original, _PATCH_MARK, False):
+        return
+
+    @functools.wraps(original)
+    def log_experiment_args(self, model_source, model_args, *args, **kwargs):
+        original(self, model_source, model_args, *args, **kwargs)
+        if model_source in MODELS and tracker_cls._get_model_name(model_args) is None:
+            from lm_eval.loggers.utils import sanitize_model_name
+
+            self.model_name = embedded_run_name(model_args)
+            self.model_name_sanitized = sanitize_model_name(self.model_name)
+
+    setattr(log_experiment_args, _PATCH_MARK, True)
+    tracker_cls.log_experiment_args = log_experiment_args
+
+
 def activate() -> None:
     """Register models and patch the task manager (what the autoload hook does)."""
     register_models()
     patch_task_manager()
+    patch_output_naming()

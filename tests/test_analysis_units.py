@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 from conftest import run_cli
 
-from lm_eval_ext.analysis import ClusterDesign, analyze, paired_delta
+from lm_eval_ext.analysis import ClusterDesign, analyze, paired_delta, paired_mde
 from lm_eval_ext.analysis.loader import load_runs
 from lm_eval_ext.analysis.membership import draw_matrix, membership_sensitivity
 from lm_eval_ext.analysis.metrics import ACCURACY, BIAS_S_DIS, judge_metric
@@ -96,7 +96,11 @@ def test_known_effect_is_found_and_cost_ratios_reported(instrument_rows, tmp_pat
     result = analyze(tmp_path / "ref", [f"int8={tmp_path / 'run'}"], n_resamples=1000,
                      mc_draws=100, progress=False)
     overall = result.deltas.query("subgroup_type == 'all' and metric == 'accuracy'").iloc[0]
-    assert overall["delta_pp"] < -5 and overall["ci_high"] < 0 and overall["p_value"] < 1e-6
+    assert overall["delta_pp"] < -5 and overall["ci_high"] < 0
+    # primary: cluster permutation, at its floor 1 / (resamples + 1); McNemar beside it
+    assert overall["test"] == "cluster_permutation"
+    assert overall["p_value"] == pytest.approx(1 / 1001)
+    assert overall["p_value_mcnemar"] < 1e-6
     runs = result.runs.set_index("run")
     assert runs.loc["int8", "energy_ratio"] == pytest.approx(0.4)
     assert runs.loc["int8", "runtime_ratio"] == pytest.approx(0.5)
@@ -104,7 +108,11 @@ def test_known_effect_is_found_and_cost_ratios_reported(instrument_rows, tmp_pat
     assert comparison["rho_d"] == pytest.approx(np.mean(
         (base == np.array([r["label"] for r in rows])) != (worse == np.array(
             [r["label"] for r in rows]))))
-    assert comparison["mde_pp_at_observed_rho_d"] > 0 and comparison["qri"] > 1
+    assert comparison["qri"] > 1
+    # the MDE is on effective items: m / design effect of the paired differences
+    assert 0.5 < comparison["design_effect"] < 2
+    assert comparison["mde_pp_at_observed_rho_d"] == pytest.approx(100 * paired_mde(
+        2000, comparison["rho_d"], design_effect=comparison["design_effect"]))
 
 
 def test_mde_command_prints_and_writes_card(tmp_path):

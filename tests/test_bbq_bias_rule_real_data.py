@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from lm_eval_ext.analysis.metrics import BIAS_S_AMB, BIAS_S_DIS
-from lm_eval_ext.analysis.synthetic import simulate_predictions, write_run
+from lm_eval_ext.analysis.synthetic import write_run
 from lm_eval_ext.data.instrument import load_membership
 from lm_eval_ext.tasks.bbq import metrics
 

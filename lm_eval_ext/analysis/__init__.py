@@ -12,6 +12,7 @@ from lm_eval_ext.analysis.paired import McNemarResult, PairedDelta, mcnemar_exac
 from lm_eval_ext.analysis.pipeline import AnalysisResult, analyze
 from lm_eval_ext.analysis.power import (
     binomial_sd,
+    design_effect,
     discordance_rate,
     paired_mde,
     preregistration_card,
@@ -26,7 +27,7 @@ __all__ = [
     "ACCURACY", "BIAS_S_AMB", "BIAS_S_DIS", "AnalysisInputError", "AnalysisResult",
     "ClusterDesign", "ConfidenceInterval", "DegenerateDataWarning", "McNemarResult",
     "MetricSpec", "PairedDelta", "Run", "analyze", "benjamini_hochberg", "binomial_sd",
-    "discordance_rate", "holm", "load_run", "load_runs", "mcnemar_exact", "paired_delta",
+    "design_effect", "discordance_rate", "holm", "load_run", "load_runs", "mcnemar_exact", "paired_delta",
     "paired_mde", "preregistration_card", "qri", "rank_flip_table", "ranking_summary",
     "required_items", "variance_shares", "write_outputs",
 ]

@@ -20,6 +20,10 @@ import pandas as pd
 LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 
 
+class SampleError(ValueError):
+    """A logged sample lacks a field the analysis needs (the loader names the file)."""
+
+
 def _num(value: Any) -> float:
     """lm-eval stringifies leaves: ``"-3.48"``, ``"False"``, ``"NaN"``."""
     if isinstance(value, str):
@@ -75,6 +79,29 @@ def _bbq_row(sample: Mapping[str, Any], output_type: str) -> dict[str, Any]:
     }
 
 
+#: per-item 0/1 scores read as "correct", in order of preference (lm-eval's own names)
+CORRECTNESS_METRICS = ("acc", "exact_match", "acc_norm", "em", "correct")
+
+
+def _correctness_metric(task: str, sample: Mapping[str, Any]) -> str:
+    """The per-item 0/1 score that counts as correct; an error when the task has none.
+
+    Upstream tasks often score ``exact_match`` rather than ``acc``; reading a missing ``acc``
+    as 0 would compare 0 with 0 and report "no change".
+    """
+    for name in CORRECTNESS_METRICS:
+        value = sample.get(name)
+        if value is not None and not isinstance(value, dict):
+            try:
+                if _num(value) in (0.0, 1.0):
+                    return name
+            except (TypeError, ValueError):
+                continue
+    raise KeyError(f"no per-item 0/1 score among {', '.join(CORRECTNESS_METRICS)} in task {task} "
+                   f"(its metrics: {', '.join(map(str, sample.get('metrics') or [])) or 'none'}); "
+                   "the analysis compares per-item correctness")
+
+
 def _generic_row(task: str, sample: Mapping[str, Any], output_type: str) -> dict[str, Any]:
     """Our other tasks (docs with ``item_key``) and any upstream task (``doc_id`` keys).
 
@@ -99,8 +126,7 @@ def _generic_row(task: str, sample: Mapping[str, Any], output_type: str) -> dict
         answer = None if pred is None else LETTERS[pred]
     else:
         pred, answer, method = None, None, "task_metric"
-    acc = sample.get("acc")
-    correct = bool(_num(acc)) if acc is not None and not isinstance(acc, dict) else False
+    correct = bool(_num(sample[_correctness_metric(task, sample)]))
     return {
         "item_key": key, "unit_id": doc.get("unit_id", key), "category": doc.get("category"),
         "context_condition": None, "question_polarity": None, "stereotyped_groups": "",
@@ -131,12 +157,17 @@ def extract_items(task: str, task_config: Mapping[str, Any],
     """One row per logged item of ``task``."""
     output_type = task_config.get("output_type", "")
     rows = []
-    for sample in samples:
+    for number, sample in enumerate(samples, start=1):
         doc = sample.get("doc") or {}
-        row = (_bbq_row(sample, output_type) if "item_key" in doc and "context_condition" in doc
-               else _generic_row(task, sample, output_type))
-        rows.append({"task": task, "doc_id": int(sample["doc_id"]), **row,
-                     **_judge_scores(sample)})
+        try:
+            row = (_bbq_row(sample, output_type) if "item_key" in doc and "context_condition" in doc
+                   else _generic_row(task, sample, output_type))
+            rows.append({"task": task, "doc_id": int(sample["doc_id"]), **row,
+                         **_judge_scores(sample)})
+        except (KeyError, TypeError, ValueError) as exc:
+            detail = exc.args[0] if isinstance(exc, KeyError) and " " in str(exc.args[0]) \
+                else f"missing or damaged field {exc}"
+            raise SampleError(f"sample {number} of task {task}: {detail}") from exc
     frame = pd.DataFrame(rows)
     frame["pred"] = frame["pred"].astype("Int64")
     for column in ("target_loc", "unknown_loc", "label"):

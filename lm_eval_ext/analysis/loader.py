@@ -18,7 +18,7 @@ from typing import Any
 import pandas as pd
 
 from lm_eval_ext.analysis.errors import AnalysisInputError
-from lm_eval_ext.analysis.items import extract_items
+from lm_eval_ext.analysis.items import SampleError, extract_items
 
 _RESULTS = re.compile(r"^results_(?P<stamp>.+)\.json$")
 
@@ -157,7 +157,18 @@ def load_run(results_path: Path, run_id: str | None = None) -> Run:
             raise AnalysisInputError(
                 f"{results_path} has no samples file for task {task} (expected {samples_path.name}); "
                 "the analysis needs per-item outputs: rerun lm_eval with --log_samples")
-        items = extract_items(task, results["configs"][task], read_samples(samples_path))
+        samples = read_samples(samples_path)
+        expected = (results.get("n-samples", {}).get(task) or {}).get("effective")
+        if expected is not None and len(samples) != int(expected):
+            raise AnalysisInputError(
+                f"{samples_path} holds {len(samples)} samples but {results_path.name} reports "
+                f"{expected} (n-samples.effective): the file was cut or mixed with another run. "
+                "Rerun the evaluation with --log_samples")
+        try:
+            items = extract_items(task, results["configs"][task], samples)
+        except SampleError as exc:
+            raise AnalysisInputError(f"{samples_path}: {exc}; rerun lm_eval with --log_samples "
+                                     "or repair the line") from exc
         for key, value in setting.items():
             items[key] = value
         frames.append(items)
@@ -174,12 +185,37 @@ def load_run(results_path: Path, run_id: str | None = None) -> Run:
     return Run(run_id, results_path, info, items)
 
 
-def load_runs(paths: Iterable[str | Path]) -> list[Run]:
-    """Load every run under ``paths``; ``NAME=PATH`` gives a run its name."""
+_RUN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*")
+
+
+def split_run_argument(raw: str | Path) -> tuple[str | None, str]:
+    """``NAME=PATH`` -> (NAME, PATH) when NAME is a bare identifier and PATH exists; else a path.
+
+    So ``out/precision=int8`` stays a path, and a name that is not an identifier is never cut
+    off a path.
+    """
+    text = str(raw)
+    name, sep, path = text.partition("=")
+    if sep and _RUN_NAME.fullmatch(name) and Path(path).exists():
+        return name, path
+    return None, text
+
+
+def load_runs(paths: Iterable[str | Path], *, one_per_entry: bool = True) -> list[Run]:
+    """Load every run under ``paths``; ``NAME=PATH`` gives a run its name.
+
+    With ``one_per_entry`` (reference and ``--runs``), an entry holding several runs is an
+    error that lists them: silently taking the first would compare the wrong run.
+    """
     runs = []
     for raw in paths:
-        name, _, path = str(raw).rpartition("=") if "=" in str(raw) else ("", "", str(raw))
+        name, path = split_run_argument(raw)
         files = find_results([path])
+        if one_per_entry and len(files) > 1:
+            listed = "\n  ".join(str(f) for f in files)
+            raise AnalysisInputError(
+                f"{raw} holds {len(files)} runs:\n  {listed}\npass one results_*.json file (or "
+                "its folder) per run")
         for index, results_path in enumerate(files):
             label = name if name and len(files) == 1 else f"{name}#{index}" if name else None
             runs.append(load_run(results_path, label))

@@ -22,6 +22,7 @@ from lm_eval_ext.analysis.paired import answer_agreement, mcnemar_exact, paired_
 from lm_eval_ext.analysis.pairing import align, aligned_items
 from lm_eval_ext.analysis.power import (
     binomial_sd,
+    design_effect,
     discordance_rate,
     paired_mde,
     preregistration_card,
@@ -89,17 +90,36 @@ def _adjust(deltas: pd.DataFrame) -> pd.DataFrame:
 
 
 def _grid_cells(grid_runs: list[Run], metric) -> pd.DataFrame:
+    """One row per run x task; the benchmark key includes the item set's fingerprint.
+
+    Runs over different item sets (memberships) are different benchmarks here, so a rank is
+    never compared across item sets; two runs in one cell are an error (see ``cell_matrix``).
+    """
     rows = []
     for run in grid_runs:
         for task, items in run.items.groupby("task"):
             setting = run.info["task_settings"][task]
-            row = {"benchmark": task.split("_subset")[0].split("_instrument")[0],
+            benchmark = task.split("_subset")[0].split("_instrument")[0]
+            membership = setting.get("membership_sha256")
+            row = {"benchmark": f"{benchmark}[{membership[:12]}]" if membership else benchmark,
                    "model": run.info["model"], "precision": run.info["precision"],
                    "batch_size": str(run.info["batch_size"]), **setting,
                    "value": metric.compute(items), "run": run.run_id}
             row["config"] = "|".join(f"{f}={row[f]}" for f in FACTORS if f != "model")
             rows.append(row)
     return pd.DataFrame(rows)
+
+
+def check_settings(*, n_resamples: int, mc_draws: int, seed: int, level: float) -> None:
+    """Reject settings that would crash late or give meaningless intervals."""
+    if n_resamples < 100 or mc_draws < 10:
+        raise AnalysisInputError(f"--bootstrap must be >= 100 and --mc-draws >= 10 (got "
+                                 f"{n_resamples} and {mc_draws})")
+    if not 0.5 <= level < 1:
+        raise AnalysisInputError(f"--level {level} is not a confidence level; use a value in "
+                                 "[0.5, 1), e.g. --level 0.95")
+    if seed < 0:
+        raise AnalysisInputError(f"--seed {seed} is negative; use a seed >= 0")
 
 
 def analyze(reference: str | Path, runs: Sequence[str | Path], *,
@@ -122,13 +142,17 @@ def analyze(reference: str | Path, runs: Sequence[str | Path], *,
         template_sd_pp: Prompt-template SD (points) for the template variant of QRI.
         progress: Show progress bars on the long steps.
     """
-    if n_resamples < 100 or mc_draws < 10:
-        raise AnalysisInputError("n_resamples must be >= 100 and mc_draws >= 10")
+    check_settings(n_resamples=n_resamples, mc_draws=mc_draws, seed=seed, level=level)
     rng = as_rng(seed)
-    ref_run, *_ = load_runs([reference])
+    [ref_run] = load_runs([reference])
     other = load_runs(runs) if runs else []
     if not other:
         raise AnalysisInputError("give at least one run to compare with the reference")
+    for run in other:
+        if run.results_path.resolve() == ref_run.results_path.resolve():
+            raise AnalysisInputError(
+                f"run {run.run_id} is the reference itself ({run.results_path}); compare the "
+                "reference with a different run")
     alignment = align(ref_run, other, intersection=intersection)
     ref_items = aligned_items(ref_run, alignment)
     run_items = {r.run_id: aligned_items(r, alignment) for r in other}
@@ -152,9 +176,9 @@ def analyze(reference: str | Path, runs: Sequence[str | Path], *,
                         "reference": d.reference, "value": d.value,
                         "delta_pp": spec.scale * d.statistic, "ci_low": spec.scale * d.ci.low,
                         "ci_high": spec.scale * d.ci.high, "p_value": d.pvalue, "test": d.test,
-                        "p_value_cluster_permutation": d.pvalue_permutation})
+                        "p_value_mcnemar": d.pvalue_mcnemar})
                 steps.update()
-            comparison_rows.append(_comparison(ref_items, items, run.run_id))
+            comparison_rows.append(_comparison(ref_items, items, run.run_id, design.codes))
     steps.close()
     deltas = _adjust(pd.DataFrame(delta_rows))
 
@@ -165,11 +189,11 @@ def analyze(reference: str | Path, runs: Sequence[str | Path], *,
     draws = pd.concat([m.draws for m in membership], ignore_index=True)
     frozen = pd.concat([m.frozen for m in membership], ignore_index=True)
     comparisons = _add_power(pd.DataFrame(comparison_rows), deltas, summary,
-                             design.n_clusters, template_sd_pp)
+                             design.n_clusters, alignment.n, template_sd_pp)
 
     flips = rankings = shares = None
     if grid:
-        grid_runs = load_runs(grid)
+        grid_runs = load_runs(grid, one_per_entry=False)
         cells = _grid_cells(grid_runs, ACCURACY)
         if core:
             for factor, levels in core.items():
@@ -193,25 +217,33 @@ def analyze(reference: str | Path, runs: Sequence[str | Path], *,
          "intersection": intersection})
 
 
-def _comparison(ref_items: pd.DataFrame, items: pd.DataFrame, run_id: str) -> dict[str, Any]:
+def _comparison(ref_items: pd.DataFrame, items: pd.DataFrame, run_id: str,
+                codes: np.ndarray) -> dict[str, Any]:
     ref_c, run_c = ref_items["correct"].to_numpy(bool), items["correct"].to_numpy(bool)
-    test = mcnemar_exact(ref_c, run_c)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DegenerateDataWarning)
+        test = mcnemar_exact(ref_c, run_c)
     return {"run": run_id, "n": len(items), "answer_agreement": answer_agreement(
                 ref_items["answer"], items["answer"]),
             "correctness_agreement": float(np.mean(ref_c == run_c)),
             **transitions(ref_c, run_c), "mcnemar_b": test.b, "mcnemar_c": test.c,
             "mcnemar_p": test.pvalue, "rho_d": discordance_rate(ref_c, run_c),
+            "design_effect": design_effect(run_c.astype(float) - ref_c, codes),
             "identical_reasoning_share": float(np.mean(
                 ref_items["reasoning"].fillna("\0").to_numpy()
                 == items["reasoning"].fillna("\1").to_numpy()))}
 
 
 def _add_power(comparisons: pd.DataFrame, deltas: pd.DataFrame, membership: pd.DataFrame,
-               n_clusters: int, template_sd_pp: float | None) -> pd.DataFrame:
-    """MDE at the observed discordance; split-half SD vs binomial; QRI (accuracy).
+               n_clusters: int, n_items: int, template_sd_pp: float | None) -> pd.DataFrame:
+    """MDE at the observed discordance and design effect; split-half SD; QRI (accuracy).
 
-    The split SD is the SD of accuracy over the Monte Carlo natural-unit draws of half the
-    units (a split half); the binomial reference is sqrt(p(1-p)/n) at the same item count.
+    The MDE uses the natural-unit design effect of the paired differences (the unit of the CI
+    and the test; 1 when undefined, e.g. no discordance). The split SD is the SD of accuracy
+    over the Monte Carlo natural-unit draws of half the units, drawn without replacement from
+    the reference's own items; its item-level reference is therefore the hypergeometric SD
+    (binomial x finite-population correction) at the same item count, like with like. Their
+    ratio squared is the split's own design effect.
     """
     overall = deltas[(deltas["subgroup_type"] == "all") & (deltas["metric"] == "accuracy")]
     half = membership[(membership["metric"] == "accuracy")
@@ -223,12 +255,14 @@ def _add_power(comparisons: pd.DataFrame, deltas: pd.DataFrame, membership: pd.D
         acc = overall[overall["run"] == row["run"]]
         delta_pp = float(acc["delta_pp"].iloc[0]) if not acc.empty else math.nan
         ref_p = float(acc["reference"].iloc[0]) if not acc.empty else math.nan
-        rho = row["rho_d"]
+        rho, deff = row["rho_d"], row["design_effect"]
+        deff = deff if np.isfinite(deff) and deff > 0 else 1.0
         rows.append({
             **row,
-            "mde_pp_at_observed_rho_d": 100 * paired_mde(int(row["n"]), rho) if rho > 0 else np.nan,
+            "mde_pp_at_observed_rho_d": 100 * paired_mde(int(row["n"]), rho, design_effect=deff)
+            if rho > 0 else np.nan,
             "split_half_sd_pp": sigma_split, "split_half_items": half_items,
-            "split_half_binomial_sd_pp": 100 * binomial_sd(ref_p, half_items)
+            "split_half_hypergeometric_sd_pp": 100 * binomial_sd(ref_p, half_items, n_items)
             if half_items and np.isfinite(ref_p) else np.nan,
             "qri": qri(delta_pp, sigma_split),
             "qri_with_templates": qri(delta_pp, sigma_split, template_sd_pp)
@@ -238,10 +272,17 @@ def _add_power(comparisons: pd.DataFrame, deltas: pd.DataFrame, membership: pd.D
 
 
 def preregistration_cards(comparisons: pd.DataFrame) -> str:
-    """One five-line card per run, planning a replication at the observed discordance."""
+    """One five-line card per run, planning a replication at the observed discordance.
+
+    The MDE is in the unit of the analysis: natural-unit clusters, through the observed design
+    effect of the paired differences (1 where it is undefined).
+    """
     parts = []
     for _, row in comparisons.iterrows():
         rho = max(float(row["rho_d"]), 1e-6)
+        deff = float(row["design_effect"])
+        deff = deff if np.isfinite(deff) and deff > 0 else 1.0
         parts.append(f"### {row['run']}\n\n" + preregistration_card(
-            mde_pp=100 * paired_mde(int(row["n"]), rho), rho_d=rho, m=int(row["n"])))
+            mde_pp=100 * paired_mde(int(row["n"]), rho, design_effect=deff), rho_d=rho,
+            m=int(row["n"]), design_effect=deff))
     return "\n".join(parts)

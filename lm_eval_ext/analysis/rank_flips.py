@@ -20,11 +20,26 @@ FACTORS = ("model", "precision", "batch_size", "template_tier", "shots", "decodi
            "scoring_path")
 
 
+def cell_matrix(cells: pd.DataFrame) -> pd.DataFrame:
+    """One benchmark's cells as config x model values; two runs in one cell are an error."""
+    from lm_eval_ext.analysis.errors import AnalysisInputError
+
+    counts = cells.groupby(["config", "model"]).size()
+    if (counts > 1).any():
+        config, model = counts[counts > 1].index[0]
+        runs = cells[(cells["config"] == config) & (cells["model"] == model)]
+        listed = ", ".join(runs["run"]) if "run" in runs else f"{len(runs)} runs"
+        raise AnalysisInputError(
+            f"grid cell {model} / {config} holds several runs ({listed}); a cell is one run, "
+            "never a mean: pass one run per model x configuration x item set")
+    return cells.pivot(index="config", columns="model", values="value")
+
+
 def rank_flip_table(cells: pd.DataFrame) -> pd.DataFrame:
     """Rows: benchmark, model_a, model_b, n_plus, n_minus, n_ties, n_cells, rho_flip."""
     rows = []
     for benchmark, group in cells.groupby("benchmark"):
-        wide = group.pivot_table(index="config", columns="model", values="value", aggfunc="mean")
+        wide = cell_matrix(group)
         for a, b in combinations(sorted(wide.columns), 2):
             both = wide[[a, b]].dropna()
             diff = both[a] - both[b]
@@ -42,7 +57,7 @@ def ranking_summary(cells: pd.DataFrame) -> pd.DataFrame:
     """Per benchmark: mean Kendall tau over cell pairs, and the reachable model orderings."""
     rows = []
     for benchmark, group in cells.groupby("benchmark"):
-        wide = group.pivot_table(index="config", columns="model", values="value", aggfunc="mean")
+        wide = cell_matrix(group)
         taus = []
         for c1, c2 in combinations(wide.index, 2):
             both = wide.loc[[c1, c2]].dropna(axis=1)

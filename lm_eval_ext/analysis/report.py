@@ -31,17 +31,56 @@ def markdown_table(frame: pd.DataFrame, columns: list[str] | None = None, max_ro
     return head + body + more
 
 
+def verdict_of(row: pd.Series) -> str:
+    """Changed / no change detected, or "not estimable (reason)" when the interval is NaN."""
+    if not (math.isfinite(row["ci_low"]) and math.isfinite(row["ci_high"])):
+        if not (math.isfinite(row["reference"]) and math.isfinite(row["value"])):
+            reason = "the metric is undefined on these items (empty denominator)"
+        elif row["n_clusters"] < 2:
+            reason = "fewer than 2 natural units"
+        else:
+            reason = "more than 10% of resamples undefined"
+        return f"not estimable ({reason})"
+    if row["ci_low"] > 0 or row["ci_high"] < 0:
+        return "changed (CI excludes 0)"
+    return "no change detected (CI includes 0)"
+
+
 def _conclusion_lines(deltas: pd.DataFrame, level: float) -> list[str]:
     lines = []
     overall = deltas[deltas["subgroup_type"] == "all"]
     for _, row in overall.iterrows():
-        excludes_zero = row["ci_low"] > 0 or row["ci_high"] < 0
-        verdict = "changed (CI excludes 0)" if excludes_zero else "no change detected (CI includes 0)"
+        verdict = verdict_of(row)
         lines.append(
             f"- **{row['run']}**, {row['metric']}: {row['value']:.4g} vs {row['reference']:.4g}, "
             f"delta {row['delta_pp']:+.2f} pp [{row['ci_low']:+.2f}, {row['ci_high']:+.2f}] "
-            f"({level:.0%} cluster bootstrap), p = {row['p_value']:.3g} ({row['test']}): {verdict}")
+            f"({level:.0%} cluster bootstrap), p = {row['p_value']:.3g} ({row['test']}"
+            + (f"; item-level McNemar p = {row['p_value_mcnemar']:.3g}"
+               if math.isfinite(row["p_value_mcnemar"]) else "") + f"): {verdict}")
     return lines
+
+
+def prepare_output_folder(out: Path, overwrite: bool = False) -> None:
+    """Check ``--out`` before any work: a new or empty folder, or ``overwrite`` to replace one.
+
+    With ``overwrite`` an earlier analysis is removed first, so no stale CSV or figure stays
+    beside the new ones. A folder holding anything else is never emptied.
+    """
+    from lm_eval_ext.analysis.errors import AnalysisInputError
+
+    if out.exists() and not out.is_dir():
+        raise AnalysisInputError(f"--out {out} is a file; pass a folder for the report")
+    if not out.is_dir() or not any(out.iterdir()):
+        return
+    if not (out / "report.md").is_file():
+        raise AnalysisInputError(f"--out {out} is not empty and holds no earlier analysis; "
+                                 "choose a new folder")
+    if not overwrite:
+        raise AnalysisInputError(f"--out {out} holds an earlier analysis; choose a new folder or "
+                                 "pass --overwrite to replace it")
+    import shutil
+
+    shutil.rmtree(out)
 
 
 def write_outputs(result, out: Path) -> dict[str, Path]:

@@ -120,7 +120,12 @@ def _cmd_analyze(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from lm_eval_ext.analysis import analyze, write_outputs
+    from lm_eval_ext.analysis.pipeline import check_settings
+    from lm_eval_ext.analysis.report import prepare_output_folder
 
+    check_settings(n_resamples=args.bootstrap, mc_draws=args.mc_draws, seed=args.seed,
+                   level=args.level)
+    prepare_output_folder(Path(args.out), overwrite=args.overwrite)
     result = analyze(args.reference, args.runs, grid=args.grid, core=_parse_core(args.core),
                      intersection=args.intersection, n_resamples=args.bootstrap,
                      mc_draws=args.mc_draws, seed=args.seed, level=args.level,
@@ -128,8 +133,11 @@ def _cmd_analyze(args: argparse.Namespace) -> int:
     paths = write_outputs(result, Path(args.out))
     overall = result.deltas[result.deltas["subgroup_type"] == "all"]
     for _, row in overall.iterrows():
+        mcnemar = (f", item-level McNemar p={row['p_value_mcnemar']:.3g}"
+                   if row["p_value_mcnemar"] == row["p_value_mcnemar"] else "")
         print(f"{row['run']}: {row['metric']} {row['delta_pp']:+.2f} pp "
-              f"[{row['ci_low']:+.2f}, {row['ci_high']:+.2f}] p={row['p_value']:.3g}")
+              f"[{row['ci_low']:+.2f}, {row['ci_high']:+.2f}] p={row['p_value']:.3g} "
+              f"({row['test']}{mcnemar})")
     if result.settings["intersection"]:
         print(f"intersection: {result.n_items} shared items (left out: {result.dropped})")
     print(f"report: {paths['report_md']}")
@@ -137,32 +145,41 @@ def _cmd_analyze(args: argparse.Namespace) -> int:
 
 
 def _cmd_mde(args: argparse.Namespace) -> int:
-    from lm_eval_ext.analysis import discordance_rate, paired_mde, preregistration_card
+    from pathlib import Path
 
-    m, rho_d = args.m, args.rho_d
+    from lm_eval_ext.analysis import discordance_rate, paired_mde, preregistration_card
+    from lm_eval_ext.analysis.power import design_effect
+
+    m, rho_d, deff = args.m, args.rho_d, args.design_effect
+    if args.card and not Path(args.card).parent.is_dir():
+        raise LmEvalExtError(f"--card {args.card}: folder {Path(args.card).parent} does not "
+                             "exist; create it or write the card elsewhere")
     if args.runs:
         from lm_eval_ext.analysis.loader import load_runs
         from lm_eval_ext.analysis.pairing import align, aligned_items
 
         ref, run = load_runs(args.runs)
         alignment = align(ref, [run], intersection=True)
-        rho_d = discordance_rate(aligned_items(ref, alignment)["correct"],
-                                 aligned_items(run, alignment)["correct"])
+        ref_items, run_items = aligned_items(ref, alignment), aligned_items(run, alignment)
+        rho_d = discordance_rate(ref_items["correct"], run_items["correct"])
+        deff = design_effect(run_items["correct"].to_numpy(float)
+                             - ref_items["correct"].to_numpy(float), ref_items["unit_id"])
         m = m or alignment.n
-        print(f"empirical rho_d = {rho_d:.4f} over {alignment.n} paired items")
+        print(f"empirical rho_d = {rho_d:.4f}, design effect = {deff:.3f} over {alignment.n} "
+              "paired items")
+        deff = deff if deff == deff and deff > 0 else 1.0
     if m is None or rho_d is None:
         raise LmEvalExtError("mde needs --m and --rho-d (or --runs REFERENCE RUN)")
     try:
-        mde = 100 * paired_mde(m, rho_d, args.alpha, args.power)
+        mde = 100 * paired_mde(m, rho_d, args.alpha, args.power, design_effect=deff)
     except ValueError as exc:
         raise LmEvalExtError(str(exc)) from exc
-    print(f"paired MDE = {mde:.2f} pp (m={m}, rho_d={rho_d:g}, alpha={args.alpha:g}, "
-          f"power={args.power:g})")
+    print(f"paired MDE = {mde:.2f} pp (m={m}, rho_d={rho_d:g}, design effect={deff:g}, "
+          f"alpha={args.alpha:g}, power={args.power:g})")
     if args.card:
-        from pathlib import Path
-
         Path(args.card).write_text(preregistration_card(
-            mde_pp=mde, rho_d=rho_d, m=m, alpha=args.alpha, power=args.power))
+            mde_pp=mde, rho_d=rho_d, m=m, alpha=args.alpha, power=args.power,
+            design_effect=deff))
         print(f"wrote {args.card}")
     return 0
 
@@ -212,6 +229,8 @@ def build_parser() -> argparse.ArgumentParser:
     analyze.add_argument("--level", type=float, default=0.95)
     analyze.add_argument("--template-sd", type=float, help="prompt-template SD (pp) for QRI")
     analyze.add_argument("--no-progress", action="store_true")
+    analyze.add_argument("--overwrite", action="store_true",
+                         help="replace an earlier analysis in --out (never mixed with it)")
     analyze.set_defaults(func=_cmd_analyze)
 
     mde = sub.add_parser("mde", help="paired minimum detectable effect")
@@ -219,6 +238,9 @@ def build_parser() -> argparse.ArgumentParser:
     mde.add_argument("--rho-d", type=float, help="discordance rate (share of items that flip)")
     mde.add_argument("--alpha", type=float, default=0.05)
     mde.add_argument("--power", type=float, default=0.8)
+    mde.add_argument("--design-effect", type=float, default=1.0,
+                     help="variance inflation of clustered items (natural units); --runs "
+                          "estimates it")
     mde.add_argument("--runs", nargs=2, metavar=("REFERENCE", "RUN"),
                      help="estimate rho_d (and m) from two lm-eval outputs")
     mde.add_argument("--card", help="write a five-line Markdown pre-registration card here")
