@@ -57,6 +57,29 @@ def _merge_include_paths(user_value) -> list:
     return ours + [p for p in theirs if str(p) not in ours]
 
 
+#: task settings our tasks read from ``--metadata``
+TASK_SETTING_KEYS = ("template_tier",)
+
+
+def check_setting_keys(metadata) -> None:
+    """Reject a ``--metadata`` key that is a misspelling of one of our task settings.
+
+    ``--metadata`` also carries other tasks' keys (and lm-eval merges model args into it), so
+    unknown keys in general must pass; a near miss such as ``template_teir`` would otherwise
+    be ignored and the default tier would run. Checked when the TaskManager is built, before
+    the model loads.
+    """
+    import difflib
+
+    from lm_eval_ext.errors import ConfigError
+
+    for key in metadata or {}:
+        close = difflib.get_close_matches(str(key), TASK_SETTING_KEYS, n=1, cutoff=0.75)
+        if close and key != close[0]:
+            raise ConfigError(f"--metadata key {key!r} is not a task setting; did you mean "
+                              f"{close[0]!r}? (e.g. --metadata '{{\"{close[0]}\": \"cot\"}}')")
+
+
 def patch_task_manager(task_manager_cls=None) -> None:
     """Make every ``TaskManager`` also index the package's task folders."""
     if task_manager_cls is None:
@@ -72,6 +95,7 @@ def patch_task_manager(task_manager_cls=None) -> None:
         bound.arguments["include_path"] = _merge_include_paths(
             bound.arguments.get("include_path")
         )
+        check_setting_keys(bound.arguments.get("metadata"))
         original(*bound.args, **bound.kwargs)
 
     setattr(__init__, _PATCH_MARK, True)

@@ -31,8 +31,14 @@ def markdown_table(frame: pd.DataFrame, columns: list[str] | None = None, max_ro
     return head + body + more
 
 
-def verdict_of(row: pd.Series) -> str:
-    """Changed / no change detected, or "not estimable (reason)" when the interval is NaN."""
+def verdict_of(row: pd.Series, level: float = 0.95) -> str:
+    """The verdict on one delta, from its interval and its primary (cluster) test together.
+
+    "changed" needs both the interval to exclude 0 and p < 1 - level; "no change detected"
+    needs neither; when they disagree (percentile bootstrap and permutation test are
+    different approximations near the boundary) it says so. A NaN interval reads
+    "not estimable (reason)".
+    """
     if not (math.isfinite(row["ci_low"]) and math.isfinite(row["ci_high"])):
         if not (math.isfinite(row["reference"]) and math.isfinite(row["value"])):
             reason = "the metric is undefined on these items (empty denominator)"
@@ -41,16 +47,22 @@ def verdict_of(row: pd.Series) -> str:
         else:
             reason = "more than 10% of resamples undefined"
         return f"not estimable ({reason})"
-    if row["ci_low"] > 0 or row["ci_high"] < 0:
-        return "changed (CI excludes 0)"
-    return "no change detected (CI includes 0)"
+    excludes_zero = row["ci_low"] > 0 or row["ci_high"] < 0
+    significant = row["p_value"] < 1 - level
+    if excludes_zero and significant:
+        return "changed (CI excludes 0, p < {:g})".format(1 - level)
+    if not excludes_zero and not significant:
+        return "no change detected (CI includes 0)"
+    return ("borderline (the CI and the cluster permutation test disagree: "
+            + ("CI excludes 0 but p >= {:g})" if excludes_zero else "p < {:g} but CI includes 0)")
+            .format(1 - level))
 
 
 def _conclusion_lines(deltas: pd.DataFrame, level: float) -> list[str]:
     lines = []
     overall = deltas[deltas["subgroup_type"] == "all"]
     for _, row in overall.iterrows():
-        verdict = verdict_of(row)
+        verdict = verdict_of(row, level)
         lines.append(
             f"- **{row['run']}**, {row['metric']}: {row['value']:.4g} vs {row['reference']:.4g}, "
             f"delta {row['delta_pp']:+.2f} pp [{row['ci_low']:+.2f}, {row['ci_high']:+.2f}] "
@@ -134,8 +146,9 @@ def _report_markdown(result, figure_paths: list[Path], out: Path) -> str:
                                           _conclusion_lines(result.deltas, s["level"])],
         "\n## Cost\n", markdown_table(result.runs, ["run", "precision", "batch_size",
                                                     "inference_seconds", "energy_joules",
+                                                    "idle_share", "forward_share",
                                                     "energy_ratio", "runtime_ratio",
-                                                    "energy_flags"]),
+                                                    "energy_flags", "energy_ratio_note"]),
         "\n## Paired comparisons\n", markdown_table(result.comparisons),
         "\n## Subgroup deltas (Holm-adjusted within run x metric x subgroup type)\n",
         markdown_table(result.deltas[result.deltas["subgroup_type"] != "all"],

@@ -37,10 +37,20 @@ def _cmd_data_verify(args: argparse.Namespace) -> int:
     from lm_eval_ext.data.sources import BENCHMARKS
     from lm_eval_ext.data.store import benchmark_dir
 
-    for name in args.benchmarks or sorted(BENCHMARKS):
+    names = args.benchmarks or sorted(BENCHMARKS)
+    for name in names:
         folder = benchmark_dir(name)
         n_files = sum(f.required for f in BENCHMARKS[name].files)
         print(f"{name}: {n_files} files verified in {folder}")
+    if "bbq" in names:
+        from lm_eval_ext.data import instrument
+
+        if instrument.build_manifest() != instrument.load_manifest():
+            raise LmEvalExtError(
+                f"the instrument manifest {instrument.MANIFEST_PATH} does not reproduce from the "
+                "verified BBQ files; reinstall lm-eval-ext (or rebuild it with "
+                "`lm-eval-ext data instrument --write` if you changed the algorithm)")
+        print(f"bbq: instrument manifest {instrument.MANIFEST_PATH.name} reproduces from the data")
     return 0
 
 

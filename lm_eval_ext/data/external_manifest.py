@@ -21,7 +21,7 @@ from lm_eval_ext.paths import package_tasks_dir, user_tasks_dir
 from lm_eval_ext.tasks.common.prompting import DEFAULT_TIER
 
 REQUIRED_COLUMNS = ("category", "example_id")
-_TASK_NAME = re.compile(r"^[a-z][a-z0-9_]{2,63}$")
+_TASK_NAME = re.compile(r"[a-z][a-z0-9_]{2,63}")
 
 
 def read_manifest_keys(path: str | Path) -> list[tuple[str, int]]:
@@ -114,7 +114,7 @@ def register_manifest_task(path: str | Path, task: str) -> list[Path]:
     The manifest's IDs (not the data) are copied next to the YAMLs, so later edits to the
     original file cannot silently change the task.
     """
-    if not _TASK_NAME.match(task):
+    if not _TASK_NAME.fullmatch(task):
         raise ConfigError(
             f"task name {task!r} is invalid: use 3-64 lower-case letters, digits and "
             "underscores, starting with a letter (e.g. bbq_vector_frozen2000)"

@@ -1,0 +1,220 @@
+"""Bad input tried as a new user would: each case is a clear error (or flag), never a silent number.
+
+Synthetic runs in lm-eval's layout (``analysis.synthetic.write_run``) stand in for real ones;
+the model-arg cases fail before any model is loaded.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+from conftest import run_cli
+
+from lm_eval_ext.analysis import AnalysisInputError, analyze
+from lm_eval_ext.analysis.errors import DegenerateDataWarning
+from lm_eval_ext.analysis.loader import load_runs, split_run_argument
+from lm_eval_ext.analysis.report import prepare_output_folder, verdict_of
+from lm_eval_ext.analysis.synthetic import simulate_predictions, write_run
+from lm_eval_ext.data.instrument import load_membership
+from lm_eval_ext.errors import ConfigError
+
+FAST = {"n_resamples": 200, "mc_draws": 10, "progress": False}
+
+
+@pytest.fixture(scope="module")
+def rows(data_dir):
+    return load_membership("25pct").rows
+
+
+@pytest.fixture()
+def two_runs(rows, tmp_path):
+    rng = np.random.default_rng(0)
+    base = simulate_predictions(rows, 0.5, rng)
+    ref = write_run(tmp_path / "ref", "bbq_subset_25pct_loglik", rows, base)
+    run = write_run(tmp_path / "precision=int8", "bbq_subset_25pct_loglik", rows,
+                    simulate_predictions(rows, 0.5, rng, base=base, flip_rate=0.2))
+    return ref, run
+
+
+def test_name_equals_path_only_for_identifiers_and_existing_paths(two_runs, tmp_path):
+    ref, run = two_runs
+    folder = str(run.parents[1])  # .../precision=int8
+    assert split_run_argument(folder) == (None, folder)
+    assert split_run_argument(f"int8={folder}") == ("int8", folder)
+    assert split_run_argument("int8=/no/such/folder") == (None, "int8=/no/such/folder")
+    [loaded] = load_runs([folder])
+    assert "precision=int8" in str(loaded.results_path)
+
+
+def test_several_runs_under_one_reference_is_an_error_listing_them(two_runs, tmp_path):
+    ref, run = two_runs
+    with pytest.raises(AnalysisInputError, match=r"holds 2 runs:(.|\n)*precision=int8(.|\n)*ref"):
+        analyze(tmp_path, [run], **FAST)
+
+
+def test_same_results_file_as_reference_and_run_is_an_error(two_runs):
+    ref, _ = two_runs
+    with pytest.raises(AnalysisInputError, match="is the reference itself"):
+        analyze(ref, [ref], **FAST)
+
+
+def test_samples_file_cut_at_a_line_boundary_is_an_error(two_runs):
+    ref, run = two_runs
+    samples = next(run.parent.glob("samples_*.jsonl"))
+    lines = samples.read_text().splitlines(keepends=True)
+    samples.write_text("".join(lines[:-3]))
+    with pytest.raises(AnalysisInputError, match="holds 497 samples but .* reports 500"):
+        load_runs([run])
+
+
+def test_damaged_sample_key_names_the_file_and_field(two_runs):
+    ref, run = two_runs
+    samples = next(run.parent.glob("samples_*.jsonl"))
+    lines = samples.read_text().splitlines()
+    broken = json.loads(lines[5])
+    del broken["doc"]["unit_id"]
+    lines[5] = json.dumps(broken)
+    samples.write_text("\n".join(lines) + "\n")
+    with pytest.raises(AnalysisInputError, match=r"sample 6 of task .*unit_id"):
+        load_runs([run])
+
+
+def test_task_scored_by_exact_match_is_read_not_zeroed(rows, tmp_path):
+    from lm_eval_ext.analysis.items import extract_items
+
+    samples = [{"doc_id": i, "doc": {"question": "q"}, "filtered_resps": ["x"],
+                "metrics": ["exact_match"], "exact_match": float(i % 2)} for i in range(6)]
+    items = extract_items("upstream_task", {"output_type": "generate_until"}, samples)
+    assert items["correct"].tolist() == [False, True] * 3
+    without = [{k: v for k, v in s.items() if k != "exact_match"} | {"metrics": ["bleu"],
+                                                                     "bleu": 3.2} for s in samples]
+    from lm_eval_ext.analysis.items import SampleError
+
+    with pytest.raises(SampleError, match=r"no per-item 0/1 score .*\(its metrics: bleu\)"):
+        extract_items("upstream_task", {"output_type": "generate_until"}, without)
+
+
+@pytest.mark.parametrize(("option", "value", "message"), [
+    ("level", 0.0, "not a confidence level"), ("level", 1.5, "not a confidence level"),
+    ("seed", -1, "negative"), ("n_resamples", 10, ">= 100")])
+def test_bad_settings_fail_before_any_work(two_runs, option, value, message):
+    ref, run = two_runs
+    with pytest.raises(AnalysisInputError, match=message):
+        analyze(ref, [run], **{**FAST, option: value})
+
+
+def test_out_folder_is_never_mixed(tmp_path):
+    target = tmp_path / "report"
+    prepare_output_folder(target)  # new: fine
+    target.mkdir()
+    (target / "report.md").write_text("old")
+    (target / "stale.csv").write_text("old")
+    with pytest.raises(AnalysisInputError, match="--overwrite"):
+        prepare_output_folder(target)
+    prepare_output_folder(target, overwrite=True)
+    assert not target.exists()  # the earlier analysis is gone, nothing stale stays
+    other = tmp_path / "notes"
+    other.mkdir()
+    (other / "mine.txt").write_text("keep")
+    with pytest.raises(AnalysisInputError, match="holds no earlier analysis"):
+        prepare_output_folder(other, overwrite=True)
+    file = tmp_path / "file.txt"
+    file.write_text("x")
+    with pytest.raises(AnalysisInputError, match="is a file"):
+        prepare_output_folder(file)
+
+
+def test_cli_reports_bad_out_and_card_folder_as_errors(two_runs, tmp_path):
+    ref, run = two_runs
+    file = tmp_path / "file.txt"
+    file.write_text("x")
+    proc = run_cli(["lm-eval-ext", "analyze", "--reference", str(ref), "--runs", str(run),
+                    "--out", str(file), "--no-progress"])
+    assert proc.returncode == 2 and "is a file" in proc.stderr
+    proc = run_cli(["lm-eval-ext", "mde", "--m", "500", "--rho-d", "0.1", "--card",
+                    str(tmp_path / "missing" / "card.md")])
+    assert proc.returncode == 2 and "does not exist" in proc.stderr
+
+
+def test_nan_interval_reads_not_estimable_and_disagreement_reads_borderline():
+    row = pd.Series({"ci_low": math.nan, "ci_high": math.nan, "reference": 0.5, "value": 0.4,
+                     "n_clusters": 1, "p_value": math.nan})
+    assert verdict_of(row) == "not estimable (fewer than 2 natural units)"
+    assert verdict_of(row.copy().replace({0.4: math.nan})).startswith(
+        "not estimable (the metric is undefined")
+    row = pd.Series({"ci_low": 0.8, "ci_high": 10.3, "reference": 0.0, "value": 0.05,
+                     "n_clusters": 125, "p_value": 0.07})
+    assert verdict_of(row).startswith("borderline")
+    assert verdict_of(row.copy().replace({0.07: 0.01})).startswith("changed")
+
+
+def test_energy_ratio_refused_across_gpus(rows, tmp_path):
+    rng = np.random.default_rng(1)
+    preds = simulate_predictions(rows, 0.5, rng)
+    paths = []
+    for name, uuid in (("a", "GPU-aaaa"), ("b", "GPU-bbbb")):
+        paths.append(write_run(tmp_path / name, "bbq_subset_25pct_loglik", rows, preds,
+                               energy_joules=100.0, inference_seconds=10.0))
+        results = json.loads(paths[-1].read_text())
+        results["config"]["metering"]["gpus"] = [{"index": 0, "uuid": uuid}]
+        paths[-1].write_text(json.dumps(results))
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        result = analyze(paths[0], [paths[1]], **FAST)
+    assert any(issubclass(w.category, DegenerateDataWarning) and "different GPUs" in str(w.message)
+               for w in seen)
+    run = result.runs.iloc[1]
+    assert math.isnan(run["energy_ratio"]) and "different GPUs" in run["energy_ratio_note"]
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    ({"sync": "no"}, "sync='no' is not a boolean; use sync=true or sync=false"),
+    ({"codecarbon": "off"}, "codecarbon='off' is not a boolean"),
+    ({"idle_seconds": "abc"}, "idle_seconds='abc' must be a number"),
+    ({"batch_size": 0}, "batch_size=0 is not valid; use a positive integer, auto or auto:N"),
+    ({"batch_size": -1}, "batch_size=-1 is not valid"),
+    ({"batch_size": "abc"}, "batch_size='abc' is not valid"),
+    ({"pretrained": "/nonexistent/model"}, "the local path /nonexistent/model does not exist"),
+    ({"energy": "nvml", "device": "cpu"}, "energy=nvml needs the model on a CUDA GPU"),
+])
+def test_bad_model_args_fail_before_the_model_loads(args, message, monkeypatch):
+    from lm_eval_ext.model_wrappers import embedded_model
+    from lm_eval_ext.model_wrappers.hf_metered import HFMeteredLM
+
+    def no_load():
+        raise AssertionError("the model must not be touched before the args are valid")
+
+    monkeypatch.setattr(embedded_model, "ensure_checkpoint", no_load)
+    with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        HFMeteredLM(**args)
+
+
+def test_batch_size_in_model_args_and_cli_explains_the_clash():
+    from lm_eval_ext.model_wrappers.hf_metered import HFMeteredLM
+
+    with pytest.raises(ConfigError, match="pass it once, as --batch_size 4"):
+        HFMeteredLM.create_from_arg_string("batch_size=4", {"batch_size": 1})
+
+
+def test_misspelled_metadata_key_is_rejected_before_the_model_loads():
+    from lm_eval_ext.registration import check_setting_keys
+
+    with pytest.raises(ConfigError, match="did you mean 'template_tier'"):
+        check_setting_keys({"template_teir": "cot"})
+    check_setting_keys({"template_tier": "cot", "max_seq_lengths": [4096]})  # others pass
+
+
+def test_register_rejects_a_trailing_newline_and_shadowing(tmp_path, data_dir):
+    from lm_eval_ext.data.external_manifest import register_manifest_task
+
+    manifest = data_dir / "bbq" / "derived" / "vector_frozen_2000_ids.csv"
+    with pytest.raises(ConfigError, match="is invalid"):
+        register_manifest_task(manifest, "bbq_x\n")
+    proc = run_cli(["lm-eval-ext", "data", "fingerprint", str(manifest), "--register",
+                    "bbq_subset_25pct"], env={"XDG_CACHE_HOME": str(tmp_path)})
+    assert proc.returncode == 2 and "already defined by" in proc.stderr
