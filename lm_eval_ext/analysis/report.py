@@ -50,7 +50,7 @@ def verdict_of(row: pd.Series, level: float = 0.95) -> str:
     excludes_zero = row["ci_low"] > 0 or row["ci_high"] < 0
     significant = row["p_value"] < 1 - level
     if excludes_zero and significant:
-        return "changed (CI excludes 0, p < {:g})".format(1 - level)
+        return f"changed (CI excludes 0, p < {1 - level:g})"
     if not excludes_zero and not significant:
         return "no change detected (CI includes 0)"
     return ("borderline (the CI and the cluster permutation test disagree: "
