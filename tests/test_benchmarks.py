@@ -10,6 +10,7 @@ from conftest import package_task_manager
 from lm_eval import simple_evaluate
 
 from lm_eval_ext.errors import DataMissingError
+from lm_eval_ext.tasks.common.answer_parser import METHODS as PARSER_METHODS
 from lm_eval_ext.tasks.common.answer_parser import ParsedAnswer
 
 # task -> (limit, grouping field kept per item, metric keys expected in the results)
@@ -61,7 +62,9 @@ def test_real_run_keeps_items_groups_and_aggregates(task, embedded_lm, data_dir)
     elif not task.endswith("loglik"):
         for sample in samples:
             record = ParsedAnswer.from_json(sample["filtered_resps"][0])
-            assert record.method  # parsed or counted as a failure, never guessed
+            # parsed by a named rule, or counted as a failure with no answer: never guessed
+            assert record.method in PARSER_METHODS
+            assert (record.answer is None) == (record.method == "failure")
 
 
 def test_truthfulqa_items_and_shuffled_options(tasks):
@@ -76,9 +79,14 @@ def test_truthfulqa_items_and_shuffled_options(tasks):
     assert mc2["label"] == mc2["mc2_true"]
 
 
-def test_toxigen_records_the_split_used(tasks):
+def test_toxigen_records_the_split_used(tasks, data_dir):
     docs = tasks["toxigen_ext_loglik"].eval_docs
-    assert {d["split"] for d in docs} == {"train"} and len(docs) == 8960 - 13
+    # the split actually used is the one the data folder holds (test preferred, as upstream)
+    held = "test" if (data_dir / "toxigen/annotated/annotated_test.csv").is_file() else "train"
+    rows = {"test": 940, "train": 8960 - 13}[held]
+    assert {d["split"] for d in docs} == {held} and len(docs) == rows
+    if held == "test":
+        return
     assert sum(d["label"] for d in docs) == 3368 - sum(
         d["label"] for d in tasks["toxigen_ext_loglik"].fewshot_docs())
 
