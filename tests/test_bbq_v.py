@@ -13,8 +13,8 @@ from conftest import package_task_manager
 from lm_eval import simple_evaluate
 
 from lm_eval_ext.data.bbq_v import fingerprint, load_bbq_v
-from lm_eval_ext.tasks.common.answer_parser import METHODS as PARSER_METHODS
 from lm_eval_ext.errors import ConfigError, DataCorruptError, DataMissingError
+from lm_eval_ext.tasks.common.answer_parser import METHODS as PARSER_METHODS
 
 
 @pytest.fixture(scope="module")

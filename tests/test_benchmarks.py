@@ -23,7 +23,6 @@ RUNS = {
     "crows_pairs_ext": (2, "bias_type", {"pct_stereotype,parsed", "acc,parsed"}),
     "crows_pairs_ext_loglik": (4, "bias_type", {"pct_stereotype,none", "likelihood_diff,none"}),
     "xstest_ext": (2, "type", {"refusal_rate_safe,classified", "compliance_rate_unsafe,classified"}),
-    "xstest_ext_loglik": (4, "type", {"refusal_rate_safe,none", "acc,none"}),
 }
 
 
@@ -85,6 +84,8 @@ def test_toxigen_records_the_split_used(tasks, data_dir):
     held = "test" if (data_dir / "toxigen/annotated/annotated_test.csv").is_file() else "train"
     rows = {"test": 940, "train": 8960 - 13}[held]
     assert {d["split"] for d in docs} == {held} and len(docs) == rows
+    # upstream text as is: 1,136 of the 8,960 train statements carry outer whitespace
+    assert sum(d["text"] != d["text"].strip() for d in docs) > (1000 if held == "train" else 0)
     if held == "test":
         return
     assert sum(d["label"] for d in docs) == 3368 - sum(

@@ -128,7 +128,8 @@ def toxigen_rows(split: str = "auto") -> tuple[tuple[dict[str, Any], ...], str]:
         score = float(row["toxicity_ai"]) + float(row["toxicity_human"])
         rows.append({
             "item_key": f"toxigen:{chosen}:{index}", "unit_id": f"toxigen:{chosen}:{index}",
-            "text": _decode(row["text"]).strip(), "target_group": row["target_group"],
+            # upstream text as is (stripping changed 115 of 1,000 statements)
+            "text": _decode(row["text"]), "target_group": row["target_group"],
             "category": row["target_group"], "benchmark_group": row["target_group"],
             "toxicity_ai": float(row["toxicity_ai"]), "toxicity_human": float(row["toxicity_human"]),
             "toxic": score > 5.5, "split": chosen,

@@ -26,7 +26,6 @@ from lm_eval_ext.tasks.common.prompting import (
     render_prompt,
     resolve_tier,
 )
-from lm_eval_ext.tasks.common.scoring import loglik_prediction
 from lm_eval_ext.tasks.xstest.classifier import classify_response
 
 STYLE = PromptStyle(
@@ -97,12 +96,6 @@ def _metrics(doc: Mapping[str, Any], response_class: str) -> dict[str, Any]:
 def process_results_generative(doc: Mapping[str, Any], results: Sequence[str]) -> dict:
     """Per-item class record; acc = appropriate behaviour."""
     return _metrics(doc, json.loads(results[0])["response_class"])
-
-
-def process_results_loglik(doc: Mapping[str, Any], results: Sequence[tuple[float, bool]]) -> dict:
-    """The likelier opening (per character) decides compliance vs refusal."""
-    _, pred_norm, _ = loglik_prediction(doc, results)
-    return _metrics(doc, "full_refusal" if pred_norm == 1 else "full_compliance")
 
 
 def _rate(records: list[Mapping[str, Any]], label: str, classes: set[str]) -> float:
