@@ -96,3 +96,20 @@ def test_auto_batch_size_probe_is_cut_out(task_manager, embedded_checkpoint):
     assert task["windows"] == 2  # the probe split the window in two segments
     assert task["forward_seconds"] <= task["inference_seconds"]
     assert res["config"]["metering"]["batch_sizes_detected"] == [4]
+
+
+@pytest.mark.slow
+def test_generation_auto_batch_size_is_recorded_and_the_probe_cut_out(task_manager,
+                                                                       embedded_checkpoint):
+    """lm-eval probes first thing in generate_until; the probe is excluded and the batch size
+    it found is recorded (generate_until keeps it in a local variable)."""
+    from lm_eval_ext.model_wrappers.hf_metered import HFMeteredLM
+
+    lm = HFMeteredLM(device="cpu", batch_size="auto", max_batch_size=2, idle_seconds=0)
+    res = simple_evaluate(model=lm, tasks=["bbq_subset_12p5pct"], task_manager=task_manager,
+                          limit=2, bootstrap_iters=0, gen_kwargs="max_gen_toks=8")
+    metering = res["config"]["metering"]
+    assert metering["batch_sizes_detected"] == [2]
+    task = metering["per_task"]["bbq_subset_12p5pct"]
+    assert task["windows"] == 2 and task["n_requests"] == 2
+    assert 0 < task["forward_seconds"] <= task["inference_seconds"]

@@ -304,3 +304,42 @@ def test_idle_spread_shares_and_idle_corrected_uncertainty():
     assert task["forward_share"] == pytest.approx(0.4)
     assert task["energy_joules_idle_corrected"] == pytest.approx(800.0)
     assert task["energy_joules_idle_corrected_se"] == pytest.approx(10 * 16.3299 / 2, rel=1e-4)
+
+
+def test_cpu_window_with_other_busy_processes_is_flagged():
+    from lm_eval_ext.model_wrappers.metering.contention import CpuContention
+
+    # 2 CPUs, 10 s window: the machine was busy 16 CPU-s, we used 8 -> others 8 / 20 = 40%
+    busy, own, clock = iter([100.0, 116.0]), iter([50.0, 58.0]), iter([0.0, 10.0])
+    probe = CpuContention(lambda: next(busy), lambda: next(own), lambda: next(clock), cpus=2)
+    meter = EnergyMeter(UnavailableSource(), clock=Clock(0.0, 10.0), contention=probe)
+    meter.begin_window("w")
+    assert "other_processes" in meter.end_window("w").flags
+    # alone: busy time equals our own CPU time
+    busy, own, clock = iter([100.0, 108.0]), iter([50.0, 58.0]), iter([0.0, 10.0])
+    probe = CpuContention(lambda: next(busy), lambda: next(own), lambda: next(clock), cpus=2)
+    meter = EnergyMeter(UnavailableSource(), clock=Clock(0.0, 10.0), contention=probe)
+    meter.begin_window("w")
+    assert "other_processes" not in meter.end_window("w").flags
+
+
+def test_real_proc_stat_probe_sees_a_busy_sibling_process():
+    import subprocess
+    import sys
+    import time
+
+    from lm_eval_ext.model_wrappers.metering.contention import CpuContention
+
+    probe = CpuContention()
+    spinners = [subprocess.Popen([sys.executable, "-c", "while True: pass"])
+                for _ in range(probe.cpus)]
+    try:
+        start = probe.begin()
+        time.sleep(1.5)
+        busy_share = probe.other_share(start)
+    finally:
+        for p in spinners:
+            p.kill()
+            p.wait()
+    # one spinning process per CPU: at least most of the machine was someone else's
+    assert 0.6 < busy_share <= 1.05

@@ -42,21 +42,26 @@ FAST = ["--tasks", ",".join(TASKS), "--limit", "2", "--batch_size", "2",
         "--gen_kwargs", "max_gen_toks=24", "--log_samples"]
 
 
-def test_use_cache_twice_makes_no_model_call_the_second_time(tmp_path, embedded_checkpoint):
+def test_use_cache_twice_makes_no_model_call_and_a_rerun_resumes(tmp_path, embedded_checkpoint):
+    """Second run: no model call. Third run with one more item (a killed run's rerun): only
+    the new item's requests reach the model."""
     cache = tmp_path / "cache" / "lm"
     outputs = []
-    for attempt in ("first", "second"):
+    for attempt, limit in (("first", "2"), ("second", "2"), ("resumed", "3")):
         out = tmp_path / attempt
+        args = [a if a != "2" else limit for a in FAST]  # FAST's --limit and --batch_size
         proc = run_cli(["lm_eval", "--model", "hf-metered", "--model_args", "idle_seconds=0",
-                        *FAST, "--use_cache", str(cache), "--output_path", str(out)])
+                        *args, "--use_cache", str(cache), "--output_path", str(out)])
         assert proc.returncode == 0, proc.stderr[-3000:]
         outputs.append(out)
-    first, second = (_results(o)["config"]["metering"] for o in outputs)
+    first, second, resumed = (_results(o)["config"]["metering"] for o in outputs)
     assert set(first["per_task"]) == set(TASKS)
     assert second["per_task"] == {}  # every request answered from the cache: no window opened
+    assert resumed["per_task"]["bbq_subset_12p5pct"]["n_requests"] == 1
+    assert resumed["per_task"]["bbq_subset_12p5pct_loglik"]["n_requests"] == 3
     for task in TASKS:
         resps = [[s["resps"] for s in _samples(o, task)] for o in outputs]
-        assert resps[0] == resps[1]
+        assert resps[0] == resps[1] == resps[2][:2]
 
 
 def test_chat_template_off_equals_model_hf_item_for_item(tmp_path, embedded_checkpoint):

@@ -25,6 +25,7 @@ import torch
 from lm_eval_ext.errors import ConfigError
 from lm_eval_ext.model_wrappers import embedded_model
 from lm_eval_ext.model_wrappers.metering import EnergyMeter, InferenceLedger, select_source
+from lm_eval_ext.model_wrappers.metering.contention import cpu_contention_probe
 from lm_eval_ext.model_wrappers.model_args import validate_own_args
 from lm_eval_ext.model_wrappers.precision import plan_precision, verify_precision
 from lm_eval_ext.model_wrappers.request_groups import run_by_task
@@ -130,7 +131,8 @@ class MeteredMixin:
         self._synced_devices = [f"cuda:{i}" for i in cuda] if own.sync else []
         source = select_source(cuda, prefer=own.energy)
         self._meter = EnergyMeter(source, sync=_synchronize_all(cuda) if cuda and own.sync
-                                  else None)
+                                  else None,
+                                  contention=None if cuda else cpu_contention_probe())
         self._meter.measure_idle(own.idle_seconds,
                                  intervals=max(1, round(own.idle_seconds / IDLE_INTERVAL_S)))
         self._ledger = InferenceLedger(self._meter)
@@ -162,7 +164,10 @@ class MeteredMixin:
     # metering seams ---------------------------------------------------------------------
     def _detect_batch_size(self, requests=None, pos: int = 0):  # noqa: D102
         with self._ledger.excluded():
-            return super()._detect_batch_size(requests, pos)
+            found = super()._detect_batch_size(requests, pos)
+        # generate_until keeps what it found in a local variable: record it here
+        self.__dict__.setdefault("_probed_batch_sizes", []).append(found)
+        return found
 
     def _timed_forward(self, call, *args: Any, **kwargs: Any):
         sync = self._meter.sync
@@ -243,7 +248,8 @@ class MeteredMixin:
         info = {
             "precision": self._precision,
             "batch_size": self.batch_size_per_gpu,
-            "batch_sizes_detected": list(getattr(self, "batch_sizes", {}).values()),
+            "batch_sizes_detected": list(getattr(self, "batch_sizes", {}).values())
+            or list(self.__dict__.get("_probed_batch_sizes", [])),
             "inference_seconds": total["inference_seconds"],
             "forward_seconds": total["forward_seconds"],
             "forward_share": total["forward_share"],

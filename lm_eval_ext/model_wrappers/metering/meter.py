@@ -9,6 +9,7 @@ import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 
+from lm_eval_ext.model_wrappers.metering.contention import OTHER_SHARE_LIMIT, CpuContention
 from lm_eval_ext.model_wrappers.metering.sources import EnergySource
 
 #: A window shorter than this many counter periods is flagged ``short_window``.
@@ -120,7 +121,9 @@ class EnergyMeter:
     ~100 ms steps make it imprecise), ``counter_decreased`` (energy unavailable, never 0),
     ``counter_wrapped`` (RAPL; corrected), ``zero_energy`` (the counter did not advance:
     reported as unavailable), ``other_gpu_processes`` (someone else used the GPU at an edge),
-    ``no_device_sync`` (edges not synchronised), ``energy_unavailable`` (no counter).
+    ``no_device_sync`` (edges not synchronised), ``energy_unavailable`` (no counter),
+    ``other_processes`` (with a ``contention`` probe: other processes used more than a quarter
+    of the CPUs during the window, so runtime and CPU energy are not this run's alone).
 
     Args:
         source: The counter.
@@ -130,11 +133,14 @@ class EnergyMeter:
     """
 
     def __init__(self, source: EnergySource, *, sync: Callable[[], None] | None = None,
-                 clock: Callable[[], float] = time.perf_counter):
+                 clock: Callable[[], float] = time.perf_counter,
+                 contention: CpuContention | None = None):
         self.source = source
         self.sync = sync
         self._clock = clock
+        self.contention = contention
         self._open: dict[str, tuple[float, Mapping[int, float], int]] = {}
+        self._contention_start: dict[str, tuple[float, float, float]] = {}
         self.idle: IdlePower | None = None
 
     @property
@@ -153,6 +159,8 @@ class EnergyMeter:
             raise ValueError(f"measurement window {key!r} is already open")
         start_time, reading = self._edge()
         self._open[key] = (start_time, reading, self.source.other_processes())
+        if self.contention is not None:
+            self._contention_start[key] = self.contention.begin()
 
     def end_segment(self, key: str) -> EnergyWindow:
         """Close window ``key`` with its raw reading: no zero/short-window judgement.
@@ -170,6 +178,9 @@ class EnergyMeter:
             flags.append("other_gpu_processes")
         if self.sync is None and self.source.name == "nvml":
             flags.append("no_device_sync")
+        started = self._contention_start.pop(key, None)
+        if started is not None and self.contention.other_share(started) > OTHER_SHARE_LIMIT:
+            flags.append("other_processes")
         return EnergyWindow(key, end_time - start_time, joules, self.source.name,
                             tuple(sorted(set(flags))), self.idle_watts,
                             self.idle.se_watts() if self.idle else None)
