@@ -128,7 +128,7 @@ def patch_output_naming(tracker_cls=None) -> None:
     def log_experiment_args(self, model_source, model_args, *args, **kwargs):
         original(self, model_source, model_args, *args, **kwargs)
         if model_source in MODELS and tracker_cls._get_model_name(model_args) is None:
-            from lm_eval.loggers.utils import sanitize_model_name
+            from lm_eval.utils import sanitize_model_name
 
             self.model_name = embedded_run_name(model_args)
             self.model_name_sanitized = sanitize_model_name(self.model_name)

@@ -105,7 +105,9 @@ def test_generation_auto_batch_size_is_recorded_and_the_probe_cut_out(task_manag
     it found is recorded (generate_until keeps it in a local variable)."""
     from lm_eval_ext.model_wrappers.hf_metered import HFMeteredLM
 
-    lm = HFMeteredLM(device="cpu", batch_size="auto", max_batch_size=2, idle_seconds=0)
+    # max_length bounds the probe's forward (it runs at the model's full context otherwise)
+    lm = HFMeteredLM(device="cpu", batch_size="auto", max_batch_size=2, max_length=640,
+                     idle_seconds=0)
     res = simple_evaluate(model=lm, tasks=["bbq_subset_12p5pct"], task_manager=task_manager,
                           limit=2, bootstrap_iters=0, gen_kwargs="max_gen_toks=8")
     metering = res["config"]["metering"]

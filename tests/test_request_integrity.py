@@ -54,6 +54,9 @@ def test_use_cache_twice_makes_no_model_call_and_a_rerun_resumes(tmp_path, embed
                         *args, "--use_cache", str(cache), "--output_path", str(out)])
         assert proc.returncode == 0, proc.stderr[-3000:]
         outputs.append(out)
+    # the embedded model's output folder is named by model and precision, not drawn at random
+    assert [p.name for p in outputs[0].iterdir()] == [
+        "SmolLM2-135M-Instruct__embedded__checkpoint-dtype"]
     first, second, resumed = (_results(o)["config"]["metering"] for o in outputs)
     assert set(first["per_task"]) == set(TASKS)
     assert second["per_task"] == {}  # every request answered from the cache: no window opened

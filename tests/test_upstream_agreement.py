@@ -52,3 +52,32 @@ def test_qa_primer_is_refused_on_the_generative_path(data_dir):
 
     with pytest.raises(ConfigError, match="log-likelihood prompt"):
         load_docs("mc1", "generative", "qa_primer")
+
+
+def test_crows_pairs_choices_and_scores_equal_lm_evals_per_item(data_dir):
+    from lm_eval.tasks.crows_pairs.utils import doc_to_choice, process_results
+
+    from lm_eval_ext.tasks.crows_pairs.utils import process_results_loglik
+
+    task = package_task_manager().load(["crows_pairs_ext_loglik"])["tasks"][
+        "crows_pairs_ext_loglik"]
+    docs = list(task.eval_docs)
+    assert len(docs) == 1498
+    rng = np.random.default_rng(1)
+    for doc in docs:
+        assert sorted(task.doc_to_choice(doc)) == sorted(doc_to_choice(doc))
+        lls = {s: float(rng.normal(-40, 8)) for s in doc_to_choice(doc)}
+        ours = process_results_loglik(doc, [(lls[s], False) for s in task.doc_to_choice(doc)])
+        theirs = process_results(doc, [(lls[s], False) for s in doc_to_choice(doc)])
+        assert ours["pct_stereotype"] == theirs["pct_stereotype"]
+        assert ours["likelihood_diff"] == pytest.approx(theirs["likelihood_diff"])
+
+
+def test_toxigen_labels_equal_lm_evals_rule_per_item(data_dir):
+    from lm_eval.tasks.toxigen.utils import doc_to_target
+
+    from lm_eval_ext.data.text_benchmarks import toxigen_rows
+
+    rows, _ = toxigen_rows("auto")
+    assert all(int(r["toxic"]) == int(doc_to_target(r)) for r in rows)
+    assert 0.3 < np.mean([r["toxic"] for r in rows]) < 0.45  # both classes present
