@@ -152,5 +152,3 @@ class InferenceLedger:
                     "as null, not 0 J. Meter longer windows (more requests per task).",
                     stacklevel=2)
         return {"total": total.as_dict(self.meter), "per_task": tasks}
-
-
