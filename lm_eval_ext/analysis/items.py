@@ -97,7 +97,7 @@ def _correctness_metric(task: str, sample: Mapping[str, Any]) -> str:
                     return name
             except (TypeError, ValueError):
                 continue
-    raise KeyError(f"no per-item 0/1 score among {', '.join(CORRECTNESS_METRICS)} in task {task} "
+    raise SampleError(f"no per-item 0/1 score among {', '.join(CORRECTNESS_METRICS)} in task {task} "
                    f"(its metrics: {', '.join(map(str, sample.get('metrics') or [])) or 'none'}); "
                    "the analysis compares per-item correctness")
 
@@ -164,10 +164,11 @@ def extract_items(task: str, task_config: Mapping[str, Any],
                    else _generic_row(task, sample, output_type))
             rows.append({"task": task, "doc_id": int(sample["doc_id"]), **row,
                          **_judge_scores(sample)})
+        except SampleError as exc:
+            raise SampleError(f"sample {number} of task {task}: {exc}") from exc
         except (KeyError, TypeError, ValueError) as exc:
-            detail = exc.args[0] if isinstance(exc, KeyError) and " " in str(exc.args[0]) \
-                else f"missing or damaged field {exc}"
-            raise SampleError(f"sample {number} of task {task}: {detail}") from exc
+            raise SampleError(f"sample {number} of task {task}: missing or damaged field "
+                              f"{exc}") from exc
     frame = pd.DataFrame(rows)
     frame["pred"] = frame["pred"].astype("Int64")
     for column in ("target_loc", "unknown_loc", "label"):

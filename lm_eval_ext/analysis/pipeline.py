@@ -27,6 +27,7 @@ from lm_eval_ext.analysis.power import (
     paired_mde,
     preregistration_card,
     qri,
+    usable_design_effect,
 )
 from lm_eval_ext.analysis.rank_flips import (
     FACTORS,
@@ -277,8 +278,7 @@ def _add_power(comparisons: pd.DataFrame, deltas: pd.DataFrame, membership: pd.D
         acc = overall[overall["run"] == row["run"]]
         delta_pp = float(acc["delta_pp"].iloc[0]) if not acc.empty else math.nan
         ref_p = float(acc["reference"].iloc[0]) if not acc.empty else math.nan
-        rho, deff = row["rho_d"], row["design_effect"]
-        deff = deff if np.isfinite(deff) and deff > 0 else 1.0
+        rho, deff = row["rho_d"], usable_design_effect(row["design_effect"])
         rows.append({
             **row,
             "mde_pp_at_observed_rho_d": 100 * paired_mde(int(row["n"]), rho, design_effect=deff)
@@ -302,8 +302,7 @@ def preregistration_cards(comparisons: pd.DataFrame) -> str:
     parts = []
     for _, row in comparisons.iterrows():
         rho = max(float(row["rho_d"]), 1e-6)
-        deff = float(row["design_effect"])
-        deff = deff if np.isfinite(deff) and deff > 0 else 1.0
+        deff = usable_design_effect(float(row["design_effect"]))
         parts.append(f"### {row['run']}\n\n" + preregistration_card(
             mde_pp=100 * paired_mde(int(row["n"]), rho, design_effect=deff), rho_d=rho,
             m=int(row["n"]), design_effect=deff))

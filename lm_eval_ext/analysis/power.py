@@ -60,6 +60,11 @@ def design_effect(diff: np.ndarray, codes: np.ndarray) -> float:
     return float(v_cluster / v_iid) if v_iid > 0 else math.nan
 
 
+def usable_design_effect(deff: float) -> float:
+    """``deff`` where it is defined and positive, else 1 (independent items)."""
+    return deff if math.isfinite(deff) and deff > 0 else 1.0
+
+
 def required_items(mde: float, rho_d: float, alpha: float = 0.05, power: float = 0.8,
                    design_effect: float = 1.0) -> int:
     """Items needed to detect ``mde`` (a proportion) at discordance ``rho_d``."""

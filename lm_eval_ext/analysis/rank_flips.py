@@ -16,14 +16,14 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from lm_eval_ext.analysis.errors import AnalysisInputError
+
 FACTORS = ("model", "precision", "batch_size", "template_tier", "shots", "decoding",
            "scoring_path")
 
 
 def cell_matrix(cells: pd.DataFrame) -> pd.DataFrame:
     """One benchmark's cells as config x model values; two runs in one cell are an error."""
-    from lm_eval_ext.analysis.errors import AnalysisInputError
-
     counts = cells.groupby(["config", "model"]).size()
     if (counts > 1).any():
         config, model = counts[counts > 1].index[0]

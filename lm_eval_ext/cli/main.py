@@ -158,7 +158,7 @@ def _cmd_mde(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from lm_eval_ext.analysis import discordance_rate, paired_mde, preregistration_card
-    from lm_eval_ext.analysis.power import design_effect
+    from lm_eval_ext.analysis.power import design_effect, usable_design_effect
 
     m, rho_d, deff = args.m, args.rho_d, args.design_effect
     if args.card and not Path(args.card).parent.is_dir():
@@ -177,7 +177,7 @@ def _cmd_mde(args: argparse.Namespace) -> int:
         m = m or alignment.n
         print(f"empirical rho_d = {rho_d:.4f}, design effect = {deff:.3f} over {alignment.n} "
               "paired items")
-        deff = deff if deff == deff and deff > 0 else 1.0
+        deff = usable_design_effect(deff)
     if m is None or rho_d is None:
         raise LmEvalExtError("mde needs --m and --rho-d (or --runs REFERENCE RUN)")
     try:

@@ -115,6 +115,7 @@ class MeteredMixin:
         self._chat_template_mode = own.chat_template
         self._plan = plan_precision(precision, kwargs.pop("dtype", "auto"), kwargs)
         self._run_applies_chat_template = False
+        self._probed_batch_sizes: list[int] = []  # generate_until keeps its probe result local
         self._embedded = pretrained is None
         if self._embedded and not self.EMBEDDED_DEFAULT:
             raise ConfigError(f"{self.MODEL_NAME}: pass --model_args pretrained=<model> "
@@ -165,8 +166,7 @@ class MeteredMixin:
     def _detect_batch_size(self, requests=None, pos: int = 0):  # noqa: D102
         with self._ledger.excluded():
             found = super()._detect_batch_size(requests, pos)
-        # generate_until keeps what it found in a local variable: record it here
-        self.__dict__.setdefault("_probed_batch_sizes", []).append(found)
+        self._probed_batch_sizes.append(found)
         return found
 
     def _timed_forward(self, call, *args: Any, **kwargs: Any):
@@ -249,7 +249,7 @@ class MeteredMixin:
             "precision": self._precision,
             "batch_size": self.batch_size_per_gpu,
             "batch_sizes_detected": list(getattr(self, "batch_sizes", {}).values())
-            or list(self.__dict__.get("_probed_batch_sizes", [])),
+            or list(self._probed_batch_sizes),
             "inference_seconds": total["inference_seconds"],
             "forward_seconds": total["forward_seconds"],
             "forward_share": total["forward_share"],

@@ -74,7 +74,6 @@ class EnergyWindow:
         source: ``nvml``, ``rapl`` or ``unavailable``.
         flags: Quality flags (see :class:`EnergyMeter`).
         idle_watts_by_device: Idle power sampled before the run, when available.
-        idle_se_watts: Standard error of the summed idle power, when sampled in intervals.
     """
 
     key: str
@@ -83,7 +82,6 @@ class EnergyWindow:
     source: str
     flags: tuple[str, ...] = ()
     idle_watts_by_device: Mapping[int, float] | None = field(default=None)
-    idle_se_watts: float | None = None
 
     @property
     def total_joules(self) -> float | None:
@@ -98,20 +96,7 @@ class EnergyWindow:
         total = self.total_joules
         if total is None or not self.idle_watts_by_device:
             return None
-        return total - self.idle_joules
-
-    @property
-    def idle_joules(self) -> float | None:
-        """Idle power times duration: what the devices draw doing nothing."""
-        if not self.idle_watts_by_device:
-            return None
-        return sum(self.idle_watts_by_device.values()) * self.seconds
-
-    @property
-    def idle_share(self) -> float | None:
-        """Idle joules / measured joules (near 1: the window is mostly idle power)."""
-        total, idle = self.total_joules, self.idle_joules
-        return None if total is None or idle is None or total <= 0 else idle / total
+        return total - sum(self.idle_watts_by_device.values()) * self.seconds
 
 
 class EnergyMeter:
@@ -182,8 +167,7 @@ class EnergyMeter:
         if started is not None and self.contention.other_share(started) > OTHER_SHARE_LIMIT:
             flags.append("other_processes")
         return EnergyWindow(key, end_time - start_time, joules, self.source.name,
-                            tuple(sorted(set(flags))), self.idle_watts,
-                            self.idle.se_watts() if self.idle else None)
+                            tuple(sorted(set(flags))), self.idle_watts)
 
     def end_window(self, key: str) -> EnergyWindow:
         """Close window ``key`` and return its measurement, judged as a reported figure."""
