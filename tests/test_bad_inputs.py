@@ -218,3 +218,14 @@ def test_register_rejects_a_trailing_newline_and_shadowing(tmp_path, data_dir):
     proc = run_cli(["lm-eval-ext", "data", "fingerprint", str(manifest), "--register",
                     "bbq_subset_25pct"], env={"XDG_CACHE_HOME": str(tmp_path)})
     assert proc.returncode == 2 and "already defined by" in proc.stderr
+
+
+def test_failed_analysis_with_overwrite_keeps_the_earlier_one(two_runs, tmp_path):
+    ref, _ = two_runs
+    earlier = tmp_path / "report_dir"
+    earlier.mkdir()
+    (earlier / "report.md").write_text("earlier analysis")
+    proc = run_cli(["lm-eval-ext", "analyze", "--reference", str(ref), "--runs", str(ref),
+                    "--out", str(earlier), "--overwrite", "--no-progress"])
+    assert proc.returncode == 2 and "is the reference itself" in proc.stderr
+    assert (earlier / "report.md").read_text() == "earlier analysis"

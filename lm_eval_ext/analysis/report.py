@@ -72,27 +72,38 @@ def _conclusion_lines(deltas: pd.DataFrame, level: float) -> list[str]:
     return lines
 
 
-def prepare_output_folder(out: Path, overwrite: bool = False) -> None:
-    """Check ``--out`` before any work: a new or empty folder, or ``overwrite`` to replace one.
+def check_output_folder(out: Path, overwrite: bool = False) -> bool:
+    """Check ``--out`` before any work; True when it holds an earlier analysis to replace.
 
-    With ``overwrite`` an earlier analysis is removed first, so no stale CSV or figure stays
-    beside the new ones. A folder holding anything else is never emptied.
+    Accepted: a new or empty folder, or (with ``overwrite``) one holding an earlier analysis.
+    A file, a folder holding anything else, or an earlier analysis without ``overwrite`` is
+    an error. Nothing is removed here, so a failing analysis loses nothing.
     """
     from lm_eval_ext.analysis.errors import AnalysisInputError
 
     if out.exists() and not out.is_dir():
         raise AnalysisInputError(f"--out {out} is a file; pass a folder for the report")
     if not out.is_dir() or not any(out.iterdir()):
-        return
+        return False
     if not (out / "report.md").is_file():
         raise AnalysisInputError(f"--out {out} is not empty and holds no earlier analysis; "
                                  "choose a new folder")
     if not overwrite:
         raise AnalysisInputError(f"--out {out} holds an earlier analysis; choose a new folder or "
                                  "pass --overwrite to replace it")
-    import shutil
+    return True
 
-    shutil.rmtree(out)
+
+def prepare_output_folder(out: Path, overwrite: bool = False) -> None:
+    """:func:`check_output_folder`, then remove the earlier analysis it found.
+
+    Called once the new analysis exists, so no stale CSV or figure stays beside the new ones
+    and a folder holding anything else is never emptied.
+    """
+    if check_output_folder(out, overwrite):
+        import shutil
+
+        shutil.rmtree(out)
 
 
 def write_outputs(result, out: Path) -> dict[str, Path]:

@@ -130,16 +130,14 @@ def _cmd_analyze(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from lm_eval_ext.analysis import analyze, write_outputs
-    from lm_eval_ext.analysis.pipeline import check_settings
-    from lm_eval_ext.analysis.report import prepare_output_folder
+    from lm_eval_ext.analysis.report import check_output_folder, prepare_output_folder
 
-    check_settings(n_resamples=args.bootstrap, mc_draws=args.mc_draws, seed=args.seed,
-                   level=args.level)
-    prepare_output_folder(Path(args.out), overwrite=args.overwrite)
+    check_output_folder(Path(args.out), overwrite=args.overwrite)  # fail before the work
     result = analyze(args.reference, args.runs, grid=args.grid, core=_parse_core(args.core),
                      intersection=args.intersection, n_resamples=args.bootstrap,
                      mc_draws=args.mc_draws, seed=args.seed, level=args.level,
                      template_sd_pp=args.template_sd, progress=not args.no_progress)
+    prepare_output_folder(Path(args.out), overwrite=args.overwrite)  # the new one exists now
     paths = write_outputs(result, Path(args.out))
     overall = result.deltas[result.deltas["subgroup_type"] == "all"]
     for _, row in overall.iterrows():
