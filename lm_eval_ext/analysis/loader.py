@@ -19,6 +19,7 @@ import pandas as pd
 
 from lm_eval_ext.analysis.errors import AnalysisInputError
 from lm_eval_ext.analysis.items import SampleError, extract_items
+from lm_eval_ext.cards import CARD_FILE, task_card
 
 _RESULTS = re.compile(r"^results_(?P<stamp>.+)\.json$")
 
@@ -31,6 +32,7 @@ class Run:
     results_path: Path
     info: dict[str, Any]
     items: pd.DataFrame = field(repr=False)
+    cards: dict[str, dict[str, Any]] = field(default_factory=dict, repr=False)  # task -> card
 
 
 def read_json(path: Path) -> dict[str, Any]:
@@ -112,6 +114,28 @@ def _task_setting(results: dict[str, Any], task: str) -> dict[str, Any]:
     }
 
 
+def campaign_card(results_path: Path) -> dict[str, Any]:
+    """The ``card.json`` a campaign wrote beside this run's folder ({} for other runs)."""
+    for folder in (results_path.parent, results_path.parent.parent):
+        path = folder / CARD_FILE
+        if path.is_file():
+            return read_json(path)
+    return {}
+
+
+def read_judge_scores(results_path: Path, task: str, stamp: str) -> tuple[pd.DataFrame | None,
+                                                                        dict[str, str]]:
+    """Judge scores written beside the samples (``judge_<task>_<stamp>.jsonl``) and rubrics."""
+    path = results_path.parent / f"judge_{task}_{stamp}.jsonl"
+    if not path.is_file():
+        return None, {}
+    rows = read_samples(path)
+    summary = read_json(path.with_suffix(".json")) if path.with_suffix(".json").is_file() else {}
+    columns = ["doc_id", *[c for c in rows[0] if c.startswith("judge_")]]
+    frame = pd.DataFrame(rows)[columns].astype(float).astype({"doc_id": int})
+    return frame, dict(summary.get("rubric_sha256") or {})
+
+
 def run_info(results: dict[str, Any], results_path: Path, run_id: str) -> dict[str, Any]:
     """Run-level identity, configuration and cost (from ``config.metering`` when present)."""
     config = results.get("config", {})
@@ -125,7 +149,7 @@ def run_info(results: dict[str, Any], results_path: Path, run_id: str) -> dict[s
         precision = match.group(1) if match else None
     return {
         "run": run_id,
-        "model": _model_label(results),
+        "model": campaign_card(results_path).get("model_label") or _model_label(results),
         "tasks": ",".join(tasks),
         "precision": precision or str(config.get("model_dtype", "unknown")),
         "batch_size": metering.get("batch_size", config.get("batch_size")),
@@ -153,7 +177,7 @@ def load_run(results_path: Path, run_id: str | None = None) -> Run:
     stamp = _RESULTS.match(results_path.name).group("stamp")
     run_id = run_id or f"{results_path.parent.parent.name}/{results_path.parent.name}@{stamp}"
     info = run_info(results, results_path, run_id)
-    frames = []
+    frames, cards = [], {}
     for task, setting in info["task_settings"].items():
         samples_path = results_path.parent / f"samples_{task}_{stamp}.jsonl"
         if not samples_path.is_file():
@@ -172,9 +196,14 @@ def load_run(results_path: Path, run_id: str | None = None) -> Run:
         except SampleError as exc:
             raise AnalysisInputError(f"{samples_path}: {exc}; rerun lm_eval with --log_samples "
                                      "or repair the line") from exc
+        judged, rubrics = read_judge_scores(results_path, task, stamp)
+        if judged is not None:
+            items = items.drop(columns=[c for c in judged if c.startswith("judge_")
+                                        and c in items]).merge(judged, on="doc_id", how="left")
         for key, value in setting.items():
             items[key] = value
         frames.append(items)
+        cards[task] = task_card(results, task, samples, rubrics)
     items = pd.concat(frames, ignore_index=True)
     duplicated = items["item_key"].duplicated()
     if duplicated.any():
@@ -185,7 +214,7 @@ def load_run(results_path: Path, run_id: str | None = None) -> Run:
     items.insert(1, "model", info["model"])
     for key in ("precision", "batch_size"):
         items[key] = info[key]
-    return Run(run_id, results_path, info, items)
+    return Run(run_id, results_path, info, items, cards)
 
 
 _RUN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*")

@@ -36,6 +36,7 @@ from lm_eval_ext.analysis.rank_flips import (
     variance_shares,
 )
 from lm_eval_ext.analysis.subgroups import benjamini_hochberg, holm, subgroup_masks
+from lm_eval_ext.cards import describe_difference, differing_axes, differing_factors
 
 
 @dataclass
@@ -58,6 +59,8 @@ class AnalysisResult:
     rankings: pd.DataFrame | None
     variance_shares: pd.DataFrame | None
     settings: dict[str, Any]
+    cards: dict[str, dict[str, Any]] | None = None  # run -> task -> disclosure card
+    card_differences: pd.DataFrame | None = None
 
 
 def _frozen_memberships() -> dict[str, set[str]]:
@@ -100,6 +103,27 @@ def _run_table(reference: Run, runs: list[Run]) -> pd.DataFrame:
     table["runtime_saving_pct"] = 100 * (1 - table["runtime_ratio"])
     table["joules_per_item"] = pd.to_numeric(table["energy_joules"], errors="coerce") / table["n_items"]
     return table
+
+
+def card_differences(reference: Run, runs: list[Run]) -> pd.DataFrame:
+    """Per run and task: the card axes that differ from the reference's card.
+
+    Tasks are matched by name, or by position for single-task runs (a subset task against the
+    full instrument), so a comparison that changes two things at once shows both.
+    """
+    rows = []
+    ref_cards = list(reference.cards.items())
+    for run in runs:
+        for position, (task, card) in enumerate(run.cards.items()):
+            ref = reference.cards.get(task) or (ref_cards[position][1]
+                                                 if position < len(ref_cards) else {})
+            factors = differing_factors(ref, card)
+            rows.append({"run": run.run_id, "task": task, "n_factors": len(factors),
+                         "factors": ",".join(factors),
+                         "axes": ",".join(differing_axes(ref, card)),
+                         "differences": describe_difference(ref, card)})
+    return pd.DataFrame(rows, columns=["run", "task", "n_factors", "factors", "axes",
+                                       "differences"])
 
 
 def _adjust(deltas: pd.DataFrame) -> pd.DataFrame:
@@ -237,7 +261,8 @@ def analyze(reference: str | Path, runs: Sequence[str | Path], *,
         alignment.dropped, all_items, _run_table(ref_run, other), deltas, comparisons, summary,
         draws, frozen, flips, rankings, shares,
         {"n_resamples": n_resamples, "mc_draws": mc_draws, "seed": seed, "level": level,
-         "intersection": intersection})
+         "intersection": intersection},
+        {r.run_id: r.cards for r in [ref_run, *other]}, card_differences(ref_run, other))
 
 
 def _comparison(ref_items: pd.DataFrame, items: pd.DataFrame, run_id: str,

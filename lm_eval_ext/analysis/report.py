@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import html
+import json
 import math
 from pathlib import Path
 from typing import Any
@@ -115,6 +116,11 @@ def write_outputs(result, out: Path) -> dict[str, Path]:
     tables = {"items": result.items, "deltas": result.deltas, "runs": result.runs,
               "comparisons": result.comparisons, "membership": result.membership_summary,
               "membership_frozen": result.membership_frozen}
+    if result.card_differences is not None:
+        tables["card_differences"] = result.card_differences
+        paths["cards"] = out / "cards.json"
+        paths["cards"].write_text(json.dumps(result.cards, indent=2, sort_keys=True, default=str),
+                                  encoding="utf-8")
     if result.rank_flips is not None:
         tables.update(rank_flips=result.rank_flips, rankings=result.rankings,
                       variance_shares=result.variance_shares)
@@ -144,6 +150,18 @@ def write_outputs(result, out: Path) -> dict[str, Path]:
     return paths
 
 
+def _difference_lines(differences: pd.DataFrame | None) -> list[str]:
+    """The disclosure-card axes each run changes relative to the reference."""
+    if differences is None or differences.empty:
+        return []
+    lines = ["\n## What each run changes (disclosure cards)\n"]
+    for _, row in differences.iterrows():
+        warn = (f" **(changes {row['n_factors']} factors at once ({row['factors']}): the delta "
+                "cannot be attributed to one)**" if row["n_factors"] > 1 else "")
+        lines.append(f"- {row['run']} ({row['task']}): {row['differences']}{warn}\n")
+    return lines
+
+
 def _report_markdown(result, figure_paths: list[Path], out: Path) -> str:
     s = result.settings
     parts = [
@@ -155,6 +173,7 @@ def _report_markdown(result, figure_paths: list[Path], out: Path) -> str:
         f"Monte Carlo: {s['mc_draws']} draws per size.\n",
         "## Conclusions (all items)\n", *[line + "\n" for line in
                                           _conclusion_lines(result.deltas, s["level"])],
+        *_difference_lines(result.card_differences),
         "\n## Cost\n", markdown_table(result.runs, ["run", "precision", "batch_size",
                                                     "inference_seconds", "energy_joules",
                                                     "idle_share", "forward_share",

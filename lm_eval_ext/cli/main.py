@@ -11,6 +11,11 @@ Subcommands:
     analyze --reference R --runs A B --out OUT
                                   did the conclusion change? (report, CSVs, figures)
     mde --m M --rho-d R           paired minimum detectable effect (pp) and a pre-reg card
+    campaign CAMPAIGN.yaml --out DIR   models x conditions x tasks, resumable (--shard I/N,
+        [--preset paper-stress-test]   --dry-run, --status), then analyze
+    grid GRID.yaml --out DIR      models x template tier x shots x decoding x scoring path,
+                                  then analyze --grid (rank flips)
+    judge RUN_DIR                 Bias Score and Reasoning Quality of generated reasoning
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from lm_eval_ext.errors import LmEvalExtError
 
@@ -192,6 +198,80 @@ def _cmd_mde(args: argparse.Namespace) -> int:
     return 0
 
 
+def _campaign_source(args: argparse.Namespace) -> tuple[object, str]:
+    """(spec, YAML text) from CAMPAIGN.yaml, GRID.yaml or --preset."""
+    import yaml
+
+    from lm_eval_ext.campaign import build_spec, load_spec
+
+    if args.command == "grid":
+        from lm_eval_ext.campaign.grid import grid_campaign
+
+        path = Path(args.spec)
+        if not path.is_file():
+            raise LmEvalExtError(f"grid file {path} does not exist")
+        raw = grid_campaign(yaml.safe_load(path.read_text(encoding="utf-8")))
+        return build_spec(raw), yaml.safe_dump(raw, sort_keys=False)
+    if args.preset:
+        if args.spec:
+            raise LmEvalExtError("give either CAMPAIGN.yaml or --preset, not both")
+        from lm_eval_ext.campaign.presets import preset
+
+        raw = preset(args.preset, model_args=args.model_args, tasks=args.tasks, path=args.path,
+                     large_batch=args.large_batch, limit=args.limit)
+        return build_spec(raw), yaml.safe_dump(raw, sort_keys=False)
+    if not args.spec:
+        raise LmEvalExtError("give CAMPAIGN.yaml or --preset paper-stress-test")
+    if args.limit is not None:
+        raise LmEvalExtError("--limit belongs to --preset; in a campaign file set lm_eval: "
+                             "{limit: N}")
+    return load_spec(args.spec), Path(args.spec).read_text(encoding="utf-8")
+
+
+def _cmd_campaign(args: argparse.Namespace) -> int:
+    from lm_eval_ext.campaign import dry_run, run_campaign, status_lines
+
+    spec, source = _campaign_source(args)
+    if args.status:
+        lines, complete = status_lines(spec, args.out)
+        print("\n".join(lines))
+        return 0 if complete else 1
+    if args.dry_run:
+        print("\n".join(dry_run(spec, args.shard, args.calibration_limit or None)))
+        return 0
+    outcome = run_campaign(
+        spec, args.out, source, shard=args.shard, analyze=not args.no_analyze,
+        analysis_settings={"n_resamples": args.bootstrap, "mc_draws": args.mc_draws,
+                           "seed": args.seed, "progress": not args.quiet},
+        echo=not args.quiet, grid=args.command == "grid")
+    print(f"{args.command}: {len(outcome.done)} cells run, {len(outcome.skipped)} already done, "
+          f"{len(outcome.failed)} failed, {len(outcome.busy)} held by other processes; "
+          f"{'complete' if outcome.complete else 'incomplete'}: {args.out}/manifest.json")
+    for report in outcome.reports:
+        print(f"report: {report}")
+    if outcome.failed:
+        print(f"failed cells (logs under {args.out}/failed/): {', '.join(outcome.failed)}; "
+              "rerun the same command to retry them")
+    return 1 if outcome.failed else 0
+
+
+def _add_campaign_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--out", required=True, help="campaign folder (created, or resumed)")
+    parser.add_argument("--shard", default="1/1", help="run every N-th cell: I/N (default 1/1)")
+    parser.add_argument("--dry-run", action="store_true",
+                        help="list the cells and an estimated device time; run nothing")
+    parser.add_argument("--calibration-limit", type=int, default=8,
+                        help="items per configuration for --dry-run's timing (0: none)")
+    parser.add_argument("--status", action="store_true",
+                        help="completeness across all shards (exit 1 while cells are missing)")
+    parser.add_argument("--no-analyze", action="store_true", help="skip the analysis")
+    parser.add_argument("--bootstrap", type=int, default=10_000, help="analysis resamples")
+    parser.add_argument("--mc-draws", type=int, default=1_000, help="analysis draws per size")
+    parser.add_argument("--seed", type=int, default=0, help="analysis seed")
+    parser.add_argument("--quiet", action="store_true", help="no lm-eval output, one line per cell")
+    parser.set_defaults(func=_cmd_campaign)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of ``lm-eval-ext``."""
     parser = argparse.ArgumentParser(prog="lm-eval-ext", description=__doc__.split("\n")[0])
@@ -253,6 +333,21 @@ def build_parser() -> argparse.ArgumentParser:
                      help="estimate rho_d (and m) from two lm-eval outputs")
     mde.add_argument("--card", help="write a five-line Markdown pre-registration card here")
     mde.set_defaults(func=_cmd_mde)
+
+    campaign = sub.add_parser("campaign", help="models x conditions x tasks, resumable")
+    campaign.add_argument("spec", nargs="?", help="CAMPAIGN.yaml (or use --preset)")
+    campaign.add_argument("--preset", help="a built-in campaign: paper-stress-test")
+    campaign.add_argument("--model_args", default="", help="--preset: hf-metered model_args")
+    campaign.add_argument("--tasks", default="bbq", help="--preset: benchmark block (bbq)")
+    campaign.add_argument("--path", default="loglik", choices=("generative", "loglik"),
+                          help="--preset: scoring path")
+    campaign.add_argument("--large-batch", type=int, default=32,
+                          help="--preset: the batch size of M1 and M5a (32)")
+    campaign.add_argument("--limit", type=int, help="--preset: items per cell (smoke tests)")
+    _add_campaign_options(campaign)
+    grid = sub.add_parser("grid", help="models x configuration axes, then rank flips")
+    grid.add_argument("spec", help="GRID.yaml")
+    _add_campaign_options(grid)
     return parser
 
 

@@ -1,0 +1,95 @@
+"""Campaigns and grids: one resumable command from a protocol matrix to conclusions."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from lm_eval_ext.campaign.spec import CampaignSpec, build_spec, load_spec, parse_shard, shard_cells
+from lm_eval_ext.campaign.store import CampaignFolder
+
+__all__ = ["CampaignOutcome", "CampaignSpec", "build_spec", "dry_run", "load_spec",
+           "run_campaign", "status_lines"]
+
+
+@dataclass(frozen=True)
+class CampaignOutcome:
+    """What one invocation did: cell ids by outcome, completeness, report paths."""
+
+    done: list[str]
+    skipped: list[str]
+    failed: list[str]
+    busy: list[str]
+    complete: bool
+    reports: list[Path]
+
+
+def run_campaign(spec: CampaignSpec, out: str | Path, source_yaml: str, *, shard: str = "1/1",
+                 analyze: bool = True, analysis_settings: dict[str, Any] | None = None,
+                 echo: bool = True, grid: bool = False) -> CampaignOutcome:
+    """Run this shard's unfinished cells; analyse once every cell of the campaign is done.
+
+    ``grid``: the cells form a grid of models x configurations (``analyze --grid``).
+    """
+    from lm_eval_ext.campaign.analysis import run_comparisons, run_grid_analysis
+    from lm_eval_ext.campaign.runner import run_cells
+
+    index, count = parse_shard(shard)
+    folder = CampaignFolder(out)
+    folder.bind(spec, source_yaml)
+    cells = shard_cells(spec.cells, index, count)
+    outcome = run_cells(spec, folder, cells, shard=shard, echo=echo)
+    manifest = folder.write_manifest(spec)
+    reports: list[Path] = []
+    if analyze and manifest["complete"]:
+        settings = {"n_resamples": 10_000, "mc_draws": 1_000, "seed": 0, "progress": echo,
+                    **(analysis_settings or {})}
+        reports = (run_grid_analysis if grid else run_comparisons)(spec, folder, **settings)
+    return CampaignOutcome(outcome["done"], outcome["skipped"], outcome["failed"],
+                           outcome["busy"], manifest["complete"], reports)
+
+
+def dry_run(spec: CampaignSpec, shard: str = "1/1", calibration_limit: int | None = 8,
+            echo: bool = False) -> list[str]:
+    """Lines: each cell of the shard with its items and estimated device seconds."""
+    from lm_eval_ext.campaign.sizes import calibrate, cell_items, estimate_seconds, task_sizes
+
+    index, count = parse_shard(shard)
+    cells = shard_cells(spec.cells, index, count)
+    sizes = task_sizes(cells)
+    calibration = calibrate(cells, calibration_limit, echo=echo) if calibration_limit else {}
+    lines, total, unknown = [], 0.0, 0
+    for cell in cells:
+        n = cell_items(cell, sizes)
+        seconds = estimate_seconds(cell, n, calibration)
+        total += seconds or 0.0
+        unknown += seconds is None
+        shown = f"{seconds:7.0f} s" if seconds is not None else "      ? s"
+        lines.append(f"{cell.cell_id:60s} {n:6d} items {shown}  lm_eval "
+                     + " ".join(cell.lm_eval_argv("<cell>")))
+    for found in calibration.values():
+        if "error" in found:
+            lines.append(f"calibration of {found['cell']} failed: {found['error']}")
+    lines.append(f"{len(cells)} cells (shard {shard} of {len(spec.cells)}); estimated device time "
+                 f"{total / 60:.1f} min" + (f" + {unknown} cells not estimated" if unknown else "")
+                 + (f" (calibrated on {calibration_limit} items per configuration)"
+                    if calibration_limit else " (no calibration)"))
+    return lines
+
+
+def status_lines(spec: CampaignSpec, out: str | Path) -> tuple[list[str], bool]:
+    """Completeness across all shards: one line per cell that is not done, and a total."""
+    folder = CampaignFolder(out)
+    if not folder.identity_path.is_file():
+        return [f"{out} holds no campaign (no campaign.json)"], False
+    folder.bind(spec, "")  # the same campaign? (raises with the differing keys if not)
+    manifest = folder.write_manifest(spec)
+    lines = [f"{row['cell_id']}: {row['status']}"
+             + (f" (exit {row.get('returncode')}, see failed/{row['cell_id']}.log)"
+                if row["status"] == "failed" else "")
+             for row in manifest["cells"] if row["status"] != "done"]
+    counts = ", ".join(f"{n} {s}" for s, n in sorted(manifest["counts"].items()))
+    lines.append(f"{spec.name}: {len(manifest['cells'])} cells: {counts}"
+                 + (" - complete" if manifest["complete"] else ""))
+    return lines, manifest["complete"]

@@ -1,0 +1,178 @@
+"""Run a campaign's cells: one ``lm-eval-ext run`` subprocess per cell, resumable.
+
+Each cell runs ``python -m lm_eval_ext.cli.main run --model hf-metered ... --output_path
+<in-flight folder> --log_samples``; lm-eval's progress bars pass through, one line per cell
+reports its end and the ETA. A cell whose process fails is recorded under ``failed/`` and the
+campaign goes on; a rerun of the same command retries it and skips every finished cell.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from lm_eval_ext.campaign.spec import CampaignSpec, Cell
+from lm_eval_ext.campaign.store import HOST, CampaignFolder, _now
+from lm_eval_ext.cards import CARD_FILE, task_card
+
+PACKAGES = ("lm_eval", "lm-eval-ext", "torch", "transformers", "accelerate", "bitsandbytes")
+_LOG_TAIL = 4000
+
+
+def package_versions() -> dict[str, str | None]:
+    """Installed versions of the packages a cell's result depends on (None: not installed)."""
+    versions = {}
+    for name in PACKAGES:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = None
+    return versions
+
+
+def _die_with_parent() -> None:  # pragma: no cover - runs in the child
+    """Linux: the cell's process gets SIGKILL when the campaign process dies."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except OSError:
+        pass
+
+
+def run_lm_eval(argv: Sequence[str], log_path: Path, echo: bool = True) -> int:
+    """Run one cell (lm-eval CLI arguments) in a subprocess; stream its output to the log."""
+    command = [sys.executable, "-m", "lm_eval_ext.campaign.cell", *argv]
+    with open(log_path, "wb") as log:
+        process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                   preexec_fn=_die_with_parent if os.name == "posix" else None)
+        assert process.stdout is not None
+        while chunk := process.stdout.read1(65536) if hasattr(process.stdout, "read1") \
+                else process.stdout.read(65536):
+            log.write(chunk)
+            if echo:
+                sys.stderr.buffer.write(chunk)
+                sys.stderr.flush()
+        return process.wait()
+
+
+def _results_of(folder: Path) -> Path:
+    found = sorted(folder.rglob("results_*.json"))
+    if len(found) != 1:
+        raise RuntimeError(f"expected one results_*.json under {folder}, found {len(found)}")
+    return found[0]
+
+
+def describe_cell(cell: Cell, folder: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The card and the result summary of a cell's finished lm-eval output."""
+    from lm_eval_ext.analysis.loader import read_json, read_samples
+
+    results_path = _results_of(folder)
+    results = read_json(results_path)
+    stamp = results_path.name[len("results_"):-len(".json")]
+    samples = read_samples(results_path.parent / f"samples_{cell.task}_{stamp}.jsonl")
+    card = {"model_label": cell.model_label, "condition": cell.condition,
+            **task_card(results, cell.task, samples)}
+    metering = (results.get("config") or {}).get("metering") or {}
+    summary = {
+        "results_path": str(results_path.relative_to(folder)),
+        "n_items": len(samples),
+        "metrics": {k: v for k, v in (results.get("results") or {}).get(cell.task, {}).items()
+                    if isinstance(v, (int, float)) and not k.endswith("_stderr,none")},
+        "gpu_uuids": [g.get("uuid") for g in metering.get("gpus") or []],
+        "energy_joules": metering.get("energy_joules"),
+        "energy_joules_idle_corrected": metering.get("energy_joules_idle_corrected"),
+        "idle_share": metering.get("idle_share"),
+        "inference_seconds": metering.get("inference_seconds"),
+        "energy_flags": metering.get("flags"),
+    }
+    return card, summary
+
+
+@dataclass
+class Progress:
+    """One line per cell with an ETA (seconds per work unit so far: items or cells)."""
+
+    remaining: list[int]  # work units per cell left: items, or 1 per cell
+    unit: str
+    done_units: int = 0
+    seconds: float = 0.0
+
+    def report(self, index: int, count: int, cell: Cell, status: str, n_items: int,
+               elapsed: float) -> str:
+        """Record a cell and print its line."""
+        self.done_units += self.remaining[index - 1]
+        self.seconds += elapsed
+        left = sum(self.remaining[index:])
+        eta = (f"ETA {left * self.seconds / self.done_units / 60:.1f} min for {left} {self.unit}"
+               if self.done_units and left else "ETA -")
+        line = (f"[campaign {index}/{count}] {cell.cell_id}: {status} in {elapsed:.0f} s "
+                f"({n_items} items); {eta}")
+        print(line, flush=True)
+        return line
+
+
+def run_cells(spec: CampaignSpec, folder: CampaignFolder, cells: Sequence[Cell], *,
+              shard: str = "1/1", echo: bool = True,
+              sizes: Callable[[Cell], int] | None = None) -> dict[str, list[str]]:
+    """Run every cell that is not done yet; return cell ids by outcome."""
+    outcome: dict[str, list[str]] = {"done": [], "skipped": [], "failed": [], "busy": []}
+    todo = [c for c in cells if folder.record(c) is None]
+    outcome["skipped"] = [c.cell_id for c in cells if c not in todo]
+    for cell_id in outcome["skipped"]:
+        print(f"[campaign] {cell_id}: already done, skipped", flush=True)
+    progress = (Progress([sizes(c) for c in todo], "items") if sizes
+                else Progress([1] * len(todo), "cells"))
+    versions = package_versions()
+    for index, cell in enumerate(todo, start=1):
+        lock = folder.acquire(cell)
+        if isinstance(lock, str):
+            print(f"[campaign] {cell.cell_id}: {lock}", flush=True)
+            outcome["busy"].append(cell.cell_id)
+            continue
+        try:
+            if folder.record(cell) is not None:  # finished by another process meanwhile
+                outcome["skipped"].append(cell.cell_id)
+                continue
+            inflight = folder.start(cell)
+            started, clock = _now(), time.perf_counter()
+            print(f"[campaign {index}/{len(todo)}] {cell.cell_id}: lm_eval "
+                  + " ".join(cell.lm_eval_argv("<cell>")), flush=True)
+            code = run_lm_eval(cell.lm_eval_argv(inflight / "output"), inflight / "lm_eval.log",
+                               echo=echo)
+            elapsed = time.perf_counter() - clock
+            record = {"cell_id": cell.cell_id, "config": cell.config(),
+                      "config_sha256": cell.config_sha256(), "started": started,
+                      "ended": _now(), "seconds": elapsed, "host": HOST, "shard": shard,
+                      "returncode": code, "packages": versions}
+            if code == 0:
+                try:
+                    card, summary = describe_cell(cell, inflight / "output")
+                except Exception as exc:  # an lm-eval output we cannot read is a failure
+                    code, record["error"] = -1, f"{type(exc).__name__}: {exc}"
+            if code != 0:
+                log = (inflight / "lm_eval.log").read_text(encoding="utf-8", errors="replace")
+                folder.fail(cell, inflight, {**record, "log_tail": log[-_LOG_TAIL:]}, log)
+                progress.report(index, len(todo), cell, f"FAILED (exit {code})", 0, elapsed)
+                outcome["failed"].append(cell.cell_id)
+                continue
+            (inflight / CARD_FILE).write_text(json.dumps(card, indent=2, sort_keys=True) + "\n",
+                                              encoding="utf-8")
+            record.update(summary, output_path=f"cells/{cell.cell_id}/output/"
+                          f"{summary['results_path']}", status="done")
+            folder.finish(cell, inflight, record)
+            progress.report(index, len(todo), cell, "done", summary["n_items"], elapsed)
+            outcome["done"].append(cell.cell_id)
+        finally:
+            lock.release()
+            folder.write_manifest(spec)
+    return outcome

@@ -1,0 +1,267 @@
+"""A campaign: models x conditions x tasks, each cell one ``lm_eval --model hf-metered`` run.
+
+The YAML form (``lm-eval-ext campaign CAMPAIGN.yaml``)::
+
+    name: my-study
+    models:                     # label -> hf-metered model_args ("" = the embedded model)
+      smollm2: ""
+    tasks: [bbq_instrument_loglik]
+    lm_eval: {limit: 100}       # lm_eval options for every cell (CLI names, no dashes)
+    conditions:                 # label -> lm_eval options of this condition
+      M0: {model_args: "precision=bf16", batch_size: 1}
+      M4_25pct: {tasks: [bbq_subset_25pct_loglik], batch_size: 1}
+    compare:                    # optional; default: the first condition vs the others
+      interventions: {reference: M0, runs: [M1]}
+    subsets: {reference: M0, runs: [M4_25pct]}   # optional: subset-size summary
+
+A condition's ``tasks`` replaces the campaign's ``tasks`` for that condition. Every cell is
+resolved to one plain configuration (model args merged, options sorted) whose SHA-256 keys the
+campaign folder: a rerun with a changed configuration is refused with the differing keys.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from lm_eval_ext.errors import ConfigError
+
+MODEL = "hf-metered"
+#: lm_eval options the campaign sets itself (one task per cell, its own output folder)
+MANAGED = ("model", "tasks", "output_path", "log_samples", "config", "predict_only")
+#: lm_eval ``run`` options a cell may set (lm-eval 0.4.13's CLI, without dashes)
+LM_EVAL_OPTIONS = (
+    "apply_chat_template", "limit", "use_cache", "num_fewshot", "batch_size", "max_batch_size",
+    "device", "gen_kwargs", "samples", "cache_requests", "check_integrity", "system_instruction",
+    "fewshot_as_multiturn", "include_path", "verbosity", "write_out", "show_config", "seed",
+    "trust_remote_code", "confirm_run_unsafe_code", "metadata",
+)
+_TOP_KEYS = ("name", "models", "tasks", "lm_eval", "conditions", "compare", "subsets")
+_LABEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]*")
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One lm_eval run of a campaign."""
+
+    cell_id: str
+    model_label: str
+    condition: str
+    task: str
+    model_args: str
+    options: Mapping[str, Any] = field(hash=False)
+
+    def config(self) -> dict[str, Any]:
+        """The resolved configuration (what a rerun must reproduce exactly)."""
+        return {"model": MODEL, "model_label": self.model_label, "condition": self.condition,
+                "task": self.task, "model_args": self.model_args,
+                "options": dict(sorted(self.options.items()))}
+
+    def config_sha256(self) -> str:
+        """SHA-256 of the canonical JSON of :meth:`config`."""
+        text = json.dumps(self.config(), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(text.encode()).hexdigest()
+
+    def lm_eval_argv(self, output_path: str | Path) -> list[str]:
+        """The ``lm_eval run`` arguments of this cell, writing into ``output_path``."""
+        argv = ["--model", MODEL, "--tasks", self.task, "--output_path", str(output_path),
+                "--log_samples"]
+        if self.model_args:
+            argv += ["--model_args", self.model_args]
+        for key, value in sorted(self.options.items()):
+            if value is None or value is False:
+                continue
+            argv.append(f"--{key}")
+            if value is True:
+                continue
+            if isinstance(value, Mapping):
+                argv.append(json.dumps(dict(value), sort_keys=True))
+            elif isinstance(value, (list, tuple)):
+                argv.append(",".join(str(v) for v in value))
+            else:
+                argv.append(str(value))
+        return argv
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """A paired analysis of a campaign: one reference condition against others."""
+
+    name: str
+    reference: str
+    runs: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class CampaignSpec:
+    """A validated campaign: its cells in a fixed order, and what to analyse."""
+
+    name: str
+    cells: tuple[Cell, ...]
+    comparisons: tuple[Comparison, ...]
+    subsets: Comparison | None
+    source: Mapping[str, Any] = field(hash=False)
+
+    def cell(self, model_label: str, condition: str, task: str | None = None) -> list[Cell]:
+        """The cells of one model and condition (optionally one task)."""
+        return [c for c in self.cells if c.model_label == model_label and c.condition == condition
+                and (task is None or c.task == task)]
+
+    def resolved(self) -> dict[str, Any]:
+        """Name and every cell's configuration: the campaign folder's identity."""
+        return {"name": self.name, "cells": {c.cell_id: c.config() for c in self.cells}}
+
+
+def parse_model_args(text: str | Mapping[str, Any] | None, where: str) -> dict[str, str]:
+    """``k=v,k2=v2`` (or a mapping) -> ordered dict of strings."""
+    if text is None or text == "":
+        return {}
+    if isinstance(text, Mapping):
+        return {str(k): _scalar_text(v) for k, v in text.items()}
+    out = {}
+    for part in str(text).split(","):
+        key, sep, value = part.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"{where}: model_args part {part!r} is not KEY=VALUE "
+                              "(e.g. precision=bf16,batch_size=1)")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def _scalar_text(value: Any) -> str:
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def _join_model_args(args: Mapping[str, str]) -> str:
+    return ",".join(f"{k}={v}" for k, v in args.items())
+
+
+def _check_label(kind: str, label: Any) -> str:
+    if not isinstance(label, str) or not _LABEL.fullmatch(label):
+        raise ConfigError(f"{kind} label {label!r}: use letters, digits and _.+- only "
+                          "(it names folders)")
+    return label
+
+
+def _options(raw: Any, where: str) -> dict[str, Any]:
+    if raw is None:
+        return {}
+    if not isinstance(raw, Mapping):
+        raise ConfigError(f"{where}: expected a mapping of lm_eval options, got {raw!r}")
+    out = {}
+    for key, value in raw.items():
+        if key in MANAGED:
+            raise ConfigError(f"{where}: {key!r} is set by the campaign itself (one task per "
+                              "cell, its own --output_path, --log_samples always); remove it")
+        if key not in LM_EVAL_OPTIONS:
+            hint = ", ".join(o for o in LM_EVAL_OPTIONS if o[:3] == str(key)[:3]) or \
+                ", ".join(LM_EVAL_OPTIONS)
+            raise ConfigError(f"{where}: unknown lm_eval option {key!r}; valid: {hint}")
+        out[key] = value
+    return out
+
+
+def _tasks(raw: Any, where: str) -> list[str]:
+    tasks = [raw] if isinstance(raw, str) else raw
+    if not isinstance(tasks, list) or not tasks or not all(isinstance(t, str) for t in tasks):
+        raise ConfigError(f"{where}: tasks must be a task name or a non-empty list of names")
+    return tasks
+
+
+def _comparison(name: str, raw: Any, conditions: list[str]) -> Comparison:
+    if not isinstance(raw, Mapping) or "reference" not in raw or not raw.get("runs"):
+        raise ConfigError(f"compare.{name}: give reference: CONDITION and runs: [CONDITION, ...]")
+    runs = tuple(_tasks(raw["runs"], f"compare.{name}.runs"))
+    for label in (raw["reference"], *runs):
+        if label not in conditions:
+            raise ConfigError(f"compare.{name}: condition {label!r} is not defined; defined: "
+                              f"{', '.join(conditions)}")
+    return Comparison(name, raw["reference"], runs)
+
+
+def build_spec(raw: Mapping[str, Any]) -> CampaignSpec:
+    """Validate a campaign mapping (from YAML or a preset) and expand its cells."""
+    if not isinstance(raw, Mapping):
+        raise ConfigError("a campaign file holds a mapping with models, tasks and conditions")
+    unknown = sorted(set(raw) - set(_TOP_KEYS))
+    if unknown:
+        raise ConfigError(f"unknown campaign keys {unknown}; valid: {', '.join(_TOP_KEYS)}")
+    models = raw.get("models") or {"embedded": ""}
+    if not isinstance(models, Mapping):
+        raise ConfigError("models: a mapping of label -> model_args (\"\" = the embedded model)")
+    conditions = raw.get("conditions") or {"default": {}}
+    if not isinstance(conditions, Mapping):
+        raise ConfigError("conditions: a mapping of label -> lm_eval options")
+    common = _options(raw.get("lm_eval"), "lm_eval")
+    default_tasks = _tasks(raw["tasks"], "tasks") if "tasks" in raw else None
+    cells = []
+    for model_label, model_args in models.items():
+        _check_label("model", model_label)
+        base_args = parse_model_args(model_args, f"models.{model_label}")
+        for condition, settings in conditions.items():
+            _check_label("condition", condition)
+            settings = dict(settings or {})
+            where = f"conditions.{condition}"
+            tasks = _tasks(settings.pop("tasks"), where) if "tasks" in settings else default_tasks
+            if tasks is None:
+                raise ConfigError(f"{where}: no tasks (set campaign tasks: or the condition's)")
+            args = {**base_args, **parse_model_args(settings.pop("model_args", None), where)}
+            options = {**common, **_options(settings, where)}
+            for task in tasks:
+                cell_id = f"{model_label}__{condition}__{task}"
+                cells.append(Cell(cell_id, model_label, condition, task,
+                                  _join_model_args(args), options))
+    ids = [c.cell_id for c in cells]
+    if len(set(ids)) != len(ids):
+        raise ConfigError("two cells share an id (a task listed twice in one condition?)")
+    labels = list(conditions)
+    compare = raw.get("compare")
+    if compare is None:
+        comparisons = ((Comparison("all", labels[0], tuple(labels[1:])),)
+                       if len(labels) > 1 else ())
+    else:
+        if not isinstance(compare, Mapping):
+            raise ConfigError("compare: a mapping of name -> {reference, runs}")
+        comparisons = tuple(_comparison(_check_label("comparison", n), v, labels)
+                            for n, v in compare.items())
+    subsets = _comparison("subsets", raw["subsets"], labels) if raw.get("subsets") else None
+    name = str(raw.get("name") or "campaign")
+    return CampaignSpec(name, tuple(cells), comparisons, subsets, dict(raw))
+
+
+def load_spec(path: str | Path) -> CampaignSpec:
+    """Read and validate a campaign YAML file."""
+    import yaml
+
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"campaign file {path} does not exist")
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path} is not valid YAML: {exc}") from exc
+    try:
+        return build_spec(raw)
+    except ConfigError as exc:
+        raise ConfigError(f"{path}: {exc}") from exc
+
+
+def parse_shard(text: str) -> tuple[int, int]:
+    """``i/n`` (1-based) -> (i, n)."""
+    match = re.fullmatch(r"(\d+)/(\d+)", text.strip())
+    if not match or not 1 <= int(match.group(1)) <= int(match.group(2)):
+        raise ConfigError(f"--shard {text!r}: use I/N with 1 <= I <= N (e.g. --shard 1/2)")
+    return int(match.group(1)), int(match.group(2))
+
+
+def shard_cells(cells: tuple[Cell, ...] | list[Cell], index: int, count: int) -> list[Cell]:
+    """Cells of shard ``index`` of ``count``: round robin over the campaign order.
+
+    Deterministic from the spec alone, so shards started anywhere partition the cells.
+    """
+    return [c for position, c in enumerate(cells) if position % count == index - 1]

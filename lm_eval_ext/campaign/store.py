@@ -1,0 +1,234 @@
+"""The campaign folder: what is done, what is in flight, and the manifest, all on disk.
+
+Layout (documented in the README)::
+
+    OUT/campaign.json            identity: name + every cell's resolved configuration
+    OUT/campaign.yaml            the campaign as given (a preset written out)
+    OUT/cells/<cell_id>/         a finished cell: lm-eval's output folder, card.json, cell.json
+    OUT/failed/<cell_id>.json    the last failure of a cell (+ .log); cleared when it succeeds
+    OUT/.inflight/<cell_id>.<host>.<pid>/   a cell being written (renamed into cells/ when done)
+    OUT/.locks/<cell_id>.lock    who runs a cell now (host, pid, start time)
+    OUT/manifest.json            cell -> status, config, output path, versions, GPUs, times
+
+A cell is done exactly when ``cells/<cell_id>/cell.json`` exists: the folder appears by one
+``rename`` after lm-eval finished, so a kill loses at most the cell in flight. Every process
+rewrites ``manifest.json`` from the folder's state, so shards never lose each other's cells.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from lm_eval_ext.campaign.spec import CampaignSpec, Cell
+from lm_eval_ext.errors import ConfigError
+
+HOST = socket.gethostname()
+
+
+def write_json_atomic(path: Path, payload: Any) -> None:
+    """Write JSON through a temporary file and a rename (readers never see half a file)."""
+    tmp = path.with_name(f".{path.name}.{HOST}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(payload, indent=2, sort_keys=True, default=str) + "\n",
+                   encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def flatten(value: Any, prefix: str = "") -> dict[str, Any]:
+    """Nested mappings -> ``{"a.b.c": leaf}``."""
+    if isinstance(value, Mapping) and value:
+        out: dict[str, Any] = {}
+        for key, inner in value.items():
+            out.update(flatten(inner, f"{prefix}.{key}" if prefix else str(key)))
+        return out
+    return {prefix: value}
+
+
+def config_differences(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
+    """Lines ``key: old -> new`` for every leaf that differs (added/removed as <absent>)."""
+    a, b = flatten(old), flatten(new)
+    lines = []
+    for key in sorted(set(a) | set(b)):
+        if a.get(key, "<absent>") != b.get(key, "<absent>") or (key in a) != (key in b):
+            lines.append(f"{key}: {a.get(key, '<absent>')!r} -> {b.get(key, '<absent>')!r}")
+    return lines
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+@dataclass(frozen=True)
+class CellLock:
+    """A held claim on one cell (a file created exclusively)."""
+
+    path: Path
+
+    def release(self) -> None:
+        """Give the cell up."""
+        self.path.unlink(missing_ok=True)
+
+
+class CampaignFolder:
+    """One campaign's output folder."""
+
+    def __init__(self, root: str | Path) -> None:
+        self.root = Path(root)
+        self.cells_dir = self.root / "cells"
+        self.failed_dir = self.root / "failed"
+        self.inflight_dir = self.root / ".inflight"
+        self.locks_dir = self.root / ".locks"
+        self.identity_path = self.root / "campaign.json"
+        self.manifest_path = self.root / "manifest.json"
+
+    # -- identity -------------------------------------------------------------------------
+    def bind(self, spec: CampaignSpec, source_yaml: str) -> None:
+        """Create the folder for ``spec``, or check that it already belongs to ``spec``.
+
+        Raises:
+            ConfigError: The folder holds a campaign with a different configuration; the
+                message lists every differing key.
+        """
+        resolved = spec.resolved()
+        if self.identity_path.is_file():
+            stored = json.loads(self.identity_path.read_text(encoding="utf-8"))
+            differences = config_differences(stored.get("campaign", {}), resolved)
+            if differences:
+                shown = "\n  ".join(differences[:20])
+                more = f"\n  ... and {len(differences) - 20} more" if len(differences) > 20 else ""
+                raise ConfigError(
+                    f"{self.root} holds a campaign with a different configuration:\n  {shown}{more}\n"
+                    "Nothing was run. Use a new --out folder for the changed campaign, or restore "
+                    "the original settings to finish this one.")
+            return
+        if self.root.exists() and any(self.root.iterdir()):
+            raise ConfigError(f"{self.root} exists and is not a campaign folder (no campaign.json);"
+                              " choose an empty or new --out folder")
+        for folder in (self.cells_dir, self.failed_dir, self.inflight_dir, self.locks_dir):
+            folder.mkdir(parents=True, exist_ok=True)
+        (self.root / "campaign.yaml").write_text(source_yaml, encoding="utf-8")
+        write_json_atomic(self.identity_path, {"schema_version": 1, "campaign": resolved})
+
+    # -- cells ----------------------------------------------------------------------------
+    def cell_dir(self, cell: Cell) -> Path:
+        """Where a finished cell lives."""
+        return self.cells_dir / cell.cell_id
+
+    def record(self, cell: Cell) -> dict[str, Any] | None:
+        """A finished cell's ``cell.json``, or None when it is not done."""
+        path = self.cell_dir(cell) / "cell.json"
+        return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
+
+    def holder(self, cell: Cell) -> dict[str, Any] | None:
+        """Who claims a cell now: the lock's content plus ``alive`` (None: not claimed).
+
+        ``alive`` is False when the holder ran on this host and its process is gone (killed);
+        a holder on another host is taken to be alive.
+        """
+        path = self.locks_dir / f"{cell.cell_id}.lock"
+        try:
+            holder = json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return None
+        except (OSError, json.JSONDecodeError):
+            holder = {}
+        holder["alive"] = holder.get("host") != HOST or _alive(int(holder.get("pid", 0)))
+        return holder
+
+    def acquire(self, cell: Cell) -> CellLock | str:
+        """Claim a cell; a string says who holds it (a dead holder's claim is taken over)."""
+        path = self.locks_dir / f"{cell.cell_id}.lock"
+        for _ in range(2):
+            try:
+                fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+            except FileExistsError:
+                holder = self.holder(cell) or {"alive": False}
+                if not holder["alive"]:
+                    path.unlink(missing_ok=True)  # its process died (killed): take over
+                    continue
+                return (f"held by host {holder.get('host')} pid {holder.get('pid')} since "
+                        f"{holder.get('started')}; if that job is dead, delete {path}")
+            with os.fdopen(fd, "w") as handle:
+                json.dump({"host": HOST, "pid": os.getpid(), "started": _now()}, handle)
+            return CellLock(path)
+        return f"could not claim {path}"
+
+    def start(self, cell: Cell) -> Path:
+        """A fresh in-flight folder for the cell (leftovers of killed attempts removed)."""
+        for stale in self.inflight_dir.glob(f"{cell.cell_id}.*"):
+            shutil.rmtree(stale, ignore_errors=True)
+        folder = self.inflight_dir / f"{cell.cell_id}.{HOST}.{os.getpid()}"
+        folder.mkdir(parents=True)
+        return folder
+
+    def finish(self, cell: Cell, inflight: Path, record: Mapping[str, Any]) -> Path:
+        """Write ``cell.json`` into the in-flight folder and rename it into ``cells/``."""
+        write_json_atomic(inflight / "cell.json", dict(record))
+        final = self.cell_dir(cell)
+        if final.exists():  # an earlier, unrecorded copy (cannot normally happen)
+            shutil.rmtree(final)
+        os.rename(inflight, final)
+        (self.failed_dir / f"{cell.cell_id}.json").unlink(missing_ok=True)
+        (self.failed_dir / f"{cell.cell_id}.log").unlink(missing_ok=True)
+        return final
+
+    def fail(self, cell: Cell, inflight: Path, record: Mapping[str, Any], log: str) -> None:
+        """Record a failed attempt (kept until the cell succeeds) and drop its partial output."""
+        (self.failed_dir / f"{cell.cell_id}.log").write_text(log, encoding="utf-8")
+        write_json_atomic(self.failed_dir / f"{cell.cell_id}.json", dict(record))
+        shutil.rmtree(inflight, ignore_errors=True)
+
+    # -- status ---------------------------------------------------------------------------
+    def status(self, spec: CampaignSpec) -> list[dict[str, Any]]:
+        """One row per cell: done / failed / running / interrupted / pending, with its record.
+
+        ``interrupted``: claimed by a process of this host that no longer exists (killed); the
+        next run of its shard redoes it.
+        """
+        rows = []
+        for position, cell in enumerate(spec.cells):
+            record = self.record(cell)
+            holder = self.holder(cell)
+            failed = self.failed_dir / f"{cell.cell_id}.json"
+            if record is not None:
+                status = "done"
+            elif holder is not None:
+                status = "running" if holder["alive"] else "interrupted"
+            elif failed.is_file():
+                status = "failed"
+                record = json.loads(failed.read_text(encoding="utf-8"))
+            else:
+                status = "pending"
+            rows.append({"position": position, "cell_id": cell.cell_id, "status": status,
+                         "config": cell.config(), "config_sha256": cell.config_sha256(),
+                         **({k: v for k, v in record.items() if k != "config"} if record else {})})
+        return rows
+
+    def write_manifest(self, spec: CampaignSpec) -> dict[str, Any]:
+        """Rewrite ``manifest.json`` from the folder's state; return it."""
+        rows = self.status(spec)
+        counts: dict[str, int] = {}
+        for row in rows:
+            counts[row["status"]] = counts.get(row["status"], 0) + 1
+        manifest = {"schema_version": 1, "campaign": spec.name, "updated": _now(),
+                    "counts": counts, "complete": counts.get("done", 0) == len(rows),
+                    "cells": rows}
+        write_json_atomic(self.manifest_path, manifest)
+        return manifest
+
+
+def _now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S%z")

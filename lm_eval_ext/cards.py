@@ -1,0 +1,133 @@
+"""Disclosure cards (after SafetyRepro's GRID card): what one run was, axis by axis.
+
+A card is derived from a run's own lm-eval output (``results_*.json`` and its samples), so any
+lm-eval run has one; campaigns write it beside each cell as ``card.json``, and ``analyze``
+lists every axis on which the compared runs differ, so that a comparison that changes two
+things at once is visible. ``prompt_sha256`` is the SHA-256 over the per-item prompt hashes in
+``doc_id`` order (it changes with the prompt text, chat template or few-shot context);
+``item_set_sha256`` the SHA-256 over the sorted ``doc_hash`` values (the items evaluated).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+CARD_FILE = "card.json"
+JUDGE_SUMMARY_GLOB = "judge_*.json"
+#: axes of a card that describe the evaluation (everything a card holds)
+AXES = ("model", "model_revision", "weights", "harness", "harness_version", "model_class",
+        "task", "task_version", "template_tier", "prompt_sha256", "chat_template_sha256",
+        "system_instruction_sha256", "shots", "decoding", "scoring_path", "precision",
+        "batch_size", "item_set_sha256", "n_items", "judge_rubrics", "packages")
+
+
+def _sha256_lines(values: Sequence[str]) -> str:
+    return hashlib.sha256("".join(f"{v}\n" for v in values).encode()).hexdigest()
+
+
+def _model_identity(config: Mapping[str, Any]) -> tuple[str, str | None, str]:
+    args = config.get("model_args")
+    pretrained = None
+    if isinstance(args, Mapping):
+        pretrained = args.get("pretrained")
+    elif isinstance(args, str) and "pretrained=" in args:
+        pretrained = args.split("pretrained=")[1].split(",")[0]
+    embedded = (config.get("hf_metered") or {}).get("embedded_model") or {}
+    if pretrained:
+        return Path(str(pretrained)).name, config.get("model_revision"), f"checkpoint {pretrained}"
+    if embedded:
+        weights = (f"{embedded.get('source')}:{embedded.get('gguf_file')} "
+                   f"sha256={embedded.get('gguf_sha256')} ({embedded.get('dtype')})")
+        return str(embedded.get("model")), embedded.get("gguf_sha256"), weights
+    return str(config.get("model", "unknown")), config.get("model_revision"), "unknown"
+
+
+def _decoding(task_config: Mapping[str, Any], run_config: Mapping[str, Any]) -> str | None:
+    if task_config.get("output_type") != "generate_until":
+        return None
+    merged = {**(task_config.get("generation_kwargs") or {}), **(run_config.get("gen_kwargs") or {})}
+    return json.dumps(merged, sort_keys=True, default=str)
+
+
+def _torch_version(results: Mapping[str, Any]) -> str | None:
+    match = re.search(r"PyTorch version: (\S+)", str(results.get("pretty_env_info") or ""))
+    return match.group(1) if match else None
+
+
+def task_card(results: Mapping[str, Any], task: str, samples: Sequence[Mapping[str, Any]],
+              judge_rubrics: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The card of one task of one run."""
+    config = results.get("config") or {}
+    task_config = (results.get("configs") or {}).get(task) or {}
+    metering = config.get("metering") or {}
+    model, revision, weights = _model_identity(config)
+    ordered = sorted(samples, key=lambda s: int(s["doc_id"]))
+    return {
+        "model": model, "model_revision": revision, "weights": weights,
+        "harness": "lm-evaluation-harness", "harness_version": results.get("lm_eval_version"),
+        "model_class": config.get("model"),
+        "task": task, "task_version": (results.get("versions") or {}).get(task),
+        "template_tier": (task_config.get("metadata") or {}).get("template_tier", "default"),
+        "prompt_sha256": _sha256_lines([str(s.get("prompt_hash")) for s in ordered]),
+        "chat_template_sha256": results.get("chat_template_sha"),
+        "system_instruction_sha256": results.get("system_instruction_sha"),
+        "shots": (results.get("n-shot") or {}).get(task, task_config.get("num_fewshot", 0)),
+        "decoding": _decoding(task_config, config),
+        "scoring_path": ("generative" if task_config.get("output_type") == "generate_until"
+                         else "loglik"),
+        "precision": metering.get("precision", str(config.get("model_dtype"))),
+        "batch_size": str(metering.get("batch_size", config.get("batch_size"))),
+        "item_set_sha256": _sha256_lines(sorted(str(s.get("doc_hash")) for s in samples)),
+        "n_items": len(samples),
+        "judge_rubrics": dict(judge_rubrics or {}),
+        "packages": {"lm_eval": results.get("lm_eval_version"),
+                     "transformers": results.get("transformers_version"),
+                     "torch": _torch_version(results)},
+    }
+
+
+#: axis -> the design factor it belongs to (a comparison should change one factor)
+FACTORS = {
+    "model": "model", "model_revision": "model", "weights": "model", "model_class": "model",
+    "harness": "harness", "harness_version": "harness", "packages": "harness",
+    "task_version": "task_version",
+    "task": "items", "item_set_sha256": "items", "n_items": "items",
+    "template_tier": "prompt", "prompt_sha256": "prompt", "chat_template_sha256": "prompt",
+    "system_instruction_sha256": "prompt", "shots": "prompt",
+    "decoding": "decoding", "scoring_path": "scoring_path", "precision": "precision",
+    "batch_size": "batch_size", "judge_rubrics": "judge",
+}
+
+
+def differing_axes(reference: Mapping[str, Any], other: Mapping[str, Any]) -> list[str]:
+    """The axes whose values differ between two cards (nested values compared whole).
+
+    ``prompt_sha256`` hashes the prompts of the evaluated items, so on different item sets it
+    differs by construction; it is listed there only when a prompt setting differs too.
+    """
+    axes = [axis for axis in AXES if reference.get(axis) != other.get(axis)]
+    if "item_set_sha256" in axes and not any(
+            FACTORS[a] == "prompt" for a in axes if a != "prompt_sha256"):
+        axes = [a for a in axes if a != "prompt_sha256"]
+    return axes
+
+
+def differing_factors(reference: Mapping[str, Any], other: Mapping[str, Any]) -> list[str]:
+    """The design factors (model, items, prompt, precision, ...) that differ."""
+    return sorted({FACTORS[a] for a in differing_axes(reference, other)})
+
+
+def describe_difference(reference: Mapping[str, Any], other: Mapping[str, Any]) -> str:
+    """``precision: bf16 -> int8; batch_size: 1 -> 32`` (or ``nothing``)."""
+    parts = []
+    for axis in differing_axes(reference, other):
+        old, new = reference.get(axis), other.get(axis)
+        if isinstance(old, str) and len(old) == 64 and isinstance(new, str):
+            old, new = old[:12], new[:12]  # hashes: the prefix is enough to tell
+        parts.append(f"{axis}: {old} -> {new}")
+    return "; ".join(parts) or "nothing"

@@ -1,0 +1,169 @@
+"""Campaigns: spec validation, sharding, refusal of changed configs, kill-and-resume, grids."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+from conftest import run_cli
+
+from lm_eval_ext.campaign import build_spec, shard_cells
+from lm_eval_ext.campaign.grid import grid_campaign
+from lm_eval_ext.campaign.presets import preset
+from lm_eval_ext.campaign.store import CampaignFolder
+from lm_eval_ext.errors import ConfigError
+
+#: three real cells: two batch sizes and a second subset membership (idle_seconds=0: no idle
+#: power to measure on the CPU; limit 5: small)
+SMALL = {
+    "name": "small",
+    "models": {"smollm2": "idle_seconds=0"},
+    "tasks": ["bbq_subset_12p5pct_loglik"],
+    "lm_eval": {"limit": 5},
+    "conditions": {"M0": {"batch_size": 1}, "M1": {"batch_size": 4},
+                   "M4_r2": {"batch_size": 1, "tasks": ["bbq_subset_12p5pct_r2_loglik"]}},
+    "compare": {"batching": {"reference": "M0", "runs": ["M1"]}},
+    "subsets": {"reference": "M0", "runs": ["M4_r2"]},
+}
+ANALYSIS = ["--bootstrap", "200", "--mc-draws", "20"]
+
+
+def test_paper_preset_has_the_papers_19_cells():
+    spec = build_spec(preset("paper-stress-test", path="loglik", large_batch=32))
+    conditions = {c.condition: c for c in spec.cells}
+    assert len(spec.cells) == 19 and len([c for c in conditions if c.startswith("M4_")]) == 13
+    assert conditions["M0"].model_args == "precision=bf16" and conditions["M0"].options == {
+        "batch_size": 1}
+    assert conditions["M2"].model_args == "precision=int8"
+    assert conditions["M3"].model_args == "precision=nf4"
+    assert conditions["M1"].options["batch_size"] == 32
+    assert conditions["M5a"].task == conditions["M5b"].task == "bbq_subset_50pct_loglik"
+    assert conditions["M5b"].model_args == "precision=int8"
+    assert conditions["M4_12p5pct_r5"].task == "bbq_subset_12p5pct_r5_loglik"
+    with pytest.raises(ConfigError, match="only bbq"):
+        preset("paper-stress-test", tasks="truthfulqa")
+
+
+@pytest.mark.parametrize("count", [1, 2, 3, 5, 19])
+def test_shards_partition_the_cells(count):
+    cells = build_spec(preset("paper-stress-test")).cells
+    shards = [shard_cells(cells, i, count) for i in range(1, count + 1)]
+    flat = [c.cell_id for shard in shards for c in shard]
+    assert sorted(flat) == sorted(c.cell_id for c in cells) and len(flat) == len(set(flat))
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    ({"lm_eval": {"output_path": "x"}}, "set by the campaign itself"),
+    ({"lm_eval": {"batchsize": 2}}, "unknown lm_eval option 'batchsize'; valid: batch_size"),
+    ({"models": {"bad label": ""}}, "letters, digits"),
+    ({"compare": {"x": {"reference": "M9", "runs": ["M1"]}}}, "'M9' is not defined"),
+    ({"tasks": []}, "non-empty list"),
+])
+def test_bad_campaign_files_are_refused_with_the_fix(change, message):
+    with pytest.raises(ConfigError, match=message):
+        build_spec({**SMALL, **change})
+
+
+def test_changed_configuration_is_refused_naming_the_keys(tmp_path):
+    folder = CampaignFolder(tmp_path / "c")
+    folder.bind(build_spec(SMALL), yaml.safe_dump(SMALL))
+    changed = {**SMALL, "conditions": {**SMALL["conditions"], "M1": {"batch_size": 8}}}
+    with pytest.raises(ConfigError) as error:
+        folder.bind(build_spec(changed), "")
+    assert "cells.smollm2__M1__bbq_subset_12p5pct_loglik.options.batch_size: 4 -> 8" in str(
+        error.value)
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "x.txt").write_text("not a campaign")
+    with pytest.raises(ConfigError, match="not a campaign folder"):
+        CampaignFolder(tmp_path / "other").bind(build_spec(SMALL), "")
+
+
+def test_grid_expands_axes_and_drops_decoding_on_loglik():
+    raw = grid_campaign({"models": {"a": "", "b": "precision=bf16"},
+                         "benchmarks": ["bbq_subset_12p5pct"],
+                         "template_tier": ["minimal", "detailed"],
+                         "scoring_path": ["generative", "loglik"],
+                         "decoding": {"greedy": {}, "t07": {"do_sample": True,
+                                                            "temperature": 0.7}}})
+    spec = build_spec(raw)
+    conditions = sorted({c.condition for c in spec.cells})
+    assert len(conditions) == 2 * 2 + 2 and len(spec.cells) == 2 * 6
+    assert "loglik.minimal.0shot" in conditions and "generative.detailed.0shot.t07" in conditions
+    [cell] = [c for c in spec.cells if c.condition == "generative.detailed.0shot.t07"
+              and c.model_label == "a"]
+    assert cell.options["metadata"] == {"template_tier": "detailed"}
+    assert cell.options["gen_kwargs"] == {"do_sample": True, "temperature": 0.7}
+    with pytest.raises(ConfigError, match="at least two"):
+        grid_campaign({"models": {"a": ""}, "benchmarks": ["bbq"]})
+
+
+def _items(cell_dir: Path) -> pd.DataFrame:
+    [samples] = cell_dir.rglob("samples_*.jsonl")
+    rows = [json.loads(line) for line in samples.read_text().splitlines()]
+    return pd.DataFrame({"doc_id": [r["doc_id"] for r in rows],
+                         "resps": [json.dumps(r["resps"]) for r in rows]}).sort_values("doc_id")
+
+
+@pytest.mark.slow
+def test_killed_sharded_campaign_resumes_and_equals_an_uninterrupted_run(tmp_path,
+                                                                          embedded_checkpoint):
+    spec_path = tmp_path / "small.yaml"
+    spec_path.write_text(yaml.safe_dump(SMALL))
+    whole = run_cli(["lm-eval-ext", "campaign", str(spec_path), "--out", str(tmp_path / "whole"),
+                     "--quiet", *ANALYSIS])
+    assert whole.returncode == 0, whole.stdout + whole.stderr
+    assert (tmp_path / "whole" / "analysis" / "smollm2" / "batching" / "report.md").is_file()
+    differences = pd.read_csv(tmp_path / "whole" / "analysis" / "smollm2" / "batching"
+                              / "card_differences.csv")
+    assert differences["differences"].tolist() == ["batch_size: 1 -> 4"]
+    subsets = pd.read_csv(tmp_path / "whole" / "analysis" / "smollm2" / "subsets.csv")
+    assert list(subsets["condition"]) == ["M0", "M4_r2"] and (subsets["n_items"] == 5).all()
+
+    # shard 1/2 (cells M0 and M4_r2) killed, whole process group, while M4_r2 runs
+    out = tmp_path / "killed"
+    command = [sys.executable, "-m", "lm_eval_ext.cli.main", "campaign", str(spec_path),
+               "--out", str(out), "--shard", "1/2", "--quiet", *ANALYSIS]
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                               start_new_session=True)
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and not any((out / ".inflight").glob("smollm2__M4_r2__*")):
+        assert process.poll() is None, "the campaign ended before it could be killed"
+        time.sleep(0.2)
+    time.sleep(2.0)  # lm-eval is starting the cell now
+    os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
+    first_cell = "smollm2__M0__bbq_subset_12p5pct_loglik"
+    assert sorted(p.name for p in (out / "cells").iterdir()) == [first_cell]
+    first = json.loads((out / "cells" / first_cell / "cell.json").read_text())
+    status = run_cli(["lm-eval-ext", "campaign", str(spec_path), "--out", str(out), "--status"])
+    assert status.returncode == 1 and "smollm2__M1__bbq_subset_12p5pct_loglik: pending" in \
+        status.stdout and "1 done, 1 interrupted, 1 pending" in status.stdout, status.stdout
+
+    other = run_cli(["lm-eval-ext", "campaign", str(spec_path), "--out", str(out), "--shard",
+                     "2/2", "--quiet", *ANALYSIS])
+    assert other.returncode == 0 and "1 cells run" in other.stdout and "incomplete" in other.stdout
+    resumed = run_cli(["lm-eval-ext", "campaign", str(spec_path), "--out", str(out), "--shard",
+                       "1/2", "--quiet", *ANALYSIS])
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert "1 cells run, 1 already done" in resumed.stdout and "report:" in resumed.stdout
+    assert json.loads((out / "cells" / first_cell / "cell.json").read_text()) == first  # kept
+    assert not list((out / ".inflight").iterdir()) and not list((out / ".locks").iterdir())
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["complete"] and manifest["counts"] == {"done": 3}
+    for row in manifest["cells"]:
+        pd.testing.assert_frame_equal(_items(out / "cells" / row["cell_id"]),
+                                      _items(tmp_path / "whole" / "cells" / row["cell_id"]))
+
+    changed = tmp_path / "changed.yaml"
+    changed.write_text(yaml.safe_dump({**SMALL, "lm_eval": {"limit": 4}}))
+    refused = run_cli(["lm-eval-ext", "campaign", str(changed), "--out", str(out)])
+    assert refused.returncode == 2 and "options.limit: 5 -> 4" in refused.stderr
+    assert "Nothing was run" in refused.stderr
