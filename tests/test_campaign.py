@@ -167,3 +167,31 @@ def test_killed_sharded_campaign_resumes_and_equals_an_uninterrupted_run(tmp_pat
     refused = run_cli(["lm-eval-ext", "campaign", str(changed), "--out", str(out)])
     assert refused.returncode == 2 and "options.limit: 5 -> 4" in refused.stderr
     assert "Nothing was run" in refused.stderr
+
+
+@pytest.mark.slow
+def test_two_by_two_grid_gives_rank_flips_that_match_the_cells(tmp_path, embedded_checkpoint):
+    grid = {"name": "g", "models": {"smollm2.fp32-variant": "idle_seconds=0,precision=fp32",
+                                    "smollm2.bf16-variant": "idle_seconds=0,precision=bf16"},
+            "benchmarks": ["bbq_subset_12p5pct"], "template_tier": ["minimal", "detailed"],
+            "scoring_path": ["loglik"], "lm_eval": {"limit": 3}}
+    path = tmp_path / "grid.yaml"
+    path.write_text(yaml.safe_dump(grid))
+    result = run_cli(["lm-eval-ext", "grid", str(path), "--out", str(tmp_path / "g"), "--quiet",
+                      *ANALYSIS])
+    assert result.returncode == 0, result.stdout + result.stderr
+    out = tmp_path / "g" / "analysis" / "grid"
+    flips = pd.read_csv(out / "rank_flips.csv")
+    accuracy = {}
+    for row in json.loads((tmp_path / "g" / "manifest.json").read_text())["cells"]:
+        accuracy[(row["config"]["model_label"], row["config"]["condition"])] = \
+            row["metrics"]["acc,none"]
+    diffs = [accuracy[("smollm2.bf16-variant", c)] - accuracy[("smollm2.fp32-variant", c)]
+             for c in ("loglik.minimal.0shot", "loglik.detailed.0shot")]
+    [row] = flips.to_dict("records")
+    assert (row["model_a"], row["model_b"], row["n_cells"]) == (
+        "smollm2.bf16-variant", "smollm2.fp32-variant", 2)
+    assert (row["n_plus"], row["n_minus"]) == (sum(d > 0 for d in diffs), sum(d < 0 for d in diffs))
+    shares = pd.read_csv(out / "variance_shares.csv")
+    assert set(shares["term"]) >= {"model", "template_tier"}
+    assert "precision identical to model" in shares["note"].iloc[0]

@@ -115,12 +115,9 @@ def _task_setting(results: dict[str, Any], task: str) -> dict[str, Any]:
 
 
 def campaign_card(results_path: Path) -> dict[str, Any]:
-    """The ``card.json`` a campaign wrote beside this run's folder ({} for other runs)."""
-    for folder in (results_path.parent, results_path.parent.parent):
-        path = folder / CARD_FILE
-        if path.is_file():
-            return read_json(path)
-    return {}
+    """The ``card.json`` a campaign wrote beside this results file ({} for other runs)."""
+    path = results_path.parent / CARD_FILE
+    return read_json(path) if path.is_file() else {}
 
 
 def read_judge_scores(results_path: Path, task: str, stamp: str) -> tuple[pd.DataFrame | None,
@@ -217,7 +214,7 @@ def load_run(results_path: Path, run_id: str | None = None) -> Run:
     return Run(run_id, results_path, info, items, cards)
 
 
-_RUN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*")
+_RUN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.+-]*")
 
 
 def split_run_argument(raw: str | Path) -> tuple[str | None, str]:

@@ -33,6 +33,7 @@ from lm_eval_ext.analysis.rank_flips import (
     FACTORS,
     rank_flip_table,
     ranking_summary,
+    same_partition,
     variance_shares,
 )
 from lm_eval_ext.analysis.subgroups import benjamini_hochberg, holm, subgroup_masks
@@ -152,9 +153,17 @@ def _grid_cells(grid_runs: list[Run], metric) -> pd.DataFrame:
                    "model": run.info["model"], "precision": run.info["precision"],
                    "batch_size": str(run.info["batch_size"]), **setting,
                    "value": metric.compute(items), "run": run.run_id}
-            row["config"] = "|".join(f"{f}={row[f]}" for f in FACTORS if f != "model")
             rows.append(row)
-    return pd.DataFrame(rows)
+    cells = pd.DataFrame(rows)
+    cells["config"] = ""
+    for _, index in cells.groupby("benchmark").groups.items():
+        group = cells.loc[index]
+        # a factor that only relabels the model (precision variants as "models") is no config
+        factors = [f for f in FACTORS if f != "model" and not (
+            group[f].astype(str).nunique() > 1 and same_partition(group["model"], group[f]))]
+        cells.loc[index, "config"] = group[factors].astype(str).apply(
+            lambda row, fs=factors: "|".join(f"{f}={row[f]}" for f in fs), axis=1)
+    return cells
 
 
 def check_settings(*, n_resamples: int, mc_draws: int, seed: int, level: float) -> None:

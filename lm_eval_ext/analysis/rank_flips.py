@@ -53,6 +53,16 @@ def rank_flip_table(cells: pd.DataFrame) -> pd.DataFrame:
                                        "n_ties", "n_cells", "rho_flip"])
 
 
+def _ordering(values: pd.Series) -> str:
+    """``A > B = C``: models by value, ties joined by ``=`` (in name order)."""
+    ranked = values.sort_index().sort_values(ascending=False, kind="stable")
+    text = str(ranked.index[0])
+    for (_, high), (name, low) in zip(ranked.iloc[:-1].items(), ranked.iloc[1:].items(),
+                                      strict=True):
+        text += f" {'=' if high == low else '>'} {name}"
+    return text
+
+
 def ranking_summary(cells: pd.DataFrame) -> pd.DataFrame:
     """Per benchmark: mean Kendall tau over cell pairs, and the reachable model orderings."""
     rows = []
@@ -66,13 +76,18 @@ def ranking_summary(cells: pd.DataFrame) -> pd.DataFrame:
                 if np.isfinite(tau):
                     taus.append(tau)
         complete = wide.dropna(axis=0)
-        orderings = Counter(" > ".join(row.sort_values(ascending=False).index)
-                            for _, row in complete.iterrows())
+        orderings = Counter(_ordering(row) for _, row in complete.iterrows())
         rows.append({"benchmark": benchmark, "n_models": wide.shape[1], "n_cells": wide.shape[0],
                      "mean_kendall_tau": float(np.mean(taus)) if taus else np.nan,
                      "n_cell_pairs": len(taus), "n_orderings": len(orderings),
                      "orderings": "; ".join(f"{o} ({n})" for o, n in orderings.most_common())})
     return pd.DataFrame(rows)
+
+
+def same_partition(a: pd.Series, b: pd.Series) -> bool:
+    """Whether two factors split the cells identically (levels in one-to-one correspondence)."""
+    a, b = a.astype(str), b.astype(str)
+    return bool((a.groupby(b).nunique() == 1).all() and (b.groupby(a).nunique() == 1).all())
 
 
 def variance_shares(cells: pd.DataFrame, factors: tuple[str, ...] = FACTORS,
@@ -89,17 +104,21 @@ def variance_shares(cells: pd.DataFrame, factors: tuple[str, ...] = FACTORS,
     rows = []
     for benchmark, group in cells.groupby("benchmark"):
         used = [f for f in factors if f in group and group[f].astype(str).nunique() > 1]
+        aliased = [f for f in used if f != "model" and "model" in used
+                   and same_partition(group["model"], group[f])]
+        used = [f for f in used if f not in aliased]  # e.g. precision variants as "models"
         if not used:
             continue
         data = group.assign(**{f: group[f].astype(str) for f in used})
         main = [f"C({f})" for f in used]
         extra = [f"C(model):C({f})" for f in used if f != "model"] \
             if interactions and "model" in used else []
-        note = ""
+        note = (f"{', '.join(aliased)} identical to model (not separable)" if aliased else "")
         fit = smf.ols(f"value ~ {' + '.join(main + extra)}", data=data).fit()
         if extra and fit.df_resid < 1:  # one run per cell: interactions are the residual
             fit = smf.ols(f"value ~ {' + '.join(main)}", data=data).fit()
-            note = "interactions not separable from the residual (one run per cell)"
+            note = "; ".join(filter(None, [
+                note, "interactions not separable from the residual (one run per cell)"]))
         if fit.df_resid < 1:
             rows.append({"benchmark": benchmark, "term": "(saturated)", "sum_sq": np.nan,
                          "df": 0.0, "share": np.nan,

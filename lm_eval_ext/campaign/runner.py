@@ -165,8 +165,9 @@ def run_cells(spec: CampaignSpec, folder: CampaignFolder, cells: Sequence[Cell],
                 progress.report(index, len(todo), cell, f"FAILED (exit {code})", 0, elapsed)
                 outcome["failed"].append(cell.cell_id)
                 continue
-            (inflight / CARD_FILE).write_text(json.dumps(card, indent=2, sort_keys=True) + "\n",
-                                              encoding="utf-8")
+            card_path = (inflight / "output" / summary["results_path"]).parent / CARD_FILE
+            card_path.write_text(json.dumps(card, indent=2, sort_keys=True) + "\n",
+                                 encoding="utf-8")
             record.update(summary, output_path=f"cells/{cell.cell_id}/output/"
                           f"{summary['results_path']}", status="done")
             folder.finish(cell, inflight, record)
