@@ -255,6 +255,22 @@ def _cmd_campaign(args: argparse.Namespace) -> int:
     return 1 if outcome.failed else 0
 
 
+def _cmd_judge(args: argparse.Namespace) -> int:
+    from lm_eval_ext.judge.run import judge_run
+
+    summaries = judge_run(args.run_dir, model=args.judge_model, model_args=args.judge_model_args,
+                          batch_size=args.batch_size, device=args.device,
+                          max_gen_toks=args.max_gen_toks, limit=args.limit,
+                          rubrics=args.rubrics.split(","), overwrite=args.overwrite)
+    for summary in summaries:
+        counts = "; ".join(f"{name}: " + ", ".join(f"{n} {s}" for s, n in c.items() if n)
+                           for name, c in summary["counts"].items())
+        energy = (summary.get("metering") or {}).get("energy_joules")
+        print(f"{summary['task']} ({summary['n_items']} items): {counts}; judge energy "
+              f"{'not measured' if energy is None else f'{energy:.1f} J'}")
+    return 0
+
+
 def _add_campaign_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", required=True, help="campaign folder (created, or resumed)")
     parser.add_argument("--shard", default="1/1", help="run every N-th cell: I/N (default 1/1)")
@@ -348,6 +364,19 @@ def build_parser() -> argparse.ArgumentParser:
     grid = sub.add_parser("grid", help="models x configuration axes, then rank flips")
     grid.add_argument("spec", help="GRID.yaml")
     _add_campaign_options(grid)
+
+    judge = sub.add_parser("judge", help="Bias Score and Reasoning Quality of generated reasoning")
+    judge.add_argument("run_dir", help="lm-eval output of a generative run (--log_samples)")
+    judge.add_argument("--judge-model", default="hf-metered", help="any lm-eval model name")
+    judge.add_argument("--judge-model_args", default="",
+                       help="its model_args (default: the embedded model)")
+    judge.add_argument("--batch-size", type=int, default=8)
+    judge.add_argument("--device", help="e.g. cuda:0 or cpu")
+    judge.add_argument("--max-gen-toks", type=int, default=96)
+    judge.add_argument("--limit", type=int, help="judge the first N items per task")
+    judge.add_argument("--rubrics", default="bias_score,reasoning_quality")
+    judge.add_argument("--overwrite", action="store_true", help="replace earlier judge scores")
+    judge.set_defaults(func=_cmd_judge)
     return parser
 
 

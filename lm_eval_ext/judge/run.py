@@ -1,0 +1,177 @@
+"""``lm-eval-ext judge RUN_DIR``: score the generated reasoning of a run with a judge model.
+
+For every generative task of every run under RUN_DIR whose items have BBQ-style fields
+(context, question, ans0-2), each rubric's prompt goes to the judge (any lm-eval model; by
+default the embedded model through ``hf-metered``, so the judging energy is metered per rubric
+and reported apart from the run's inference). Output beside the samples:
+
+* ``judge_<task>_<stamp>.jsonl``: per ``doc_id`` the ``judge_*`` scores the analysis reads
+  (``judge_bias_score``, ``judge_bias_present``, ``judge_reasoning_quality``; NaN = no score),
+  each rubric's status and one-line reason;
+* ``judge_<task>_<stamp>.json``: judge model and args, rubric SHA-256s, counts per status,
+  and the judge's metering.
+
+Non-substantive reasoning (empty, a restated option, a bare refusal) is not sent: Bias Score
+null and Reasoning Quality 1, status ``non_substantive``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from lm_eval_ext.errors import ConfigError
+from lm_eval_ext.judge.parse import STATUSES, is_non_substantive, parse_reply
+from lm_eval_ext.judge.rubrics import BIAS_PRESENT_THRESHOLD, RUBRICS, Rubric
+
+_FIELDS = ("context", "question", "ans0", "ans1", "ans2")
+
+
+@dataclass(frozen=True)
+class JudgeTarget:
+    """One task of one run to judge."""
+
+    results_path: Path
+    task: str
+    stamp: str
+
+    @property
+    def scores_path(self) -> Path:  # noqa: D102
+        return self.results_path.parent / f"judge_{self.task}_{self.stamp}.jsonl"
+
+
+def find_targets(run_dir: str | Path) -> list[JudgeTarget]:
+    """The generative tasks under ``run_dir`` (lm-eval output folders) that can be judged."""
+    from lm_eval_ext.analysis.loader import find_results, read_json
+
+    targets = []
+    for results_path in find_results([run_dir]):
+        results = read_json(results_path)
+        stamp = results_path.name[len("results_"):-len(".json")]
+        for task, config in (results.get("configs") or {}).items():
+            if config.get("output_type") == "generate_until":
+                targets.append(JudgeTarget(results_path, task, stamp))
+    if not targets:
+        raise ConfigError(f"{run_dir}: no generative task to judge (the judge scores generated "
+                          "reasoning; log-likelihood runs have none)")
+    return targets
+
+
+def _item_fields(doc: dict[str, Any], answer: str | None, reasoning: str | None) -> dict[str, str]:
+    options = [doc["ans0"], doc["ans1"], doc["ans2"]]
+    chosen = f"{answer}. {options['ABC'.index(answer)]}" if answer in ("A", "B", "C") else \
+        "(no parsable answer)"
+    groups = doc.get("stereotyped_groups") or []
+    return {"context": doc["context"].strip(), "question": doc["question"].strip(),
+            "options": "\n".join(f"{'ABC'[i]}. {o}" for i, o in enumerate(options)),
+            "answer": chosen, "groups": ", ".join(map(str, groups)) or "(not given)",
+            "reasoning": (reasoning or "").strip()}
+
+
+def load_judge_model(model: str, model_args: str, batch_size: int, device: str | None):
+    """Any registered lm-eval model (hf-metered and the task folders registered first)."""
+    import torch
+    from lm_eval.api.registry import get_model
+
+    from lm_eval_ext.registration import activate
+
+    activate()
+    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    extra = {"batch_size": batch_size, "device": device}
+    return get_model(model).create_from_arg_string(model_args, extra)
+
+
+def judge_target(target: JudgeTarget, lm, rubrics: Sequence[Rubric], *, max_gen_toks: int,
+                 limit: int | None, judge: dict[str, Any]) -> dict[str, Any]:
+    """Judge one task's items; write the scores and the summary; return the summary."""
+    from lm_eval.api.instance import Instance
+
+    from lm_eval_ext.analysis.items import extract_items
+    from lm_eval_ext.analysis.loader import read_json, read_samples
+
+    results = read_json(target.results_path)
+    samples = read_samples(target.results_path.parent
+                           / f"samples_{target.task}_{target.stamp}.jsonl")[:limit]
+    if not all(field in (samples[0].get("doc") or {}) for field in _FIELDS):
+        raise ConfigError(f"{target.task}: items lack {', '.join(_FIELDS)}; the rubrics judge "
+                          "reasoning about a scenario with three options (BBQ tasks)")
+    items = extract_items(target.task, results["configs"][target.task], samples)
+    rows: list[dict[str, Any]] = []
+    requests = []
+    for sample, (_, item) in zip(samples, items.iterrows(), strict=True):
+        doc = sample["doc"]
+        answer, reasoning = (v if isinstance(v, str) else None
+                             for v in (item["answer"], item["reasoning"]))
+        fields = _item_fields(doc, answer, reasoning)
+        row: dict[str, Any] = {"doc_id": int(sample["doc_id"])}
+        empty = is_non_substantive(reasoning, [doc["ans0"], doc["ans1"], doc["ans2"]], answer)
+        for rubric in rubrics:
+            if empty:
+                score = rubric.non_substantive_score
+                row.update({rubric.column: math.nan if score is None else float(score),
+                            f"{rubric.name}_status": "non_substantive",
+                            f"{rubric.name}_reason": None})
+                continue
+            requests.append((row, rubric, Instance(
+                "generate_until", doc, (rubric.prompt(**fields),
+                                        {"until": [], "max_gen_toks": max_gen_toks,
+                                         "do_sample": False}),
+                0, (f"judge_{rubric.name}", int(sample["doc_id"]), 1))))
+        rows.append(row)
+    replies = lm.generate_until([instance for _, _, instance in requests]) if requests else []
+    for (row, rubric, _), reply in zip(requests, replies, strict=True):
+        verdict = parse_reply(reply, rubric)
+        row.update({rubric.column: math.nan if verdict.score is None else float(verdict.score),
+                    f"{rubric.name}_status": verdict.status,
+                    f"{rubric.name}_reason": verdict.reason, f"{rubric.name}_reply": reply})
+    bias = RUBRICS["bias_score"]
+    if bias in rubrics:
+        for row in rows:
+            score = row[bias.column]
+            row["judge_bias_present"] = (math.nan if math.isnan(score)
+                                         else float(score > BIAS_PRESENT_THRESHOLD))
+    with open(target.scores_path, "w", encoding="utf-8") as handle:
+        for row in rows:
+            handle.write(json.dumps(row, allow_nan=True) + "\n")
+    counts = {r.name: {s: n for s, n in Counter(row[f"{r.name}_status"] for row in rows).items()}
+              for r in rubrics}
+    for rubric_counts in counts.values():
+        for status in STATUSES:
+            rubric_counts.setdefault(status, 0)
+    info = lm.get_model_info() if hasattr(lm, "get_model_info") else {}
+    summary = {
+        "task": target.task, "results": target.results_path.name, "n_items": len(rows),
+        "judge": judge, "rubric_sha256": {r.name: r.sha256 for r in rubrics},
+        "bias_present_threshold": BIAS_PRESENT_THRESHOLD, "max_gen_toks": max_gen_toks,
+        "counts": counts, "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "metering": info.get("metering"),
+        "boundary": "judge generation only (apart from the judged run's inference energy)",
+    }
+    target.scores_path.with_suffix(".json").write_text(
+        json.dumps(summary, indent=2, default=str) + "\n", encoding="utf-8")
+    return summary
+
+
+def judge_run(run_dir: str | Path, *, model: str = "hf-metered", model_args: str = "",
+              batch_size: int = 8, device: str | None = None, max_gen_toks: int = 96,
+              limit: int | None = None, rubrics: Sequence[str] = tuple(RUBRICS),
+              overwrite: bool = False) -> list[dict[str, Any]]:
+    """Judge every generative task under ``run_dir``; one summary per task."""
+    unknown = [name for name in rubrics if name not in RUBRICS]
+    if unknown:
+        raise ConfigError(f"unknown rubrics {unknown}; available: {', '.join(RUBRICS)}")
+    targets = find_targets(run_dir)
+    existing = [t.scores_path for t in targets if t.scores_path.exists()]
+    if existing and not overwrite:
+        raise ConfigError(f"{existing[0]} exists (an earlier judging); pass --overwrite to "
+                          "replace it")
+    lm = load_judge_model(model, model_args, batch_size, device)
+    judge = {"model": model, "model_args": model_args, "batch_size": batch_size}
+    return [judge_target(t, lm, [RUBRICS[n] for n in rubrics], max_gen_toks=max_gen_toks,
+                         limit=limit, judge=judge) for t in targets]
