@@ -31,6 +31,7 @@ from lm_eval_ext.campaign.spec import CampaignSpec, Cell
 from lm_eval_ext.errors import ConfigError
 
 HOST = socket.gethostname()
+_LAYOUT = ("campaign.json", "campaign.yaml", "manifest.json", "cells", "failed", "analysis")
 
 
 def write_json_atomic(path: Path, payload: Any) -> None:
@@ -103,24 +104,35 @@ class CampaignFolder:
                 message lists every differing key.
         """
         resolved = spec.resolved()
-        if self.identity_path.is_file():
-            stored = json.loads(self.identity_path.read_text(encoding="utf-8"))
-            differences = config_differences(stored.get("campaign", {}), resolved)
-            if differences:
-                shown = "\n  ".join(differences[:20])
-                more = f"\n  ... and {len(differences) - 20} more" if len(differences) > 20 else ""
-                raise ConfigError(
-                    f"{self.root} holds a campaign with a different configuration:\n  {shown}{more}\n"
-                    "Nothing was run. Use a new --out folder for the changed campaign, or restore "
-                    "the original settings to finish this one.")
-            return
-        if self.root.exists() and any(self.root.iterdir()):
-            raise ConfigError(f"{self.root} exists and is not a campaign folder (no campaign.json);"
-                              " choose an empty or new --out folder")
-        for folder in (self.cells_dir, self.failed_dir, self.inflight_dir, self.locks_dir):
-            folder.mkdir(parents=True, exist_ok=True)
-        (self.root / "campaign.yaml").write_text(source_yaml, encoding="utf-8")
-        write_json_atomic(self.identity_path, {"schema_version": 1, "campaign": resolved})
+        if not self.identity_path.is_file():
+            foreign = [p.name for p in self.root.iterdir() if p.name not in _LAYOUT
+                       and not p.name.startswith(".")] if self.root.is_dir() else []
+            if foreign:
+                raise ConfigError(f"{self.root} exists and is not a campaign folder (it holds "
+                                  f"{', '.join(sorted(foreign)[:3])}); choose an empty or new "
+                                  "--out folder")
+            for folder in (self.cells_dir, self.failed_dir, self.inflight_dir, self.locks_dir):
+                folder.mkdir(parents=True, exist_ok=True)
+            # create-if-absent in one step, so that shards started together agree on one identity
+            tmp = self.root / f".campaign.json.{HOST}.{os.getpid()}"
+            tmp.write_text(json.dumps({"schema_version": 1, "campaign": resolved}, indent=2,
+                                      sort_keys=True) + "\n", encoding="utf-8")
+            try:
+                os.link(tmp, self.identity_path)
+                (self.root / "campaign.yaml").write_text(source_yaml, encoding="utf-8")
+            except FileExistsError:
+                pass  # another process created it first: compare below
+            finally:
+                tmp.unlink(missing_ok=True)
+        stored = json.loads(self.identity_path.read_text(encoding="utf-8"))
+        differences = config_differences(stored.get("campaign", {}), resolved)
+        if differences:
+            shown = "\n  ".join(differences[:20])
+            more = f"\n  ... and {len(differences) - 20} more" if len(differences) > 20 else ""
+            raise ConfigError(
+                f"{self.root} holds a campaign with a different configuration:\n  {shown}{more}\n"
+                "Nothing was run. Use a new --out folder for the changed campaign, or restore "
+                "the original settings to finish this one.")
 
     # -- cells ----------------------------------------------------------------------------
     def cell_dir(self, cell: Cell) -> Path:
