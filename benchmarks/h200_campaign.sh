@@ -24,7 +24,8 @@ case "${1:-}" in
   snapshot)
     for log in "$ROOT"/worker*.log; do echo "== $log"; grep -E "^\[campaign|campaign:|Error|error" "$log" | tail -4; done
     for c in loglik gen; do
-      [ -d "$ROOT/$c" ] && tar -C "$ROOT" -czf "$OUT/$c.tgz" --exclude='*.lock' "$c"
+      # exit 1 = a file changed while read (a cell in flight): the snapshot is still usable
+      [ -d "$ROOT/$c" ] && { tar -C "$ROOT" -czf "$OUT/$c.tgz" --exclude="*.lock" "$c" || [ $? -eq 1 ]; }
     done
     cp "$ROOT"/worker*.log "$OUT/" 2>/dev/null || true
     ls -la "$OUT" ;;

@@ -27,10 +27,12 @@ class CampaignOutcome:
 
 def run_campaign(spec: CampaignSpec, out: str | Path, source_yaml: str, *, shard: str = "1/1",
                  analyze: bool = True, analysis_settings: dict[str, Any] | None = None,
-                 echo: bool = True, grid: bool = False) -> CampaignOutcome:
+                 echo: bool = True, grid: bool = False,
+                 analyze_only: bool = False) -> CampaignOutcome:
     """Run this shard's unfinished cells; analyse once every cell of the campaign is done.
 
     ``grid``: the cells form a grid of models x configurations (``analyze --grid``).
+    ``analyze_only``: run no cell; analyse every comparison whose cells are done.
     """
     from lm_eval_ext.campaign.analysis import run_comparisons, run_grid_analysis
     from lm_eval_ext.campaign.runner import run_cells
@@ -39,10 +41,11 @@ def run_campaign(spec: CampaignSpec, out: str | Path, source_yaml: str, *, shard
     folder = CampaignFolder(out)
     folder.bind(spec, source_yaml)
     cells = shard_cells(spec.cells, index, count)
-    outcome = run_cells(spec, folder, cells, shard=shard, echo=echo)
+    outcome = ({"done": [], "skipped": [], "failed": [], "busy": []} if analyze_only
+               else run_cells(spec, folder, cells, shard=shard, echo=echo))
     manifest = folder.write_manifest(spec)
     reports: list[Path] = []
-    if analyze and manifest["complete"]:
+    if analyze_only or (analyze and manifest["complete"]):
         settings = {"n_resamples": 10_000, "mc_draws": 1_000, "seed": 0, "progress": echo,
                     **(analysis_settings or {})}
         reports = (run_grid_analysis if grid else run_comparisons)(spec, folder, **settings)

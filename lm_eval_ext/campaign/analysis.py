@@ -50,6 +50,11 @@ def run_comparisons(spec: CampaignSpec, folder: CampaignFolder, *, n_resamples: 
     for model in dict.fromkeys(c.model_label for c in spec.cells):
         for comparison in spec.comparisons:
             for ref, runs in _pairs(spec, model, comparison):
+                missing = [c.cell_id for c in (ref, *runs) if folder.record(c) is None]
+                if missing:
+                    print(f"[campaign] analysis {model}/{comparison.name} skipped: cells not "
+                          f"done: {', '.join(missing)}", flush=True)
+                    continue
                 out = folder.root / "analysis" / model / comparison.name
                 if len({c.task for c in spec.cell(model, comparison.reference)}) > 1:
                     out = out / ref.task
@@ -60,7 +65,7 @@ def run_comparisons(spec: CampaignSpec, folder: CampaignFolder, *, n_resamples: 
                     n_resamples=n_resamples, mc_draws=mc_draws, seed=seed, progress=progress)
                 prepare_output_folder(out, overwrite=True)
                 reports.append(write_outputs(result, out)["report_md"])
-        if spec.subsets is not None:
+        if spec.subsets is not None and folder.record(spec.cell(model, spec.subsets.reference)[0]):
             reports.append(subset_summary(spec, folder, model))
     return reports
 
@@ -88,7 +93,9 @@ def subset_summary(spec: CampaignSpec, folder: CampaignFolder, model: str) -> Pa
     ref_values = {m.name: m.compute(ref_run.items) for m in specs}
     ref_answers = ref_run.items.set_index("item_key")["answer"]
     rows = []
-    for cell in [ref_cell, *[c for name in spec.subsets.runs for c in spec.cell(model, name)]]:
+    subset_cells = [c for name in spec.subsets.runs for c in spec.cell(model, name)]
+    missing = [c.cell_id for c in subset_cells if folder.record(c) is None]
+    for cell in [ref_cell, *[c for c in subset_cells if c.cell_id not in missing]]:
         run = load_run(Path(_results(folder, cell)), cell.condition)
         record = folder.record(cell) or {}
         answers = run.items.set_index("item_key")["answer"]
@@ -118,7 +125,10 @@ def subset_summary(spec: CampaignSpec, folder: CampaignFolder, model: str) -> Pa
                "energy_vs_items": _fit(numeric["n_items"], numeric["energy_joules"]),
                "idle_corrected_energy_vs_items": _fit(numeric["n_items"],
                                                       numeric["energy_joules_idle_corrected"]),
-               "smallest_size": int(table["n_items"].min()), "spread_at_smallest": spread}
+               "smallest_size": int(table["n_items"].min()), "spread_at_smallest": spread,
+               "gpu_uuids": sorted({u for c in [ref_cell, *subset_cells] if folder.record(c)
+                                    for u in folder.record(c).get("gpu_uuids") or []}),
+               "missing_cells": missing}
     out = folder.root / "analysis" / model
     out.mkdir(parents=True, exist_ok=True)
     table.to_csv(out / "subsets.csv", index=False)

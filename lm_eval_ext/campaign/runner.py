@@ -87,11 +87,12 @@ def describe_cell(cell: Cell, folder: Path) -> tuple[dict[str, Any], dict[str, A
         "results_path": str(results_path.relative_to(folder)),
         "n_items": len(samples),
         "metrics": {k: v for k, v in (results.get("results") or {}).get(cell.task, {}).items()
-                    if isinstance(v, (int, float)) and not k.endswith("_stderr,none")},
+                    if isinstance(v, (int, float)) and "_stderr," not in k},
         "gpu_uuids": [g.get("uuid") for g in metering.get("gpus") or []],
         "energy_joules": metering.get("energy_joules"),
         "energy_joules_idle_corrected": metering.get("energy_joules_idle_corrected"),
-        "idle_share": metering.get("idle_share"),
+        "energy_joules_idle_corrected_se": metering.get("energy_joules_idle_corrected_se"),
+        "idle_share": metering.get("idle_share"), "forward_share": metering.get("forward_share"),
         "inference_seconds": metering.get("inference_seconds"),
         "energy_flags": metering.get("flags"),
     }

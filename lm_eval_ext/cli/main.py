@@ -243,7 +243,7 @@ def _cmd_campaign(args: argparse.Namespace) -> int:
         spec, args.out, source, shard=args.shard, analyze=not args.no_analyze,
         analysis_settings={"n_resamples": args.bootstrap, "mc_draws": args.mc_draws,
                            "seed": args.seed, "progress": not args.quiet},
-        echo=not args.quiet, grid=args.command == "grid")
+        echo=not args.quiet, grid=args.command == "grid", analyze_only=args.analyze_only)
     print(f"{args.command}: {len(outcome.done)} cells run, {len(outcome.skipped)} already done, "
           f"{len(outcome.failed)} failed, {len(outcome.busy)} held by other processes; "
           f"{'complete' if outcome.complete else 'incomplete'}: {args.out}/manifest.json")
@@ -281,6 +281,8 @@ def _add_campaign_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--status", action="store_true",
                         help="completeness across all shards (exit 1 while cells are missing)")
     parser.add_argument("--no-analyze", action="store_true", help="skip the analysis")
+    parser.add_argument("--analyze-only", action="store_true",
+                        help="run no cell; analyse every comparison whose cells are done")
     parser.add_argument("--bootstrap", type=int, default=10_000, help="analysis resamples")
     parser.add_argument("--mc-draws", type=int, default=1_000, help="analysis draws per size")
     parser.add_argument("--seed", type=int, default=0, help="analysis seed")
