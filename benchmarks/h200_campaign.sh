@@ -3,6 +3,8 @@
 #
 #   bash benchmarks/h200_campaign.sh start      # one worker per visible GPU, in the background
 #   bash benchmarks/h200_campaign.sh snapshot   # progress, and the campaign folders into $OUT
+#   bash benchmarks/h200_campaign.sh skeleton DIR   # here: DIR's identity + finished-cell records
+#                                               # into .campaign/ (carry it: start resumes)
 #
 # Workers run the same campaign commands; they share the cells through the campaign folder's
 # locks (each cell runs once, on one GPU, with that GPU metered alone). Both campaigns run
@@ -12,8 +14,15 @@ ROOT=${CAMPAIGN_ROOT:-/tmp/camp}
 LOGLIK="python -m lm_eval_ext.cli.main campaign --preset paper-stress-test --path loglik --large-batch 32 --out $ROOT/loglik --no-analyze --quiet"
 GEN="python -m lm_eval_ext.cli.main campaign benchmarks/campaigns/paper_generative_m0_m1.yaml --out $ROOT/gen --no-analyze --quiet"
 case "${1:-}" in
+  skeleton)  # runs here, on the campaign folders fetched from an earlier session
+    src=${2:?usage: $0 skeleton DIR}; mkdir -p .campaign
+    (cd "$src" && tar -czf "$OLDPWD/.campaign/skeleton.tgz" */campaign.json \
+      */campaign.yaml */cells/*/cell.json)
+    ls -la .campaign ;;
   start)
     mkdir -p "$ROOT"
+    # resume: finished cells are known by their cell.json alone, so they are skipped
+    [ -f .campaign/skeleton.tgz ] && tar -C "$ROOT" -xzf .campaign/skeleton.tgz
     n=$(nvidia-smi -L | wc -l)
     for ((g = 0; g < n; g++)); do
       CUDA_VISIBLE_DEVICES=$g PYTHONUNBUFFERED=1 setsid nohup bash -c "$LOGLIK; $GEN" \
@@ -29,5 +38,5 @@ case "${1:-}" in
     done
     cp "$ROOT"/worker*.log "$OUT/" 2>/dev/null || true
     ls -la "$OUT" ;;
-  *) echo "usage: $0 start|snapshot" >&2; exit 2 ;;
+  *) echo "usage: $0 start|snapshot|skeleton DIR" >&2; exit 2 ;;
 esac
