@@ -124,6 +124,12 @@ def test_killed_sharded_campaign_resumes_and_equals_an_uninterrupted_run(tmp_pat
     differences = pd.read_csv(tmp_path / "whole" / "analysis" / "smollm2" / "batching"
                               / "card_differences.csv")
     assert differences["differences"].tolist() == ["batch_size: 1 -> 4"]
+    [card_path] = (tmp_path / "whole" / "cells" / "smollm2__M1__bbq_subset_12p5pct_loglik"
+                   ).rglob("card.json")
+    card = json.loads(card_path.read_text())
+    assert (card["model_label"], card["condition"]) == ("smollm2", "M1")
+    assert card["tasks"]["bbq_subset_12p5pct_loglik"]["batch_size"] == "4"
+    assert card["tasks"]["bbq_subset_12p5pct_loglik"]["n_items"] == 5
     subsets = pd.read_csv(tmp_path / "whole" / "analysis" / "smollm2" / "subsets.csv")
     assert list(subsets["condition"]) == ["M0", "M4_r2"] and (subsets["n_items"] == 5).all()
 
@@ -174,7 +180,7 @@ def test_two_by_two_grid_gives_rank_flips_that_match_the_cells(tmp_path, embedde
     grid = {"name": "g", "models": {"smollm2.fp32-variant": "idle_seconds=0,precision=fp32",
                                     "smollm2.bf16-variant": "idle_seconds=0,precision=bf16"},
             "benchmarks": ["bbq_subset_12p5pct"], "template_tier": ["minimal", "detailed"],
-            "scoring_path": ["loglik"], "lm_eval": {"limit": 3}}
+            "scoring_path": ["loglik"], "lm_eval": {"limit": 2}}
     path = tmp_path / "grid.yaml"
     path.write_text(yaml.safe_dump(grid))
     result = run_cli(["lm-eval-ext", "grid", str(path), "--out", str(tmp_path / "g"), "--quiet",

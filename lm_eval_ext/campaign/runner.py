@@ -79,13 +79,14 @@ def describe_cell(cell: Cell, folder: Path) -> tuple[dict[str, Any], dict[str, A
     results_path = _results_of(folder)
     results = read_json(results_path)
     stamp = results_path.name[len("results_"):-len(".json")]
-    samples = read_samples(results_path.parent / f"samples_{cell.task}_{stamp}.jsonl")
+    samples = {task: read_samples(results_path.parent / f"samples_{task}_{stamp}.jsonl")
+               for task in sorted(results.get("configs") or {})}  # a group: its subtasks
     card = {"model_label": cell.model_label, "condition": cell.condition,
-            **task_card(results, cell.task, samples)}
+            "tasks": {task: task_card(results, task, rows) for task, rows in samples.items()}}
     metering = (results.get("config") or {}).get("metering") or {}
     summary = {
         "results_path": str(results_path.relative_to(folder)),
-        "n_items": len(samples),
+        "n_items": sum(len(rows) for rows in samples.values()),
         "metrics": {k: v for k, v in (results.get("results") or {}).get(cell.task, {}).items()
                     if isinstance(v, (int, float)) and "_stderr," not in k},
         "gpu_uuids": [g.get("uuid") for g in metering.get("gpus") or []],

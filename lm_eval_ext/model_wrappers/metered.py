@@ -18,6 +18,7 @@ import dataclasses
 import inspect
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -26,6 +27,11 @@ from lm_eval_ext.errors import ConfigError
 from lm_eval_ext.model_wrappers import embedded_model
 from lm_eval_ext.model_wrappers.metering import EnergyMeter, InferenceLedger, select_source
 from lm_eval_ext.model_wrappers.metering.contention import cpu_contention_probe
+from lm_eval_ext.model_wrappers.metering.ranks import (
+    gather_rank_metering,
+    merge_rank_metering,
+    run_without_padding,
+)
 from lm_eval_ext.model_wrappers.model_args import validate_own_args
 from lm_eval_ext.model_wrappers.precision import plan_precision, verify_precision
 from lm_eval_ext.model_wrappers.request_groups import run_by_task
@@ -137,6 +143,8 @@ class MeteredMixin:
         self._meter.measure_idle(own.idle_seconds,
                                  intervals=max(1, round(own.idle_seconds / IDLE_INTERVAL_S)))
         self._ledger = InferenceLedger(self._meter)
+        self._padding_requests = 0  # data-parallel padding answered without the model
+        self._rank_metering: list[dict[str, Any]] | None = None  # every rank's block (DP)
         self._codecarbon = None
         if own.codecarbon:
             from lm_eval_ext.model_wrappers.metering.codecarbon_check import CodeCarbonCheck
@@ -186,14 +194,22 @@ class MeteredMixin:
     def _model_generate(self, *args: Any, **kwargs: Any):  # noqa: D102
         return self._timed_forward(super()._model_generate, *args, **kwargs)
 
-    def _metered(self, request_type: str, requests: list, disable_tqdm: bool) -> list:
+    def _metered(self, request_type: str, requests: list, disable_tqdm: bool,
+                 prepare: Callable[[list], list] | None = None) -> list:
         method = getattr(super(), request_type)
 
         def run(task: str, group: list) -> list:
             with self._ledger.measure(task, request_type, len(group)):
                 return method(group, disable_tqdm=disable_tqdm)
 
-        return run_by_task(requests, run)
+        # padding is found on lm-eval's own objects, before any templated copy is made
+        answers, padding = run_without_padding(
+            requests, lambda real: run_by_task(prepare(real) if prepare else real, run),
+            self.world_size)
+        self._padding_requests += padding
+        if self.world_size > 1:  # every rank calls this; only rank 0 reports (get_model_info)
+            self._rank_metering = gather_rank_metering(self._local_metering())
+        return answers
 
     def loglikelihood(self, requests, disable_tqdm: bool = False):  # noqa: D102
         return self._metered("loglikelihood", requests, disable_tqdm)
@@ -202,9 +218,8 @@ class MeteredMixin:
         return self._metered("loglikelihood_rolling", requests, disable_tqdm)
 
     def generate_until(self, requests, disable_tqdm: bool = False):  # noqa: D102
-        if self._should_template_generation():
-            requests = self._templated_copies(requests)
-        return self._metered("generate_until", requests, disable_tqdm)
+        prepare = self._templated_copies if self._should_template_generation() else None
+        return self._metered("generate_until", requests, disable_tqdm, prepare)
 
     # chat template default ---------------------------------------------------------------
     # lm-eval calls chat_template() (simple_evaluate) and apply_chat_template() (request
@@ -239,13 +254,31 @@ class MeteredMixin:
 
     # reporting ---------------------------------------------------------------------------
     def metering_info(self) -> dict[str, Any]:
-        """The ``config.metering`` block (see the README for every field)."""
+        """The ``config.metering`` block (see the README for every field).
+
+        In a data-parallel run (several ranks), rank 0's block merges every rank's
+        (:func:`~lm_eval_ext.model_wrappers.metering.ranks.merge_rank_metering`).
+        """
+        if self._rank_metering:
+            info = merge_rank_metering(self._rank_metering)
+        else:
+            info = self._local_metering()
+        if self._codecarbon is not None:
+            total = info["energy_joules"]
+            cc = self._codecarbon.stop()
+            nvml_kwh = (total or 0) / 3.6e6
+            cc["gpu_vs_nvml_pct"] = 100 * (cc["gpu_kwh"] - nvml_kwh) / nvml_kwh if total else None
+            info["codecarbon"] = cc
+        return info
+
+    def _local_metering(self) -> dict[str, Any]:
+        """This process's own metering block (its GPUs, its windows)."""
         summary = self._ledger.summary()
         total = summary["total"]
         idle = self._meter.idle_watts or {}
         gpus = [{**d, "idle_watts": idle.get(d["index"])} for d in self._meter.source.describe()]
         idle_info = self._meter.idle
-        info = {
+        return {
             "precision": self._precision,
             "batch_size": self.batch_size_per_gpu,
             "batch_sizes_detected": list(getattr(self, "batch_sizes", {}).values())
@@ -273,14 +306,8 @@ class MeteredMixin:
             "per_task": summary["per_task"],
             "quantized_modules": self._quantized_modules,
             "boundary": BOUNDARY,
+            "padding_requests": self._padding_requests,
         }
-        if self._codecarbon is not None:
-            cc = self._codecarbon.stop()
-            nvml_kwh = (total["energy_joules"] or 0) / 3.6e6
-            cc["gpu_vs_nvml_pct"] = (100 * (cc["gpu_kwh"] - nvml_kwh) / nvml_kwh
-                                     if total["energy_joules"] else None)
-            info["codecarbon"] = cc
-        return info
 
     def get_model_info(self) -> dict:  # noqa: D102
         info = super().get_model_info()
