@@ -201,3 +201,20 @@ def test_two_by_two_grid_gives_rank_flips_that_match_the_cells(tmp_path, embedde
     shares = pd.read_csv(out / "variance_shares.csv")
     assert set(shares["term"]) >= {"model", "template_tier"}
     assert "precision identical to model" in shares["note"].iloc[0]
+
+
+@pytest.mark.slow
+def test_dry_run_lists_cells_with_items_and_a_calibrated_estimate(tmp_path, embedded_checkpoint):
+    spec_path = tmp_path / "small.yaml"
+    spec_path.write_text(yaml.safe_dump({**SMALL, "lm_eval": {"limit": 200}}))
+    result = run_cli(["lm-eval-ext", "campaign", str(spec_path), "--out", str(tmp_path / "d"),
+                      "--dry-run", "--calibration-limit", "2", "--shard", "1/2"])
+    assert result.returncode == 0, result.stdout + result.stderr
+    lines = result.stdout.splitlines()
+    rows = {line.split()[0]: line for line in lines if line.startswith("smollm2__")}
+    # shard 1/2: M0 and M4_r2; the 12.5% memberships have 248 items, cut by limit 200
+    assert sorted(rows) == ["smollm2__M0__bbq_subset_12p5pct_loglik",
+                            "smollm2__M4_r2__bbq_subset_12p5pct_r2_loglik"]
+    assert all(" 200 items" in row and "? s" not in row for row in rows.values())
+    assert "2 cells (shard 1/2 of 3); estimated device time" in lines[-1]
+    assert not (tmp_path / "d").exists()  # nothing run, nothing written

@@ -21,8 +21,12 @@ def task_sizes(cells: Sequence[Cell]) -> dict[str, int]:
 
     activate()
     extra = sorted({str(c.options["include_path"]) for c in cells if c.options.get("include_path")})
-    manager = TaskManager(include_path=[str(p) for p in task_include_paths()] + extra)
-    tasks = get_task_dict(sorted({c.task for c in cells}), manager)
+    names = sorted({c.task for c in cells})
+    paths = [str(p) for p in task_include_paths()] + extra
+    manager = TaskManager(include_path=paths, include_defaults=False)  # ours: fast
+    if not all(name in manager.all_tasks for name in names):
+        manager = TaskManager(include_path=paths)  # lm-eval's own tasks too
+    tasks = get_task_dict(names, manager)
     return {name: len(task.eval_docs) for name, task in tasks.items()}
 
 
