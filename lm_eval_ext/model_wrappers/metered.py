@@ -63,6 +63,11 @@ BOUNDARY = ("per (task, request type): the model's request loop between device-s
             "batch-size probes")
 
 
+def parameter_cuda_devices(model) -> list[int]:
+    """Every CUDA device holding parameters (several with ``parallelize=True``/``device_map``)."""
+    return sorted({p.device.index or 0 for p in model.parameters() if p.device.type == "cuda"})
+
+
 def _synchronize_all(cuda_indices: list[int]):
     """A sync callable that waits for every CUDA device holding parameters."""
     def sync() -> None:
@@ -133,8 +138,7 @@ class MeteredMixin:
         self._load_seconds = time.perf_counter() - started
         self._precision, self._quantized_modules = verify_precision(self.model, self._plan)
 
-        cuda = sorted({p.device.index or 0 for p in self.model.parameters()
-                       if p.device.type == "cuda"})
+        cuda = parameter_cuda_devices(self.model)
         self._synced_devices = [f"cuda:{i}" for i in cuda] if own.sync else []
         source = select_source(cuda, prefer=own.energy)
         self._meter = EnergyMeter(source, sync=_synchronize_all(cuda) if cuda and own.sync

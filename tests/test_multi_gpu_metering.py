@@ -1,4 +1,4 @@
-"""Data-parallel metering: padding cut out, per-rank ledgers gathered (gloo) and summed."""
+"""Multi-GPU metering: data parallel (padding cut out, ranks gathered and summed), model parallel."""
 
 from __future__ import annotations
 
@@ -117,3 +117,29 @@ def test_two_gloo_ranks_report_the_sum_of_their_windows(tmp_path):
     assert [r["gpu_uuids"] for r in merged["data_parallel"]["per_rank"]] == [
         ["GPU-rank0"], ["GPU-rank1"]]
     assert not math.isnan(merged["energy_joules"])
+
+
+def test_model_parallel_meters_and_syncs_every_gpu_holding_parameters(monkeypatch):
+    """A model split over two GPUs (devices mocked: no GPU here): both synced, both summed."""
+    import torch
+    from test_metering import Clock, FakeNvml
+
+    from lm_eval_ext.model_wrappers.metered import _synchronize_all, parameter_cuda_devices
+    from lm_eval_ext.model_wrappers.metering import EnergyMeter, NvmlSource
+
+    class Split:  # parameters as accelerate's device_map places them
+        def parameters(self):
+            for device in ("cuda:1", "cuda:0", "cuda:1", "cpu"):
+                yield type("P", (), {"device": torch.device(device)})()
+
+    devices = parameter_cuda_devices(Split())
+    assert devices == [0, 1]
+    synced = []
+    monkeypatch.setattr(torch.cuda, "synchronize", synced.append)
+    nvml = FakeNvml({"GPU-a": [0, 200_000], "GPU-b": [0, 500_000]})
+    meter = EnergyMeter(NvmlSource(devices, nvml=nvml, uuid_of={0: "GPU-a", 1: "GPU-b"}.get),
+                        sync=_synchronize_all(devices), clock=Clock(0.0, 4.0))
+    meter.begin_window("w")
+    window = meter.end_window("w")
+    assert synced == [0, 1, 0, 1]  # every GPU at both edges
+    assert window.total_joules == pytest.approx(700.0)
