@@ -147,12 +147,16 @@ def run_grid_analysis(spec: CampaignSpec, folder: CampaignFolder, *, n_resamples
     from lm_eval_ext.analysis import analyze, write_outputs
     from lm_eval_ext.analysis.report import prepare_output_folder
 
-    first = spec.cells[0]
-    others = [c for c in spec.cells if c.condition == first.condition and c.task == first.task
-              and c.model_label != first.model_label]
+    done = [c for c in spec.cells if folder.record(c) is not None]
+    first = done[0] if done else None
+    others = [c for c in done if first and c.condition == first.condition
+              and c.task == first.task and c.model_label != first.model_label]
+    if not others:
+        print("[grid] analysis skipped: no configuration has two models done yet", flush=True)
+        return []
     result = analyze(f"{first.model_label}={_results(folder, first)}",
                      [f"{c.model_label}={_results(folder, c)}" for c in others],
-                     grid=[_results(folder, c) for c in spec.cells],
+                     grid=[_results(folder, c) for c in done],
                      n_resamples=n_resamples, mc_draws=mc_draws, seed=seed, progress=progress)
     out = folder.root / "analysis" / "grid"
     prepare_output_folder(out, overwrite=True)

@@ -106,6 +106,16 @@ def _prepare(raw: dict[str, Any], meta: dict[str, Any], source: Path) -> dict[st
 
 @lru_cache(maxsize=4)
 def _load_all(folder: str) -> tuple[dict[str, Any], ...]:
+    return _load(folder, None)
+
+
+@lru_cache(maxsize=16)
+def _load_units(folder: str, units: frozenset[str]) -> tuple[dict[str, Any], ...]:
+    return _load(folder, units)
+
+
+def _load(folder: str, units: frozenset[str] | None) -> tuple[dict[str, Any], ...]:
+    """Prepared rows (all, or those of ``units`` only: a subset need not prepare 58k rows)."""
     root = Path(folder)
     metadata_path = root / METADATA_PATH
     metadata = _read_metadata(metadata_path)
@@ -118,6 +128,8 @@ def _load_all(folder: str) -> tuple[dict[str, Any], ...]:
                     continue
                 raw = json.loads(line)
                 key = (raw["category"], int(raw["example_id"]))
+                if units is not None and unit_id(*key) not in units:
+                    continue
                 meta = metadata.get(key)
                 if meta is None:
                     raise DataCorruptError(
@@ -136,6 +148,11 @@ def load_bbq_rows() -> tuple[dict[str, Any], ...]:
     """
     folder = benchmark_dir(BBQ.name)
     return _load_all(str(folder))
+
+
+def load_bbq_unit_rows(units: frozenset[str]) -> tuple[dict[str, Any], ...]:
+    """The prepared rows of these natural units, sorted like :func:`load_bbq_rows` (cached)."""
+    return _load_units(str(benchmark_dir(BBQ.name)), units)
 
 
 def rows_by_key() -> dict[tuple[str, int], dict[str, Any]]:

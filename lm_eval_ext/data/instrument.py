@@ -32,7 +32,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from lm_eval_ext.data.bbq import load_bbq_rows
+from lm_eval_ext.data.bbq import load_bbq_rows, load_bbq_unit_rows
 from lm_eval_ext.data.fingerprints import membership_fingerprint, sample_fingerprint
 from lm_eval_ext.data.sources import BBQ, BBQ_CATEGORIES
 from lm_eval_ext.errors import ManifestError
@@ -247,8 +247,7 @@ def load_membership(name: str, path: Path = MANIFEST_PATH) -> Membership:
             f"unknown BBQ membership {name!r} in {path}; known: full, {', '.join(records)}"
         )
     record = records[name]
-    wanted = set(record["unit_ids"])
-    rows = tuple(r for r in load_bbq_rows() if r["unit_id"] in wanted)
+    rows = load_bbq_unit_rows(frozenset(record["unit_ids"]))  # checked just below
     actual = sample_fingerprint(rows)
     if len(rows) != record["rows"] or actual != record["sample_sha256"]:
         raise ManifestError(
