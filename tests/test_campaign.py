@@ -18,7 +18,7 @@ from conftest import run_cli
 from lm_eval_ext.campaign import build_spec, shard_cells
 from lm_eval_ext.campaign.grid import grid_campaign
 from lm_eval_ext.campaign.presets import preset
-from lm_eval_ext.campaign.store import CampaignFolder
+from lm_eval_ext.campaign.store import HOST, CampaignFolder
 from lm_eval_ext.errors import ConfigError
 
 #: three real cells: two batch sizes and a second subset membership (idle_seconds=0: no idle
@@ -218,3 +218,24 @@ def test_dry_run_lists_cells_with_items_and_a_calibrated_estimate(tmp_path, embe
     assert all(" 200 items" in row and "? s" not in row for row in rows.values())
     assert "2 cells (shard 1/2 of 3); estimated device time" in lines[-1]
     assert not (tmp_path / "d").exists()  # nothing run, nothing written
+
+
+def test_cell_locks_share_work_and_take_over_from_killed_holders(tmp_path):
+    spec = build_spec(SMALL)
+    folder = CampaignFolder(tmp_path / "c")
+    folder.bind(spec, "")
+    cell = spec.cells[0]
+    lock = folder.acquire(cell)
+    assert not isinstance(lock, str)
+    busy = folder.acquire(cell)  # a second worker on this machine skips the cell
+    assert isinstance(busy, str) and f"running in process {os.getpid()}" in busy
+    assert folder.status(spec)[0]["status"] == "running"
+    lock.release()
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True)
+    lock.path.write_text(json.dumps({"host": HOST, "pid": int(dead.stdout),
+                                     "started": "earlier"}))  # a holder that was killed
+    assert folder.status(spec)[0]["status"] == "interrupted"
+    taken = folder.acquire(cell)  # the killed holder's claim is taken over
+    assert not isinstance(taken, str)
+    taken.release()

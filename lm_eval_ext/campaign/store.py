@@ -171,6 +171,9 @@ class CampaignFolder:
                 if not holder["alive"]:
                     path.unlink(missing_ok=True)  # its process died (killed): take over
                     continue
+                if holder.get("host") == HOST:  # a live worker on this machine
+                    return (f"running in process {holder.get('pid')} (another worker) since "
+                            f"{holder.get('started')}")
                 return (f"held by host {holder.get('host')} pid {holder.get('pid')} since "
                         f"{holder.get('started')}; if that job is dead, delete {path}")
             with os.fdopen(fd, "w") as handle:
