@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any
 
 CARD_FILE = "card.json"
-JUDGE_SUMMARY_GLOB = "judge_*.json"
 #: axes of a card that describe the evaluation (everything a card holds)
 AXES = ("model", "model_revision", "weights", "harness", "harness_version", "model_class",
         "task", "task_version", "template_tier", "prompt_sha256", "chat_template_sha256",
@@ -30,7 +29,8 @@ def _sha256_lines(values: Sequence[str]) -> str:
     return hashlib.sha256("".join(f"{v}\n" for v in values).encode()).hexdigest()
 
 
-def _model_identity(config: Mapping[str, Any]) -> tuple[str, str | None, str]:
+def model_identity(config: Mapping[str, Any]) -> tuple[str, str | None, str]:
+    """(model name, revision, weights provenance) from a results file's ``config``."""
     args = config.get("model_args")
     pretrained = None
     if isinstance(args, Mapping):
@@ -44,7 +44,7 @@ def _model_identity(config: Mapping[str, Any]) -> tuple[str, str | None, str]:
         weights = (f"{embedded.get('source')}:{embedded.get('gguf_file')} "
                    f"sha256={embedded.get('gguf_sha256')} ({embedded.get('dtype')})")
         return str(embedded.get("model")), embedded.get("gguf_sha256"), weights
-    return str(config.get("model", "unknown")), config.get("model_revision"), "unknown"
+    return Path(str(config.get("model", "unknown"))).name, config.get("model_revision"), "unknown"
 
 
 def _decoding(task_config: Mapping[str, Any], run_config: Mapping[str, Any]) -> str | None:
@@ -65,7 +65,7 @@ def task_card(results: Mapping[str, Any], task: str, samples: Sequence[Mapping[s
     config = results.get("config") or {}
     task_config = (results.get("configs") or {}).get(task) or {}
     metering = config.get("metering") or {}
-    model, revision, weights = _model_identity(config)
+    model, revision, weights = model_identity(config)
     ordered = sorted(samples, key=lambda s: int(s["doc_id"]))
     return {
         "model": model, "model_revision": revision, "weights": weights,

@@ -144,18 +144,28 @@ def activate() -> None:
     patch_output_naming()
 
 
-def narrow_task_index(tasks: list[str]) -> bool:
-    """Index only the package's (and user's) task folders when every task is found there.
+def narrow_task_manager(tasks: list[str], extra_paths: list[str] | tuple = ()):
+    """A TaskManager over our task folders (plus ``extra_paths``) alone, if it holds every task.
 
-    lm-eval's CLI indexes its whole task tree (about 12 s on 2 cores) before each run; a
-    campaign of our tasks pays that once per cell, with the GPU idle. The tasks load from
-    the same YAML files either way. Returns whether the index was narrowed.
+    lm-eval indexes its whole task tree (about 12 s on 2 cores) for every TaskManager; our
+    tasks load from the same YAML files without it. None when a task is not ours.
     """
     from lm_eval.tasks import TaskManager
 
     patch_task_manager()
-    ours = TaskManager(include_defaults=False)
-    if not tasks or not all(task in ours.all_tasks for task in tasks):
+    manager = TaskManager(include_path=list(extra_paths) or None, include_defaults=False)
+    return manager if tasks and all(task in manager.all_tasks for task in tasks) else None
+
+
+def narrow_task_index(tasks: list[str]) -> bool:
+    """Make every later TaskManager skip lm-eval's own tasks when every task is ours.
+
+    A campaign cell pays lm-eval's whole-tree index once per run, with the GPU idle. Returns
+    whether the index was narrowed (see :func:`narrow_task_manager`).
+    """
+    from lm_eval.tasks import TaskManager
+
+    if narrow_task_manager(tasks) is None:
         return False
     original = TaskManager.__init__
 

@@ -19,7 +19,7 @@ import pandas as pd
 
 from lm_eval_ext.analysis.errors import AnalysisInputError
 from lm_eval_ext.analysis.items import SampleError, extract_items
-from lm_eval_ext.cards import CARD_FILE, task_card
+from lm_eval_ext.cards import CARD_FILE, model_identity, task_card
 
 _RESULTS = re.compile(r"^results_(?P<stamp>.+)\.json$")
 
@@ -87,15 +87,19 @@ def find_results(paths: Iterable[str | Path]) -> list[Path]:
     return found
 
 
-def _model_label(results: dict[str, Any]) -> str:
-    config = results.get("config", {})
-    embedded = (config.get("hf_metered") or {}).get("embedded_model") or {}
-    args = config.get("model_args")
-    if isinstance(args, dict) and args.get("pretrained"):
-        return Path(str(args["pretrained"])).name
-    if isinstance(args, str) and "pretrained=" in args:
-        return Path(args.split("pretrained=")[1].split(",")[0]).name
-    return embedded.get("model") or Path(str(config.get("model", "unknown"))).name
+def results_stamp(results_path: Path) -> str:
+    """The timestamp of ``results_<stamp>.json`` that names the run's other files."""
+    return _RESULTS.match(results_path.name).group("stamp")
+
+
+def samples_path(results_path: Path, task: str) -> Path:
+    """lm-eval's samples file of ``task`` beside a results file."""
+    return results_path.parent / f"samples_{task}_{results_stamp(results_path)}.jsonl"
+
+
+def judge_scores_path(results_path: Path, task: str) -> Path:
+    """The judge's per-item scores of ``task`` beside a results file (its ``.json``: summary)."""
+    return results_path.parent / f"judge_{task}_{results_stamp(results_path)}.jsonl"
 
 
 def _task_setting(results: dict[str, Any], task: str) -> dict[str, Any]:
@@ -120,10 +124,10 @@ def campaign_card(results_path: Path) -> dict[str, Any]:
     return read_json(path) if path.is_file() else {}
 
 
-def read_judge_scores(results_path: Path, task: str, stamp: str) -> tuple[pd.DataFrame | None,
-                                                                        dict[str, str]]:
+def read_judge_scores(results_path: Path, task: str) -> tuple[pd.DataFrame | None,
+                                                             dict[str, str]]:
     """Judge scores written beside the samples (``judge_<task>_<stamp>.jsonl``) and rubrics."""
-    path = results_path.parent / f"judge_{task}_{stamp}.jsonl"
+    path = judge_scores_path(results_path, task)
     if not path.is_file():
         return None, {}
     rows = read_samples(path)
@@ -146,7 +150,8 @@ def run_info(results: dict[str, Any], results_path: Path, run_id: str) -> dict[s
         precision = match.group(1) if match else None
     return {
         "run": run_id,
-        "model": campaign_card(results_path).get("model_label") or _model_label(results),
+        "model": (campaign_card(results_path).get("model_label")
+                  or model_identity(results.get("config", {}))[0]),
         "tasks": ",".join(tasks),
         "precision": precision or str(config.get("model_dtype", "unknown")),
         "batch_size": metering.get("batch_size", config.get("batch_size")),
@@ -171,29 +176,29 @@ def run_info(results: dict[str, Any], results_path: Path, run_id: str) -> dict[s
 def load_run(results_path: Path, run_id: str | None = None) -> Run:
     """Load one run and its items (every task of the run)."""
     results = read_json(results_path)
-    stamp = _RESULTS.match(results_path.name).group("stamp")
+    stamp = results_stamp(results_path)
     run_id = run_id or f"{results_path.parent.parent.name}/{results_path.parent.name}@{stamp}"
     info = run_info(results, results_path, run_id)
     frames, cards = [], {}
     for task, setting in info["task_settings"].items():
-        samples_path = results_path.parent / f"samples_{task}_{stamp}.jsonl"
-        if not samples_path.is_file():
+        samples_file = samples_path(results_path, task)
+        if not samples_file.is_file():
             raise AnalysisInputError(
-                f"{results_path} has no samples file for task {task} (expected {samples_path.name}); "
+                f"{results_path} has no samples file for task {task} (expected {samples_file.name}); "
                 "the analysis needs per-item outputs: rerun lm_eval with --log_samples")
-        samples = read_samples(samples_path)
+        samples = read_samples(samples_file)
         expected = (results.get("n-samples", {}).get(task) or {}).get("effective")
         if expected is not None and len(samples) != int(expected):
             raise AnalysisInputError(
-                f"{samples_path} holds {len(samples)} samples but {results_path.name} reports "
+                f"{samples_file} holds {len(samples)} samples but {results_path.name} reports "
                 f"{expected} (n-samples.effective): the file was cut or mixed with another run. "
                 "Rerun the evaluation with --log_samples")
         try:
             items = extract_items(task, results["configs"][task], samples)
         except SampleError as exc:
-            raise AnalysisInputError(f"{samples_path}: {exc}; rerun lm_eval with --log_samples "
+            raise AnalysisInputError(f"{samples_file}: {exc}; rerun lm_eval with --log_samples "
                                      "or repair the line") from exc
-        judged, rubrics = read_judge_scores(results_path, task, stamp)
+        judged, rubrics = read_judge_scores(results_path, task)
         if judged is not None:
             items = items.drop(columns=[c for c in judged if c.startswith("judge_")
                                         and c in items]).merge(judged, on="doc_id", how="left")

@@ -65,21 +65,16 @@ def run_lm_eval(argv: Sequence[str], log_path: Path, echo: bool = True) -> int:
         return process.wait()
 
 
-def _results_of(folder: Path) -> Path:
-    found = sorted(folder.rglob("results_*.json"))
-    if len(found) != 1:
-        raise RuntimeError(f"expected one results_*.json under {folder}, found {len(found)}")
-    return found[0]
-
-
 def describe_cell(cell: Cell, folder: Path) -> tuple[dict[str, Any], dict[str, Any]]:
     """The card and the result summary of a cell's finished lm-eval output."""
-    from lm_eval_ext.analysis.loader import read_json, read_samples
+    from lm_eval_ext.analysis.loader import find_results, read_json, read_samples, samples_path
 
-    results_path = _results_of(folder)
+    found = find_results([folder])
+    if len(found) != 1:
+        raise RuntimeError(f"expected one results_*.json under {folder}, found {len(found)}")
+    results_path = found[0]
     results = read_json(results_path)
-    stamp = results_path.name[len("results_"):-len(".json")]
-    samples = {task: read_samples(results_path.parent / f"samples_{task}_{stamp}.jsonl")
+    samples = {task: read_samples(samples_path(results_path, task))
                for task in sorted(results.get("configs") or {})}  # a group: its subtasks
     card = {"model_label": cell.model_label, "condition": cell.condition,
             "tasks": {task: task_card(results, task, rows) for task, rows in samples.items()}}

@@ -17,15 +17,12 @@ def task_sizes(cells: Sequence[Cell]) -> dict[str, int]:
     """Items per task (lm-eval's evaluation split), read through lm-eval's TaskManager."""
     from lm_eval.tasks import TaskManager, get_task_dict
 
-    from lm_eval_ext.registration import activate, task_include_paths
+    from lm_eval_ext.registration import activate, narrow_task_manager
 
     activate()
     extra = sorted({str(c.options["include_path"]) for c in cells if c.options.get("include_path")})
     names = sorted({c.task for c in cells})
-    paths = [str(p) for p in task_include_paths()] + extra
-    manager = TaskManager(include_path=paths, include_defaults=False)  # ours: fast
-    if not all(name in manager.all_tasks for name in names):
-        manager = TaskManager(include_path=paths)  # lm-eval's own tasks too
+    manager = narrow_task_manager(names, extra) or TaskManager(include_path=extra or None)
     tasks = get_task_dict(names, manager)
     return {name: len(task.eval_docs) for name, task in tasks.items()}
 
@@ -72,8 +69,9 @@ def calibrate(cells: Sequence[Cell], limit: int, echo: bool = False) -> dict[str
                 tail = (Path(tmp) / "log").read_text(errors="replace").strip().splitlines()[-1:]
                 found[key] = {"cell": cell.cell_id, "error": f"exit {code}: {' '.join(tail)}"}
                 continue
-            metering = json.loads(results[0].read_text())["config"]["metering"]
-            n = json.loads(results[0].read_text())["n-samples"][cell.task]["effective"]
+            payload = json.loads(results[0].read_text())
+            metering = payload["config"]["metering"]
+            n = payload["n-samples"][cell.task]["effective"]
             inference = float(metering["inference_seconds"])
             found[key] = {"cell": cell.cell_id, "overhead_s": wall - inference,
                           "seconds_per_item": inference / max(n, 1)}

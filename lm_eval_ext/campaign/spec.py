@@ -234,17 +234,22 @@ def build_spec(raw: Mapping[str, Any]) -> CampaignSpec:
     return CampaignSpec(name, tuple(cells), comparisons, subsets, dict(raw))
 
 
-def load_spec(path: str | Path) -> CampaignSpec:
-    """Read and validate a campaign YAML file."""
+def read_yaml(path: str | Path, what: str = "campaign") -> Any:
+    """A campaign or grid file's content, with errors that name the file."""
     import yaml
 
     path = Path(path)
     if not path.is_file():
-        raise ConfigError(f"campaign file {path} does not exist")
+        raise ConfigError(f"{what} file {path} does not exist")
     try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+        return yaml.safe_load(path.read_text(encoding="utf-8"))
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path} is not valid YAML: {exc}") from exc
+
+
+def load_spec(path: str | Path) -> CampaignSpec:
+    """Read and validate a campaign YAML file."""
+    raw = read_yaml(path)
     try:
         return build_spec(raw)
     except ConfigError as exc:

@@ -206,11 +206,9 @@ def _campaign_source(args: argparse.Namespace) -> tuple[object, str]:
 
     if args.command == "grid":
         from lm_eval_ext.campaign.grid import grid_campaign
+        from lm_eval_ext.campaign.spec import read_yaml
 
-        path = Path(args.spec)
-        if not path.is_file():
-            raise LmEvalExtError(f"grid file {path} does not exist")
-        raw = grid_campaign(yaml.safe_load(path.read_text(encoding="utf-8")))
+        raw = grid_campaign(read_yaml(args.spec, "grid"))
         return build_spec(raw), yaml.safe_dump(raw, sort_keys=False)
     if args.preset:
         if args.spec:

@@ -104,16 +104,7 @@ def _prepare(raw: dict[str, Any], meta: dict[str, Any], source: Path) -> dict[st
     }
 
 
-@lru_cache(maxsize=4)
-def _load_all(folder: str) -> tuple[dict[str, Any], ...]:
-    return _load(folder, None)
-
-
 @lru_cache(maxsize=16)
-def _load_units(folder: str, units: frozenset[str]) -> tuple[dict[str, Any], ...]:
-    return _load(folder, units)
-
-
 def _load(folder: str, units: frozenset[str] | None) -> tuple[dict[str, Any], ...]:
     """Prepared rows (all, or those of ``units`` only: a subset need not prepare 58k rows)."""
     root = Path(folder)
@@ -147,12 +138,12 @@ def load_bbq_rows() -> tuple[dict[str, Any], ...]:
     The rows are cached per process; treat them as read-only.
     """
     folder = benchmark_dir(BBQ.name)
-    return _load_all(str(folder))
+    return _load(str(folder), None)
 
 
 def load_bbq_unit_rows(units: frozenset[str]) -> tuple[dict[str, Any], ...]:
     """The prepared rows of these natural units, sorted like :func:`load_bbq_rows` (cached)."""
-    return _load_units(str(benchmark_dir(BBQ.name)), units)
+    return _load(str(benchmark_dir(BBQ.name)), units)
 
 
 def rows_by_key() -> dict[tuple[str, int], dict[str, Any]]:

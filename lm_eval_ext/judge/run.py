@@ -39,11 +39,12 @@ class JudgeTarget:
 
     results_path: Path
     task: str
-    stamp: str
 
     @property
     def scores_path(self) -> Path:  # noqa: D102
-        return self.results_path.parent / f"judge_{self.task}_{self.stamp}.jsonl"
+        from lm_eval_ext.analysis.loader import judge_scores_path
+
+        return judge_scores_path(self.results_path, self.task)
 
 
 def find_targets(run_dir: str | Path) -> list[JudgeTarget]:
@@ -53,10 +54,9 @@ def find_targets(run_dir: str | Path) -> list[JudgeTarget]:
     targets = []
     for results_path in find_results([run_dir]):
         results = read_json(results_path)
-        stamp = results_path.name[len("results_"):-len(".json")]
         for task, config in (results.get("configs") or {}).items():
             if config.get("output_type") == "generate_until":
-                targets.append(JudgeTarget(results_path, task, stamp))
+                targets.append(JudgeTarget(results_path, task))
     if not targets:
         raise ConfigError(f"{run_dir}: no generative task to judge (the judge scores generated "
                           "reasoning; log-likelihood runs have none)")
@@ -93,11 +93,10 @@ def judge_target(target: JudgeTarget, lm, rubrics: Sequence[Rubric], *, max_gen_
     from lm_eval.api.instance import Instance
 
     from lm_eval_ext.analysis.items import extract_items
-    from lm_eval_ext.analysis.loader import read_json, read_samples
+    from lm_eval_ext.analysis.loader import read_json, read_samples, samples_path
 
     results = read_json(target.results_path)
-    samples = read_samples(target.results_path.parent
-                           / f"samples_{target.task}_{target.stamp}.jsonl")[:limit]
+    samples = read_samples(samples_path(target.results_path, target.task))[:limit]
     if not all(field in (samples[0].get("doc") or {}) for field in _FIELDS):
         raise ConfigError(f"{target.task}: items lack {', '.join(_FIELDS)}; the rubrics judge "
                           "reasoning about a scenario with three options (BBQ tasks)")
