@@ -239,3 +239,18 @@ def test_cell_locks_share_work_and_take_over_from_killed_holders(tmp_path):
     taken = folder.acquire(cell)  # the killed holder's claim is taken over
     assert not isinstance(taken, str)
     taken.release()
+
+
+def test_a_copy_that_kept_only_the_records_resumes(tmp_path):
+    """A folder copied without its hidden folders (e.g. only campaign.json and cell.json files)
+    is bound again and its cells can be claimed (the layout folders are recreated)."""
+    spec = build_spec(SMALL)
+    folder = CampaignFolder(tmp_path / "c")
+    folder.bind(spec, "")
+    for hidden in (".locks", ".inflight"):
+        (tmp_path / "c" / hidden).rmdir()
+    folder.bind(spec, "")
+    lock = folder.acquire(spec.cells[0])
+    assert not isinstance(lock, str)
+    lock.release()
+    assert folder.start(spec.cells[0]).parent == tmp_path / "c" / ".inflight"

@@ -111,8 +111,7 @@ class CampaignFolder:
                 raise ConfigError(f"{self.root} exists and is not a campaign folder (it holds "
                                   f"{', '.join(sorted(foreign)[:3])}); choose an empty or new "
                                   "--out folder")
-            for folder in (self.cells_dir, self.failed_dir, self.inflight_dir, self.locks_dir):
-                folder.mkdir(parents=True, exist_ok=True)
+            self.root.mkdir(parents=True, exist_ok=True)
             # create-if-absent in one step, so that shards started together agree on one identity
             tmp = self.root / f".campaign.json.{HOST}.{os.getpid()}"
             tmp.write_text(json.dumps({"schema_version": 1, "campaign": resolved}, indent=2,
@@ -133,6 +132,9 @@ class CampaignFolder:
                 f"{self.root} holds a campaign with a different configuration:\n  {shown}{more}\n"
                 "Nothing was run. Use a new --out folder for the changed campaign, or restore "
                 "the original settings to finish this one.")
+        # also when resuming from a copy that kept only the records (hidden folders dropped)
+        for folder in (self.cells_dir, self.failed_dir, self.inflight_dir, self.locks_dir):
+            folder.mkdir(parents=True, exist_ok=True)
 
     # -- cells ----------------------------------------------------------------------------
     def cell_dir(self, cell: Cell) -> Path:
