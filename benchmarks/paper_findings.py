@@ -18,6 +18,11 @@ from typing import Any
 import pandas as pd
 from _harness import write_json
 
+from lm_eval_ext.analysis.loader import find_results, read_samples, samples_path
+
+#: M4_50pct_r1's configuration rerun on M5b's GPU
+SAME_GPU_M4 = "M4_50pct_r1_same_gpu"
+
 
 def _cells(root: Path) -> dict[str, dict[str, Any]]:
     """Condition -> the cell's record plus its run's metering block (done cells only)."""
@@ -50,7 +55,18 @@ def _ratio(run: dict[str, Any], ref: dict[str, Any], per_item: bool = False) -> 
             "idle_corrected_ratio": run[corrected] / ref[corrected],
             "per_item": per_item, "same_gpu": run["gpu"] == ref["gpu"],
             "note": "" if run["gpu"] == ref["gpu"] else
-            "different GPUs of one host: indicative only (the analysis refuses this ratio)"}
+            "different GPUs: indicative only (the analysis refuses this ratio)"}
+
+
+def rerun_cell(results_dir: Path, condition: str) -> dict[str, Any]:
+    """A cell rerun outside the campaign (one lm-eval output folder), as ``_energy`` reads it."""
+    results_path = find_results([results_dir])[0]
+    results = json.loads(results_path.read_text())
+    task = next(iter(results["results"]))
+    n_items = len(read_samples(samples_path(results_path, task)))
+    metering = results["config"]["metering"]
+    return {"config": {"condition": condition, "task": task}, "n_items": n_items,
+            "gpu_uuids": [g["uuid"] for g in metering.get("gpus") or []], "metering": metering}
 
 
 def _delta(deltas: pd.DataFrame, run: str, metric: str) -> dict[str, Any]:
@@ -61,15 +77,26 @@ def _delta(deltas: pd.DataFrame, run: str, metric: str) -> dict[str, Any]:
             "test": row["test"]}
 
 
-def findings(root: Path, model: str = "embedded") -> dict[str, Any]:
-    """The paper's five findings, checked on one campaign folder."""
-    cells = {c: _energy(v) for c, v in _cells(root).items()}
+def findings(root: Path, model: str = "embedded",
+             m5b_reference: Path | None = None) -> dict[str, Any]:
+    """The paper's five findings, checked on one campaign folder.
+
+    ``m5b_reference``: an lm-eval output of M4_50pct_r1's configuration rerun on M5b's GPU
+    (then M5b's int8 ratio is also given on one GPU, as ``M4_50pct_r1_same_gpu``).
+    """
+    raw_cells = _cells(root)
+    if m5b_reference is not None:
+        raw_cells[SAME_GPU_M4] = rerun_cell(m5b_reference, SAME_GPU_M4)
+    cells = {c: _energy(v) for c, v in raw_cells.items()}
     analysis = root / "analysis" / model
     deltas = pd.read_csv(analysis / "interventions" / "deltas.csv")
     subsets = json.loads((analysis / "subsets.json").read_text())
+    m5_path = analysis / "m5" / "deltas.csv"
+    m5_deltas = pd.read_csv(m5_path) if m5_path.is_file() else None
     same_gpu_b1 = [c for c in cells.values() if c["condition"].startswith("M4_")
                    and "M2" in cells and c["gpu"] == cells["M2"]["gpu"]]
-    out: dict[str, Any] = {"campaign": str(root), "cells": cells, "findings": {}}
+    out: dict[str, Any] = {"campaign": f"{root} (not committed: holds benchmark text)",
+                           "cells": cells, "findings": {}}
     f = out["findings"]
     f["batching_vs_energy"] = {
         "paper": "a larger batch (M1) saved energy in 3 of 4 Qwen settings",
@@ -81,8 +108,11 @@ def findings(root: Path, model: str = "embedded") -> dict[str, Any]:
         "paper": "INT8 used +79% to +326% energy",
         "ratios": ([_ratio(cells["M2"], cells["M0"])] if "M2" in cells else [])
         + [_ratio(cells["M2"], c, per_item=True) for c in same_gpu_b1]
-        + ([_ratio(cells["M5b"], cells["M4_50pct_r1"])] if "M5b" in cells else []),
-        "quality": [_delta(deltas, "M2", m) for m in ("accuracy", "bias_s_dis", "bias_s_amb")],
+        + [_ratio(cells["M5b"], cells[ref]) for ref in ("M4_50pct_r1", SAME_GPU_M4)
+           if "M5b" in cells and ref in cells],
+        "quality": [_delta(deltas, "M2", m) for m in ("accuracy", "bias_s_dis", "bias_s_amb")]
+        + ([_delta(m5_deltas, "M5b", m) for m in ("accuracy", "bias_s_dis", "bias_s_amb")]
+           if m5_deltas is not None and "M5b" in set(m5_deltas["run"]) else []),
     }
     f["nf4_accuracy_and_bias"] = {
         "paper": "M3 (nf4) lowered accuracy by 4.45 pp (Qwen2.5-VL-7B on BBQ)",
@@ -104,6 +134,9 @@ def findings(root: Path, model: str = "embedded") -> dict[str, Any]:
     out["missing_cells"] = sorted(set(json.loads((root / "campaign.json").read_text())
                                       ["campaign"]["cells"])
                                   - {c for c in (p.name for p in (root / "cells").iterdir())})
+    if m5b_reference is not None:
+        out["m5b_reference"] = (f"{SAME_GPU_M4}: M4_50pct_r1's configuration rerun on M5b's GPU "
+                                "(benchmarks/h200_scale_out.sh, layout 'single')")
     return out
 
 
@@ -112,9 +145,12 @@ def main() -> None:
     parser.add_argument("campaign", type=Path)
     parser.add_argument("--out", required=True)
     parser.add_argument("--model", default="embedded")
+    parser.add_argument("--m5b-reference", type=Path,
+                        help="lm-eval output of M4_50pct_r1's configuration on M5b's GPU")
     args = parser.parse_args()
-    payload = findings(args.campaign, args.model)
-    payload["command"] = f"python benchmarks/paper_findings.py CAMPAIGN --out {args.out}"
+    payload = findings(args.campaign, args.model, args.m5b_reference)
+    extra = " --m5b-reference SINGLE" if args.m5b_reference else ""
+    payload["command"] = f"python benchmarks/paper_findings.py CAMPAIGN{extra} --out {args.out}"
     write_json(args.out, payload)
 
 

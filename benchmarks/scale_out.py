@@ -7,7 +7,8 @@ flags, per-rank breakdown for data parallel, synced devices for model parallel),
 single-GPU run, and per-item agreement with it (chosen answer, and the largest log-likelihood
 difference over every option of every item).
 
-    python benchmarks/scale_out.py out/scale --out benchmarks/results/h200_scale_out_2026-11-30/scale_out.json
+    python benchmarks/scale_out.py out/scale [--also NAME=OUTPUT_DIR] \
+        --out benchmarks/results/h200_scale_out_2026-11-30/scale_out.json
 """
 
 from __future__ import annotations
@@ -63,7 +64,7 @@ def agreement(reference: Path, other: Path) -> dict[str, Any]:
         raise SystemExit(f"{other}: not the same items as {reference}")
     task = str(ref_items["task"].iloc[0])
     ref_ll, other_ll = _logliks(ref_path, task), _logliks(other_path, task)
-    deltas = [abs(a - b) for doc in ref_ll for a, b in zip(ref_ll[doc], other_ll[doc])]
+    deltas = [abs(a - b) for doc in ref_ll for a, b in zip(ref_ll[doc], other_ll[doc], strict=True)]
     differ = ref_items.index[ref_items["pred"] != other_items.loc[ref_items.index, "pred"]]
     return {"n_items": int(len(ref_items)), "n_same_answer": int(len(ref_items) - len(differ)),
             "differing_doc_ids": [int(d) for d in differ],
@@ -79,6 +80,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("root", type=Path, help="folder holding single/, dp/ and mp/")
     parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--also", action="append", default=[], metavar="NAME=DIR",
+                        help="another lm-eval output of the single-GPU configuration (e.g. an "
+                             "earlier session's) to compare per item with single/")
     args = parser.parse_args()
     layouts = {name: layout_summary(args.root / name) for name in LAYOUTS}
     single = layouts["single"]
@@ -95,10 +99,16 @@ def main() -> None:
             "energy_joules_idle_corrected_ratio": _ratio(
                 run["energy_joules_idle_corrected"], single["energy_joules_idle_corrected"]),
         }
+    for entry in args.also:
+        name, _, folder = entry.partition("=")
+        comparisons[f"single_vs_{name}"] = {"path": folder,
+                                            "answers": agreement(args.root / "single",
+                                                                 Path(folder))}
     gpus = (args.root / "gpus.txt")
     write_json(args.out, {
-        "command": "bash benchmarks/h200_scale_out.sh run (device, 2 GPUs); "
-                   f"python benchmarks/scale_out.py {args.root} --out {args.out}",
+        "command": "bash benchmarks/h200_scale_out.sh run (device, 2 GPUs); python "
+                   f"benchmarks/scale_out.py {args.root} "
+                   + "".join(f"--also {a} " for a in args.also) + f"--out {args.out}",
         "gpus": gpus.read_text().splitlines() if gpus.exists() else None,
         "layouts": layouts, "comparisons": comparisons})
 

@@ -168,6 +168,10 @@ def test_killed_sharded_campaign_resumes_and_equals_an_uninterrupted_run(tmp_pat
         pd.testing.assert_frame_equal(_items(out / "cells" / row["cell_id"]),
                                       _items(tmp_path / "whole" / "cells" / row["cell_id"]))
 
+    again = run_cli(["lm-eval-ext", "campaign", str(spec_path), "--out", str(out),
+                     "--analyze-only", "--quiet", *ANALYSIS])
+    assert again.returncode == 0 and "0 cells run, 3 already done" in again.stdout, again.stdout
+
     changed = tmp_path / "changed.yaml"
     changed.write_text(yaml.safe_dump({**SMALL, "lm_eval": {"limit": 4}}))
     refused = run_cli(["lm-eval-ext", "campaign", str(changed), "--out", str(out)])

@@ -41,8 +41,11 @@ def run_campaign(spec: CampaignSpec, out: str | Path, source_yaml: str, *, shard
     folder = CampaignFolder(out)
     folder.bind(spec, source_yaml)
     cells = shard_cells(spec.cells, index, count)
-    outcome = ({"done": [], "skipped": [], "failed": [], "busy": []} if analyze_only
-               else run_cells(spec, folder, cells, shard=shard, echo=echo))
+    if analyze_only:  # nothing runs: the finished cells count as skipped
+        outcome = {"done": [], "failed": [], "busy": [],
+                   "skipped": [c.cell_id for c in cells if folder.record(c) is not None]}
+    else:
+        outcome = run_cells(spec, folder, cells, shard=shard, echo=echo)
     manifest = folder.write_manifest(spec)
     reports: list[Path] = []
     if analyze_only or (analyze and manifest["complete"]):
