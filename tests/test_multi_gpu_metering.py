@@ -94,7 +94,9 @@ def _rank(rank: int, world: int, init_file: str, out: str) -> None:
     _, padding = run_without_padding(requests, model, world_size=world)
     summary = ledger.summary()
     local = {**summary["total"], "per_task": summary["per_task"], "padding_requests": padding,
-             "gpus": [{"uuid": f"GPU-rank{rank}"}]}
+             "gpus": [{"uuid": f"GPU-rank{rank}"}], "synced_devices": [f"cuda:{rank}"],
+             "idle_power": {"watts": 100.0 + rank, "se_watts": 3.0 + rank, "seconds": 3.0,
+                            "intervals": 6}}
     gathered = gather_rank_metering(local)
     if rank == 0:
         with open(out, "w") as handle:
@@ -117,6 +119,12 @@ def test_two_gloo_ranks_report_the_sum_of_their_windows(tmp_path):
     assert [r["gpu_uuids"] for r in merged["data_parallel"]["per_rank"]] == [
         ["GPU-rank0"], ["GPU-rank1"]]
     assert not math.isnan(merged["energy_joules"])
+    # each rank syncs its own GPU; idle power adds up over the GPUs, its SE in quadrature
+    assert merged["synced_devices"] == ["cuda:0", "cuda:1"]
+    assert [r["synced_devices"] for r in merged["data_parallel"]["per_rank"]] == [
+        ["cuda:0"], ["cuda:1"]]
+    assert merged["idle_power"]["watts"] == pytest.approx(201.0)
+    assert merged["idle_power"]["se_watts"] == pytest.approx(5.0)  # sqrt(3^2 + 4^2)
 
 
 def test_model_parallel_meters_and_syncs_every_gpu_holding_parameters(monkeypatch):

@@ -64,6 +64,22 @@ def _sum(values: Sequence[float | None]) -> float | None:
     return None if any(v is None for v in values) else float(sum(values))
 
 
+def _max_or_none(values: Sequence[float | None]) -> float | None:
+    present = [v for v in values if v is not None]
+    return max(present) if present else None
+
+
+def _merge_idle_power(blocks: Sequence[dict[str, Any] | None]) -> dict[str, Any] | None:
+    """Idle power of all ranks' GPUs: watts summed, SE in quadrature (None if a rank has none)."""
+    if any(b is None or b.get("watts") is None for b in blocks):
+        return None
+    ses = [b.get("se_watts") for b in blocks]
+    return {"watts": float(sum(b["watts"] for b in blocks)),
+            "se_watts": None if any(s is None for s in ses) else math.sqrt(sum(s * s for s in ses)),
+            "seconds": max(b.get("seconds") or 0.0 for b in blocks),
+            "intervals": min(b.get("intervals") or 0 for b in blocks)}
+
+
 def _merge_tasks(per_rank: Sequence[dict[str, Any]]) -> dict[str, Any]:
     tasks: dict[str, Any] = {}
     for task in sorted({t for info in per_rank for t in info.get("per_task") or {}}):
@@ -105,6 +121,9 @@ def merge_rank_metering(per_rank: Sequence[dict[str, Any]]) -> dict[str, Any]:
         "idle_joules": idle,
         "idle_share": None if energy is None or idle is None or energy <= 0 else idle / energy,
         "flags": sorted({f for info in per_rank for f in info.get("flags", [])}),
+        "load_seconds": _max_or_none([info.get("load_seconds") for info in per_rank]),
+        "idle_power": _merge_idle_power([info.get("idle_power") for info in per_rank]),
+        "synced_devices": sorted({d for info in per_rank for d in info.get("synced_devices") or []}),
         "gpus": [g for info in per_rank for g in info.get("gpus") or []],
         "devices": [d for info in per_rank for d in info.get("devices") or []],
         "per_task": _merge_tasks(per_rank),
@@ -118,6 +137,8 @@ def merge_rank_metering(per_rank: Sequence[dict[str, Any]]) -> dict[str, Any]:
                 "energy_joules": info["energy_joules"],
                 "energy_joules_idle_corrected": info.get("energy_joules_idle_corrected"),
                 "padding_requests": info.get("padding_requests", 0),
+                "synced_devices": info.get("synced_devices") or [],
+                "idle_watts": (info.get("idle_power") or {}).get("watts"),
                 "flags": info.get("flags", []),
             } for rank, info in enumerate(per_rank)],
         },
