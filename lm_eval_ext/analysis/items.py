@@ -17,7 +17,8 @@ from typing import Any
 
 import pandas as pd
 
-LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+from lm_eval_ext.tasks.common.answer_parser import LETTERS
+
 
 
 class SampleError(ValueError):

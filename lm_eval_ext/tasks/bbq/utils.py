@@ -5,7 +5,7 @@ Absolute imports only: lm-eval loads this file by path, so relative imports woul
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from functools import lru_cache
 from typing import Any
 
@@ -16,9 +16,17 @@ from lm_eval_ext.data.external_manifest import load_manifest_rows
 from lm_eval_ext.data.instrument import load_manifest
 from lm_eval_ext.data.instrument import load_membership as _load_membership
 from lm_eval_ext.errors import ManifestError
-from lm_eval_ext.tasks.bbq import metrics, prompts
+from lm_eval_ext.tasks.bbq import prompts
+from lm_eval_ext.tasks.bbq.results import (  # noqa: F401 (the YAMLs name them as utils.*)
+    agg_acc_ambig,
+    agg_acc_disambig,
+    agg_acc_parsed,
+    agg_s_amb,
+    agg_s_dis,
+    process_results_generative,
+    process_results_loglik,
+)
 from lm_eval_ext.tasks.common.prompting import ChoiceItems, fewshot_pool
-from lm_eval_ext.tasks.common.scoring import generative_metrics, loglik_metrics
 
 FEWSHOT_POOL_SIZE = 22  # 2 per category, from units outside the frozen instrument
 
@@ -75,47 +83,3 @@ def load_registered_manifest(manifest_csv: str, sample_sha256: str,
     """``custom_dataset`` of tasks registered with ``lm-eval-ext data fingerprint --register``."""
     rows = load_manifest_rows(manifest_csv, expected_sample_sha256=sample_sha256)
     return _splits(rows, scoring_path, template_tier)
-
-
-def _bias_metrics(doc: Mapping[str, Any], pred: int | None) -> dict[str, Any]:
-    record = metrics.bias_record(doc, pred)
-    return {"acc_ambig": record, "acc_disambig": record, "bias_s_dis": record,
-            "bias_s_amb": record}
-
-
-def process_results_generative(doc: Mapping[str, Any], results: Sequence[str]) -> dict:
-    """Score one parsed generation (parse failures are wrong for ``acc``, excluded elsewhere)."""
-    out, pred = generative_metrics(doc, results)
-    bias = _bias_metrics(doc, pred)
-    return {**out, **bias, "acc_parsed": bias["acc_ambig"]}
-
-
-def process_results_loglik(doc: Mapping[str, Any], results: Sequence[tuple[float, bool]]):
-    """Score the option log-likelihoods: argmax (``acc``) and per-character (``acc_norm``)."""
-    out, pred = loglik_metrics(doc, results)
-    return {**out, **_bias_metrics(doc, pred)}
-
-
-def agg_acc_parsed(records: list[Mapping[str, Any]]) -> float:
-    """Accuracy over items whose answer was parsed (the seed paper's accuracy)."""
-    return metrics.accuracy(records)
-
-
-def agg_acc_ambig(records: list[Mapping[str, Any]]) -> float:
-    """Accuracy on ambiguous contexts (parsed items)."""
-    return metrics.accuracy(records, "ambig")
-
-
-def agg_acc_disambig(records: list[Mapping[str, Any]]) -> float:
-    """Accuracy on disambiguated contexts (parsed items)."""
-    return metrics.accuracy(records, "disambig")
-
-
-def agg_s_dis(records: list[Mapping[str, Any]]) -> float:
-    """BBQ bias score S_DIS (Parrish et al. 2022, p. 6)."""
-    return metrics.s_dis(records)
-
-
-def agg_s_amb(records: list[Mapping[str, Any]]) -> float:
-    """BBQ bias score S_AMB = (1 - acc_ambig) * raw ambiguous bias (Parrish et al. 2022, p. 6)."""
-    return metrics.s_amb(records)

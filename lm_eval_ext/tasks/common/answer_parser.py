@@ -30,6 +30,8 @@ import re
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
+#: option letters, in order
+LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 STRICT_METHODS = ("json", "json_fenced")
 METHODS = (
     "json",

@@ -26,11 +26,11 @@ from typing import Any
 import datasets
 
 from lm_eval_ext.errors import check_choice as _check_choice
+from lm_eval_ext.tasks.common.answer_parser import LETTERS
 
 TIERS = ("minimal", "role", "detailed", "cot")
 PATHS = ("generative", "loglik")
 DEFAULT_TIER = {"generative": "detailed", "loglik": "minimal"}
-LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 COT_GENERATIVE = ("Think step by step in a few sentences, then give your final answer on its own "
                   'last line as "Answer: X", where X is the letter of your choice.')
 COT_LOGLIK = "Let's think step by step."

@@ -1,4 +1,4 @@
-"""Per-item scoring shared by the multiple-choice tasks (both scoring paths)."""
+"""Per-item scoring shared by the multiple-choice tasks (both scoring paths; stdlib only)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,7 @@ from collections.abc import Mapping, Sequence
 from functools import lru_cache
 from typing import Any
 
-from lm_eval_ext.tasks.common.answer_parser import AnswerParser, ParsedAnswer
-from lm_eval_ext.tasks.common.prompting import LETTERS
+from lm_eval_ext.tasks.common.answer_parser import LETTERS, AnswerParser, ParsedAnswer
 
 
 @lru_cache(maxsize=8)
