@@ -20,7 +20,6 @@ import pandas as pd
 from lm_eval_ext.tasks.common.answer_parser import LETTERS
 
 
-
 class SampleError(ValueError):
     """A logged sample lacks a field the analysis needs (the loader names the file)."""
 

@@ -25,7 +25,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from lm_eval_ext.errors import LmEvalExtError
+from lm_eval_ext.errors import ConfigError, LmEvalExtError
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
@@ -93,6 +93,21 @@ def _cmd_data_fingerprint(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_data_manifest(args: argparse.Namespace) -> int:
+    import csv
+
+    from lm_eval_ext.analysis.harness import bbq_manifest_rows, read_harness_run
+
+    rows = bbq_manifest_rows(read_harness_run(args.run))
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    with open(args.out, "w", encoding="utf-8", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(("category", "example_id"))
+        writer.writerows(rows)
+    print(f"{args.out}: {len(rows)} BBQ items of {args.run}", file=sys.stderr)
+    return 0
+
+
 def _cmd_data_instrument(args: argparse.Namespace) -> int:
     from lm_eval_ext.data import instrument
 
@@ -132,12 +147,37 @@ def _parse_core(values: list[str] | None) -> dict[str, list[str]] | None:
     return core
 
 
-def _cmd_analyze(args: argparse.Namespace) -> int:
-    from pathlib import Path
+def _cmd_compare_harness(args: argparse.Namespace) -> int:
+    from lm_eval_ext.analysis.harness import read_harness_run
+    from lm_eval_ext.analysis.harness_compare import compare_harnesses, write_harness_report
+    from lm_eval_ext.analysis.report import check_output_folder, prepare_output_folder
 
+    check_output_folder(Path(args.out), overwrite=args.overwrite)
+    runs = [read_harness_run(entry) for entry in args.compare_harness]
+    comparison = compare_harnesses(runs, n_resamples=args.bootstrap, seed=args.seed,
+                                   level=args.level)
+    prepare_output_folder(Path(args.out), overwrite=args.overwrite)
+    report = write_harness_report(comparison, runs, args.out)
+    total = comparison.attribution[comparison.attribution["component"] == "total"]
+    for _, row in total.iterrows():
+        print(f"{row['benchmark']} {row['metric']}: {row['harness']} - {row['reference']} = "
+              f"{row['value_pp']:+.2f} pp")
+    print(f"report: {report}")
+    return 0
+
+
+def _cmd_analyze(args: argparse.Namespace) -> int:
     from lm_eval_ext.analysis import analyze, write_outputs
     from lm_eval_ext.analysis.report import check_output_folder, prepare_output_folder
 
+    if args.compare_harness:
+        if args.reference or args.runs:
+            raise ConfigError("analyze: --compare-harness replaces --reference/--runs; give "
+                              "one or the other")
+        return _cmd_compare_harness(args)
+    if not (args.reference and args.runs):
+        raise ConfigError("analyze needs --reference and --runs (or --compare-harness "
+                          "HARNESS=PATH ...)")
     check_output_folder(Path(args.out), overwrite=args.overwrite)  # fail before the work
     result = analyze(args.reference, args.runs, grid=args.grid, core=_parse_core(args.core),
                      intersection=args.intersection, n_resamples=args.bootstrap,
@@ -155,6 +195,17 @@ def _cmd_analyze(args: argparse.Namespace) -> int:
     if result.settings["intersection"]:
         print(f"intersection: {result.n_items} shared items (left out: {result.dropped})")
     print(f"report: {paths['report_md']}")
+    return 0
+
+
+def _cmd_export_upstream(args: argparse.Namespace) -> int:
+    from lm_eval_ext.interop.upstream import export_upstream
+
+    exported = export_upstream(args.tasks, args.out, args.template_tier, args.local_data)
+    for task in exported:
+        print(f"{task.task}: {task.n_items} items -> {task.folder}")
+    names = ",".join(t.task for t in exported)
+    print(f"check: lm_eval validate --tasks {names} --include_path {args.out}")
     return 0
 
 
@@ -308,6 +359,12 @@ def build_parser() -> argparse.ArgumentParser:
     fingerprint.add_argument("--register", metavar="NAME",
                              help="also register tasks NAME and NAME_loglik for these items")
     fingerprint.set_defaults(func=_cmd_data_fingerprint)
+    manifest = data_sub.add_parser(
+        "manifest", help="the BBQ items a harness run evaluated, as a category,example_id CSV")
+    manifest.add_argument("run", metavar="HARNESS=PATH",
+                          help="lm_eval=DIR, inspect=LOG or helm=RUN_DIR")
+    manifest.add_argument("--out", required=True, help="CSV to write")
+    manifest.set_defaults(func=_cmd_data_manifest)
     instrument = data_sub.add_parser("instrument", help="rebuild the frozen BBQ instrument")
     instrument.add_argument("--write", action="store_true",
                             help="overwrite the committed manifest instead of comparing")
@@ -318,8 +375,8 @@ def build_parser() -> argparse.ArgumentParser:
     prepare = model_sub.add_parser("prepare", help="download/convert the embedded model once")
     prepare.set_defaults(func=_cmd_model_prepare)
     analyze = sub.add_parser("analyze", help="did the conclusion change? (paired analysis)")
-    analyze.add_argument("--reference", required=True, help="lm-eval output of the reference run")
-    analyze.add_argument("--runs", nargs="+", required=True,
+    analyze.add_argument("--reference", help="lm-eval output of the reference run")
+    analyze.add_argument("--runs", nargs="+",
                          help="lm-eval outputs to compare (NAME=PATH names a run)")
     analyze.add_argument("--out", required=True, help="folder for report, CSVs and figures")
     analyze.add_argument("--grid", nargs="*", help="runs of models x configurations (rank flips)")
@@ -335,7 +392,20 @@ def build_parser() -> argparse.ArgumentParser:
     analyze.add_argument("--no-progress", action="store_true")
     analyze.add_argument("--overwrite", action="store_true",
                          help="replace an earlier analysis in --out (never mixed with it)")
+    analyze.add_argument("--compare-harness", nargs="+", metavar="HARNESS=PATH",
+                         help="the same model through several harnesses: lm_eval=DIR, "
+                              "inspect=LOG, helm=RUN_DIR (the first is the reference)")
     analyze.set_defaults(func=_cmd_analyze)
+
+    export = sub.add_parser("export-upstream",
+                            help="our tasks as lm-evaluation-harness task folders")
+    export.add_argument("tasks", nargs="+", help="bbq_instrument, bbq_subset_<membership>, "
+                                                 "xstest_ext")
+    export.add_argument("--out", required=True, help="folder for the task folders")
+    export.add_argument("--template-tier", help="prompt tier (default: the task's)")
+    export.add_argument("--local-data", action="store_true",
+                        help="data_files from the local data folder (offline runs only)")
+    export.set_defaults(func=_cmd_export_upstream)
 
     mde = sub.add_parser("mde", help="paired minimum detectable effect")
     mde.add_argument("--m", type=int, help="paired items")

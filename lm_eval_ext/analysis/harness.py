@@ -1,0 +1,261 @@
+"""Outputs of three harnesses as one per-item frame: lm-eval, Inspect AI logs, HELM run folders.
+
+Every reader returns a :class:`HarnessRun` whose ``items`` have the columns of
+:func:`lm_eval_ext.analysis.items.extract_items` (the same row builder: each foreign item is
+turned into an lm-eval-style sample whose ``doc`` is our prepared row) plus ``benchmark``,
+``raw_output`` (the model's text, where the harness keeps it), ``native_answer`` (the answer
+the harness's own extraction gave), ``display_options`` (the option texts in the order the
+harness showed them, i.e. what its letters mean) and ``option_texts`` (the same options in our
+row's order, the order ``pred`` indexes).
+
+Items are keyed by our ``item_key``: Inspect logs of our own tasks carry it; inspect_evals'
+``bbq`` carries BBQ's category and example_id; HELM keeps neither (its BBQ split is a seeded
+sample), so its instances are matched to BBQ rows by content (context, question, option set)
+and unmatched instances are reported, never guessed.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import zipfile
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from lm_eval_ext.analysis.errors import AnalysisInputError
+from lm_eval_ext.analysis.items import LETTERS, SampleError, extract_items
+from lm_eval_ext.analysis.loader import load_runs
+
+HARNESSES = ("lm_eval", "inspect", "helm")
+
+
+@dataclass(frozen=True)
+class HarnessRun:
+    """One harness's run of one model: per-item rows keyed by our item keys."""
+
+    name: str
+    harness: str
+    source: Path
+    model: str
+    items: pd.DataFrame
+    notes: list[str] = field(default_factory=list)
+
+
+def benchmark_of(item_key: str) -> str:
+    """``bbq:Age:3`` -> ``bbq``."""
+    return item_key.split(":", 1)[0]
+
+
+def _finish(items: pd.DataFrame) -> pd.DataFrame:
+    items = items.copy()
+    items["benchmark"] = items["item_key"].map(benchmark_of)
+    for column in ("raw_output", "native_answer", "display_options", "option_texts"):
+        if column not in items:
+            items[column] = None
+    return items
+
+
+def _option_texts(doc: dict[str, Any]) -> tuple[str, ...] | None:
+    if doc.get("options"):
+        return tuple(doc["options"])
+    if "ans0" in doc:
+        return tuple(doc[f"ans{i}"] for i in range(3))
+    return None
+
+
+def _record(answer: str | None, method: str) -> str:
+    """A parsed-answer record as our generative tasks log it (``filtered_resps``)."""
+    return json.dumps({"answer": answer, "reasoning": None, "method": method, "detail": None})
+
+
+def _items_from_samples(source: Path, task: str, samples: list[dict[str, Any]]) -> pd.DataFrame:
+    try:
+        return extract_items(task, {"output_type": "generate_until"}, samples)
+    except SampleError as exc:
+        raise AnalysisInputError(f"{source}: {exc}") from exc
+
+
+# -- lm-eval ---------------------------------------------------------------------------------
+def read_lm_eval(name: str, path: str | Path) -> HarnessRun:
+    """An lm-eval output folder (one run, ``--log_samples``)."""
+    [run] = load_runs([path])
+    return HarnessRun(name, "lm_eval", Path(path), str(run.info["model"]), _finish(run.items))
+
+
+# -- Inspect AI ------------------------------------------------------------------------------
+@lru_cache(maxsize=1)
+def _bbq_rows_by_key() -> dict[str, dict[str, Any]]:
+    from lm_eval_ext.data.bbq import load_bbq_rows
+
+    return {row["item_key"]: dict(row) for row in load_bbq_rows()}
+
+
+def _inspect_sample(source: Path, number: int, sample: Any) -> dict[str, Any]:
+    """One Inspect sample as an lm-eval-style sample (our tasks, or inspect_evals' bbq)."""
+    metadata = sample.metadata or {}
+    scores = sample.scores or {}
+    if not scores:
+        raise AnalysisInputError(f"{source}: sample {sample.id} has no score; the log is "
+                                 "incomplete (rerun the eval, or `inspect score` it)")
+    [score] = scores.values()
+    completion = sample.output.completion if sample.output else ""
+    if "doc" in metadata:  # our Inspect tasks: the prepared row and the task's filter output
+        doc = metadata["doc"]
+        filtered = (score.metadata or {}).get("filtered")
+        if filtered is None:
+            raise AnalysisInputError(f"{source}: sample {sample.id} lacks the scorer's "
+                                     "'filtered' record; score it with lm-eval-ext's scorer")
+    elif "source_id" in metadata and "category" in metadata:  # inspect_evals/bbq
+        key = f"bbq:{metadata['category']}:{int(metadata['source_id'])}"
+        doc = _bbq_rows_by_key().get(key)
+        if doc is None:
+            raise AnalysisInputError(f"{source}: sample {sample.id} ({key}) is not a BBQ row "
+                                     "of the pinned data")
+        filtered = _record(score.answer or None, "inspect_choice")
+    else:
+        raise AnalysisInputError(
+            f"{source}: sample {sample.id} is neither from lm-eval-ext's Inspect tasks (no "
+            "metadata 'doc') nor from inspect_evals' bbq (no 'category'/'source_id'); only "
+            "those logs can be aligned to our item keys")
+    display = tuple(sample.choices) if sample.choices else _option_texts(doc)
+    return {"doc_id": number, "doc": doc, "filtered_resps": [filtered],
+            "acc": float(score.value in ("C", 1, 1.0, True)), "_raw": completion,
+            "_native": score.answer or None, "_display": display}
+
+
+def read_inspect_log(name: str, path: str | Path) -> HarnessRun:
+    """An Inspect AI eval log (``.eval`` or ``.json``) of a finished run."""
+    from inspect_ai.log import read_eval_log
+
+    source = Path(path)
+    if not source.is_file():
+        raise AnalysisInputError(f"{source}: no such Inspect log file")
+    try:
+        log = read_eval_log(str(source))
+    except (zipfile.BadZipFile, json.JSONDecodeError, ValueError, KeyError, OSError) as exc:
+        raise AnalysisInputError(f"{source} is not a readable Inspect AI log ({exc}); it is "
+                                 "truncated or another file: pass the .eval/.json file that "
+                                 "`inspect eval --log-dir` wrote") from exc
+    if log.status != "success" or not log.samples:
+        raise AnalysisInputError(f"{source}: the Inspect run has status {log.status!r} with "
+                                 f"{len(log.samples or [])} samples; compare finished runs only")
+    samples = [_inspect_sample(source, i, s) for i, s in enumerate(log.samples)]
+    items = _items_from_samples(source, log.eval.task, samples)
+    items["raw_output"] = [s["_raw"] for s in samples]
+    items["native_answer"] = [s["_native"] for s in samples]
+    items["display_options"] = [s["_display"] for s in samples]
+    items["option_texts"] = [_option_texts(s["doc"]) for s in samples]
+    return HarnessRun(name, "inspect", source, str(log.eval.model), _finish(items))
+
+
+# -- HELM ------------------------------------------------------------------------------------
+def _norm(text: str) -> str:
+    return re.sub(r"\s+", " ", str(text)).strip().lower()
+
+
+@lru_cache(maxsize=1)
+def _bbq_content_index() -> dict[tuple[str, str, frozenset[str]], list[str]]:
+    index: dict[tuple[str, str, frozenset[str]], list[str]] = {}
+    for key, row in _bbq_rows_by_key().items():
+        options = frozenset(_norm(row[f"ans{i}"]) for i in range(3))
+        index.setdefault((_norm(row["context"]), _norm(row["question"]), options), []).append(key)
+    return index
+
+
+def _helm_bbq_key(instance: dict[str, Any]) -> tuple[str | None, int]:
+    """Our item key for a HELM BBQ instance (by content) and how many rows matched."""
+    text = instance["input"]["text"]
+    context, sep, question = text.rpartition("\nQuestion:")
+    if not sep:
+        return None, 0
+    options = frozenset(_norm(r["output"]["text"]) for r in instance["references"])
+    keys = _bbq_content_index().get((_norm(context), _norm(question), options), [])
+    return (sorted(keys)[0] if keys else None), len(keys)
+
+
+def read_helm_run(name: str, path: str | Path) -> HarnessRun:
+    """A HELM run folder (``run_spec.json``, ``scenario_state.json``) of the bbq scenario."""
+    folder = Path(path)
+    files = {n: folder / f"{n}.json" for n in ("run_spec", "scenario_state")}
+    for file in files.values():
+        if not file.is_file():
+            raise AnalysisInputError(f"{folder} is not a HELM run folder: {file.name} is "
+                                     "missing (pass benchmark_output/runs/SUITE/RUN_NAME)")
+    try:
+        run_spec = json.loads(files["run_spec"].read_text(encoding="utf-8"))
+        state = json.loads(files["scenario_state"].read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise AnalysisInputError(f"{folder}: a HELM file is not valid JSON ({exc}); the run "
+                                 "was cut while writing: rerun helm-run") from exc
+    scenario = run_spec.get("scenario_spec", {}).get("class_name", "")
+    if not scenario.endswith("BBQScenario"):
+        raise AnalysisInputError(f"{folder}: scenario {scenario or '?'} is not read yet "
+                                 "(only HELM's bbq scenario is)")
+    samples, raw, native, display, notes = [], [], [], [], []
+    unmatched = ambiguous = 0
+    for number, request_state in enumerate(state.get("request_states", [])):
+        instance = request_state["instance"]
+        if instance.get("split") != "test":
+            continue
+        key, n_matches = _helm_bbq_key(instance)
+        if key is None:
+            unmatched += 1
+            continue
+        ambiguous += n_matches > 1
+        doc = _bbq_rows_by_key()[key]
+        completions = (request_state.get("result") or {}).get("completions") or []
+        text = completions[0]["text"] if completions else ""
+        mapping = request_state.get("output_mapping") or {}
+        option_text = mapping.get(text.strip())
+        ours = [_norm(doc[f"ans{i}"]) for i in range(3)]
+        pred = ours.index(_norm(option_text)) if option_text is not None else None
+        helm_correct = text.strip() == instance["references"][0]["tags"][-4]
+        if helm_correct != (pred == int(doc["label"])):
+            raise AnalysisInputError(
+                f"{folder}: instance {instance.get('id')} is scored {helm_correct} by HELM but "
+                f"its answer maps to option {pred} of {doc['item_key']} (label {doc['label']}); "
+                "the content match is wrong: report this run")
+        samples.append({"doc_id": number, "doc": doc,
+                        "filtered_resps": [_record(None if pred is None else LETTERS[pred],
+                                                   "helm_letter")],
+                        "acc": float(helm_correct)})
+        raw.append(text)
+        native.append(text.strip() or None)
+        display.append(tuple(mapping[letter] for letter in sorted(mapping)))
+    if unmatched:
+        notes.append(f"{unmatched} HELM instance(s) matched no BBQ row by content: left out")
+    if ambiguous:
+        notes.append(f"{ambiguous} HELM instance(s) matched several identical BBQ rows: the "
+                     "lowest item key was used")
+    if not samples:
+        raise AnalysisInputError(f"{folder}: no test instance could be matched to BBQ rows")
+    items = _items_from_samples(folder, run_spec.get("name", "helm_bbq"), samples)
+    items["raw_output"], items["native_answer"], items["display_options"] = raw, native, display
+    items["option_texts"] = [_option_texts(s["doc"]) for s in samples]
+    model = run_spec.get("adapter_spec", {}).get("model", "?")
+    return HarnessRun(name, "helm", folder, model, _finish(items), notes)
+
+
+def bbq_manifest_rows(run: HarnessRun) -> list[tuple[str, int]]:
+    """(category, example_id) of the run's BBQ items, sorted (``data fingerprint`` input)."""
+    keys = run.items.loc[run.items["benchmark"] == "bbq", "item_key"]
+    if keys.empty:
+        raise AnalysisInputError(f"{run.source}: no BBQ items to list")
+    return sorted((key.split(":")[1], int(key.split(":")[2])) for key in keys)
+
+
+READERS = {"lm_eval": read_lm_eval, "inspect": read_inspect_log, "helm": read_helm_run}
+
+
+def read_harness_run(entry: str) -> HarnessRun:
+    """``HARNESS=PATH`` or ``HARNESS:NAME=PATH`` (harness: lm_eval, inspect or helm)."""
+    label, sep, path = entry.partition("=")
+    harness, _, name = label.partition(":")
+    if not sep or harness not in READERS:
+        raise AnalysisInputError(f"--compare-harness {entry!r}: write HARNESS=PATH with HARNESS "
+                                 f"one of {', '.join(HARNESSES)} (e.g. inspect=logs/x.eval)")
+    return READERS[harness](name or harness, path)

@@ -1,0 +1,233 @@
+"""One model through several harnesses: scores, item-level agreement, and why they differ.
+
+For each benchmark and each harness against the reference harness (the first one named):
+
+* **scores**: every metric as the harness itself defines it (its answer extraction, its items,
+  its formula: HELM's S_AMB scales the ambiguous bias by ``1 - accuracy over all items``,
+  Parrish et al.'s by ``1 - accuracy over ambiguous items``), and both S_AMB formulas for all;
+* **agreement** on the items both evaluated (joined on our item keys): same answer, same
+  correctness, and paired deltas with natural-unit cluster-bootstrap CIs and permutation p;
+* **attribution** of ``total = native(other) - native(reference)`` into parts that add up to it,
+  each isolated by recomputing one thing and holding the rest fixed:
+
+  - ``item_set``: each harness's metric on all its items minus on the common items;
+  - ``metric_formula``: the other harness's formula minus the reference's, on its answers;
+  - ``answer_extraction``: its own extraction minus our parser re-run on its raw outputs;
+  - ``prompt_and_decoding``: what is left, our parser on its outputs vs the reference, paired
+    on the common items (prompt text, shots, chat template, decoding), with a CI.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from lm_eval_ext.analysis.bootstrap import ClusterDesign
+from lm_eval_ext.analysis.errors import AnalysisInputError
+from lm_eval_ext.analysis.harness import HarnessRun
+from lm_eval_ext.analysis.items import LETTERS
+from lm_eval_ext.analysis.metrics import (
+    ACCURACY,
+    BIAS_S_AMB,
+    BIAS_S_AMB_HELM,
+    BIAS_S_DIS,
+    MetricSpec,
+)
+from lm_eval_ext.analysis.paired import answer_agreement, paired_delta
+from lm_eval_ext.tasks.common.answer_parser import AnswerParser
+
+#: how each harness scores, per metric name (where it differs from lm-eval-ext's definition)
+NATIVE_FORMULAS = {"helm": {"bias_s_amb": BIAS_S_AMB_HELM}}
+FOREIGN_EXTRACTION = {"inspect_choice", "helm_letter"}
+
+
+def metrics_of(benchmark: str) -> list[MetricSpec]:
+    """The metrics compared for a benchmark (BBQ: accuracy and both bias scores)."""
+    return [ACCURACY, BIAS_S_DIS, BIAS_S_AMB] if benchmark == "bbq" else [ACCURACY]
+
+
+def native_spec(harness: str, spec: MetricSpec) -> MetricSpec:
+    """The metric as ``harness`` computes it."""
+    return NATIVE_FORMULAS.get(harness, {}).get(spec.name, spec)
+
+
+def foreign_extraction(items: pd.DataFrame) -> bool:
+    """Whether the answers came from another harness's extraction (re-parsing can differ)."""
+    return bool(items["parse_method"].isin(FOREIGN_EXTRACTION).any()
+                and items["raw_output"].notna().any())
+
+
+def reparsed(items: pd.DataFrame) -> pd.DataFrame:
+    """The same items with our BBQ parser run on each raw output.
+
+    A letter means the option the harness showed under it (``display_options``), mapped to our
+    row's order (``option_texts``), so a harness that shuffles options is read correctly.
+    """
+    out = items.copy()
+    preds, answers, methods = [], [], []
+    for raw, display, ours in zip(items["raw_output"], items["display_options"],
+                                  items["option_texts"], strict=True):
+        parsed = AnswerParser(LETTERS[:len(display)]).parse(raw, list(display))
+        pred = None
+        if parsed.parsed:
+            pred = list(ours).index(display[LETTERS.index(parsed.answer)])
+        preds.append(pred)
+        answers.append(None if pred is None else LETTERS[pred])
+        methods.append(parsed.method)
+    out["pred"] = pd.array(preds, dtype="Int64")
+    out["answer"], out["parse_method"] = answers, methods
+    out["parsed"] = out["pred"].notna().to_numpy()
+    out["correct"] = (out["pred"] == out["label"]).fillna(False).to_numpy(dtype=bool)
+    return out
+
+
+@dataclass(frozen=True)
+class HarnessComparison:
+    """The three tables of a harness comparison."""
+
+    scores: pd.DataFrame
+    agreement: pd.DataFrame
+    attribution: pd.DataFrame
+    notes: list[str]
+
+
+def _common(ref: pd.DataFrame, other: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    keys = sorted(set(ref["item_key"]) & set(other["item_key"]))
+    return (ref.set_index("item_key").loc[keys].reset_index(),
+            other.set_index("item_key").loc[keys].reset_index())
+
+
+def _scores(run: HarnessRun, benchmark: str, items: pd.DataFrame) -> list[dict]:
+    rows = []
+    for spec in metrics_of(benchmark):
+        rows.append({"harness": run.name, "benchmark": benchmark, "metric": spec.name,
+                     "formula": "native", "n_items": len(items),
+                     "value": native_spec(run.harness, spec).compute(items)})
+    if benchmark == "bbq":
+        for label, spec in (("parrish", BIAS_S_AMB), ("helm", BIAS_S_AMB_HELM)):
+            rows.append({"harness": run.name, "benchmark": benchmark, "metric": "bias_s_amb",
+                         "formula": label, "n_items": len(items), "value": spec.compute(items)})
+    return rows
+
+
+def _pair(ref_run: HarnessRun, run: HarnessRun, benchmark: str, ref_all: pd.DataFrame,
+          other_all: pd.DataFrame, n_resamples: int, seed: int, level: float
+          ) -> tuple[list[dict], list[dict]]:
+    ref_c, other_c = _common(ref_all, other_all)
+    if len(ref_c) < 2:
+        raise AnalysisInputError(
+            f"{benchmark}: {run.name} and {ref_run.name} share {len(ref_c)} item(s); run them on "
+            "the same items (`lm-eval-ext data manifest` writes a run's item list)")
+    design = ClusterDesign.build(ref_c["unit_id"], n_resamples, seed)
+    foreign = foreign_extraction(other_c)
+    other_ours = reparsed(other_c) if foreign else other_c
+    agreement = {
+        "benchmark": benchmark, "reference": ref_run.name, "harness": run.name,
+        "n_common": len(ref_c), "n_reference": len(ref_all), "n_harness": len(other_all),
+        "answer_agreement": answer_agreement(ref_c["answer"], other_c["answer"]),
+        "correctness_agreement": float(np.mean(ref_c["correct"].to_numpy(bool)
+                                               == other_c["correct"].to_numpy(bool))),
+        "answer_agreement_our_parser": answer_agreement(ref_c["answer"], other_ours["answer"]),
+    }
+    agreement_rows, attribution = [], []
+    for spec in metrics_of(benchmark):
+        ref_native, other_native = native_spec(ref_run.harness, spec), native_spec(run.harness, spec)
+        delta = paired_delta(spec, ref_c, other_ours, design, level=level)
+        agreement_rows.append({**agreement, "metric": spec.name,
+                               "reference_value": delta.reference, "harness_value": delta.value,
+                               "delta_pp": delta.statistic * spec.scale,
+                               "ci_low_pp": delta.ci.low * spec.scale,
+                               "ci_high_pp": delta.ci.high * spec.scale,
+                               "p_value": delta.pvalue, "test": delta.test,
+                               "answers": "our parser" if foreign else "harness"})
+        o_all, r_all = other_native.compute(other_all), ref_native.compute(ref_all)
+        o_c, r_c = other_native.compute(other_c), ref_native.compute(ref_c)
+        o_c_ref = ref_native.compute(other_c)
+        o_c_ours = ref_native.compute(other_ours)
+        parts = {
+            "total": (o_all - r_all, "native scores, each harness on all its items"),
+            "item_set": ((o_all - o_c) - (r_all - r_c),
+                         f"all items vs the {len(ref_c)} common ones"),
+            "metric_formula": (o_c - o_c_ref, "the harness's formula vs the reference's, same "
+                               "answers" if other_native is not ref_native else "same formula"),
+            "answer_extraction": (o_c_ref - o_c_ours, "its extraction vs lm-eval-ext's parser "
+                                  "on its raw outputs" if foreign else "same extraction"),
+            "prompt_and_decoding": (o_c_ours - r_c, "the rest: prompt text, shots, chat "
+                                    "template, decoding (paired on the common items)"),
+        }
+        for component, (value, note) in parts.items():
+            row = {"benchmark": benchmark, "reference": ref_run.name, "harness": run.name,
+                   "metric": spec.name, "component": component, "value_pp": value * spec.scale,
+                   "ci_low_pp": np.nan, "ci_high_pp": np.nan, "note": note}
+            if component == "prompt_and_decoding" and ref_native is spec:
+                row["ci_low_pp"], row["ci_high_pp"] = (delta.ci.low * spec.scale,
+                                                       delta.ci.high * spec.scale)
+            attribution.append(row)
+    return agreement_rows, attribution
+
+
+def compare_harnesses(runs: Sequence[HarnessRun], n_resamples: int = 10_000, seed: int = 0,
+                      level: float = 0.95) -> HarnessComparison:
+    """Compare every run with the first (the reference), per benchmark both evaluated."""
+    if len(runs) < 2:
+        raise AnalysisInputError("--compare-harness needs at least two runs (HARNESS=PATH ...)")
+    ref_run, others = runs[0], runs[1:]
+    scores, agreement, attribution = [], [], []
+    notes = [f"{r.name}: {note}" for r in runs for note in r.notes]
+    for benchmark in sorted(set(ref_run.items["benchmark"])):
+        ref_items = ref_run.items[ref_run.items["benchmark"] == benchmark]
+        scores += _scores(ref_run, benchmark, ref_items)
+        for run in others:
+            items = run.items[run.items["benchmark"] == benchmark]
+            if items.empty:
+                notes.append(f"{run.name} has no {benchmark} items")
+                continue
+            scores += _scores(run, benchmark, items)
+            a, b = _pair(ref_run, run, benchmark, ref_items, items, n_resamples, seed, level)
+            agreement += a
+            attribution += b
+    return HarnessComparison(pd.DataFrame(scores), pd.DataFrame(agreement),
+                             pd.DataFrame(attribution), notes)
+
+
+def _table(frame: pd.DataFrame) -> str:
+    if frame.empty:
+        return "(none)\n"
+    shown = frame.copy()
+    for column in shown.select_dtypes("float").columns:
+        shown[column] = shown[column].map(lambda v: "" if pd.isna(v) else f"{v:.4g}")
+    header = "| " + " | ".join(shown.columns) + " |\n|" + "---|" * len(shown.columns) + "\n"
+    return header + "".join("| " + " | ".join(map(str, row)) + " |\n"
+                            for row in shown.itertuples(index=False))
+
+
+def write_harness_report(comparison: HarnessComparison, runs: Sequence[HarnessRun],
+                         out: str | Path) -> Path:
+    """``harness_*.csv``, ``harness_runs.json`` and ``harness_report.md`` under ``out``."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    comparison.scores.to_csv(out / "harness_scores.csv", index=False)
+    comparison.agreement.to_csv(out / "harness_agreement.csv", index=False)
+    comparison.attribution.to_csv(out / "harness_attribution.csv", index=False)
+    (out / "harness_runs.json").write_text(json.dumps(
+        [{"name": r.name, "harness": r.harness, "source": str(r.source), "model": r.model,
+          "n_items": len(r.items), "notes": r.notes} for r in runs], indent=2) + "\n")
+    lines = ["# Same model, several harnesses\n",
+             f"Reference: **{runs[0].name}** ({runs[0].harness}). Runs: "
+             + ", ".join(f"{r.name} ({r.harness}, {r.model}, {len(r.items)} items)"
+                         for r in runs) + ".\n",
+             "## Scores as each harness defines them\n", _table(comparison.scores),
+             "\n## Agreement on the common items (paired, natural-unit cluster bootstrap)\n",
+             _table(comparison.agreement),
+             "\n## Why the scores differ (parts add up to the total, in points)\n",
+             _table(comparison.attribution)]
+    if comparison.notes:
+        lines += ["\n## Notes\n"] + [f"- {note}\n" for note in comparison.notes]
+    report = out / "harness_report.md"
+    report.write_text("\n".join(lines), encoding="utf-8")
+    return report

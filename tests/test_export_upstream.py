@@ -1,0 +1,91 @@
+"""export-upstream: self-contained lm-eval task folders that give our tasks' per-item results."""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import run_cli
+
+from lm_eval_ext.errors import ConfigError
+from lm_eval_ext.interop.upstream import export_upstream
+
+
+def _load_like_lm_eval(path: Path):
+    """Execute a utils.py the way lm-eval does: not registered in sys.modules while it runs."""
+    spec = importlib.util.spec_from_file_location(str(path.with_suffix("")), path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory, data_dir):
+    out = tmp_path_factory.mktemp("upstream")
+    export_upstream(["bbq_subset_12p5pct", "xstest_ext"], out, local_data=True)
+    return out
+
+
+def test_exported_utils_need_the_standard_library_only(exported):
+    for utils in exported.glob("*/utils.py"):
+        tree = ast.parse(utils.read_text())
+        roots = {alias.name.split(".")[0] for node in ast.walk(tree)
+                 if isinstance(node, ast.Import) for alias in node.names}
+        roots |= {node.module.split(".")[0] for node in ast.walk(tree)
+                  if isinstance(node, ast.ImportFrom)}
+        assert roots and roots <= set(sys.stdlib_module_names), (utils, roots)
+        _load_like_lm_eval(utils)  # importable the way lm-eval imports it
+
+
+def test_exported_bbq_prompt_equals_ours_on_every_bbq_row(exported):
+    from lm_eval_ext.data.bbq import load_bbq_rows
+    from lm_eval_ext.tasks.bbq.utils import ITEMS
+
+    utils = _load_like_lm_eval(exported / "bbq_ext_12p5pct" / "utils.py")
+    rows = load_bbq_rows()
+    assert len(rows) == 58_492
+    mismatched = [r["item_key"] for r in rows
+                  if utils.render(r) != ITEMS.prepare(r, "detailed", "generative")["prompt"]]
+    assert mismatched == []
+    items = (exported / "bbq_ext_12p5pct" / "bbq_ext_12p5pct_items.csv").read_text()
+    assert items.splitlines()[0] == "category,example_id,unit_id,target_loc,unknown_loc"
+    assert len(items.splitlines()) == 1 + 248  # ids and indices only, no benchmark text
+    assert "context" not in items and "question" not in items
+
+
+def test_unknown_task_is_refused_with_the_exportable_ones(tmp_path):
+    with pytest.raises(ConfigError, match="exportable: bbq_instrument"):
+        export_upstream(["bbq_subset_12p5pct_loglik"], tmp_path)
+
+
+def _samples(out: Path, task: str) -> dict[str, dict]:
+    [path] = out.rglob(f"samples_{task}_20*.jsonl")  # not {task}_v2
+    return {s["doc"]["item_key"]: s for s in map(json.loads, path.read_text().splitlines())}
+
+
+@pytest.mark.slow
+def test_exported_folders_validate_and_match_our_tasks_item_by_item(exported, tmp_path,
+                                                                    embedded_checkpoint):
+    tasks = "bbq_ext_12p5pct,xstest_ext_v2"
+    check = run_cli(["lm_eval", "validate", "--tasks", tasks, "--include_path", str(exported)])
+    assert check.returncode == 0 and "All tasks found and valid" in check.stdout, check.stdout
+    result = run_cli(["lm-eval-ext", "run", "--model", "hf-metered", "--model_args",
+                      "idle_seconds=0", "--tasks", f"{tasks},bbq_subset_12p5pct,xstest_ext",
+                      "--include_path", str(exported), "--limit", "2", "--output_path",
+                      str(tmp_path), "--log_samples"], timeout=900)
+    assert result.returncode == 0, result.stderr[-3000:]
+    for ours, theirs in (("bbq_subset_12p5pct", "bbq_ext_12p5pct"),
+                         ("xstest_ext", "xstest_ext_v2")):
+        a, b = _samples(tmp_path, ours), _samples(tmp_path, theirs)
+        assert list(a) == list(b) and len(a) == 2  # the same first items, in the same order
+        for key in a:
+            assert a[key]["arguments"] == b[key]["arguments"]  # the same prompt and settings
+            assert a[key]["resps"] == b[key]["resps"]
+            assert a[key]["filtered_resps"] == b[key]["filtered_resps"]
+            metrics = [m for m in a[key]["metrics"]]
+            assert metrics == b[key]["metrics"]
+            assert [a[key][m] for m in metrics] == [b[key][m] for m in metrics]
