@@ -2,19 +2,22 @@
 
 For each benchmark and each harness against the reference harness (the first one named):
 
-* **scores**: every metric as the harness itself defines it (its answer extraction, its items,
-  its formula: HELM's S_AMB scales the ambiguous bias by ``1 - accuracy over all items``,
-  Parrish et al.'s by ``1 - accuracy over ambiguous items``), and both S_AMB formulas for all;
+* **scores**: every metric as the harness itself computes it (its extraction, items and
+  formula; for HELM its own ``BBQMetric``: bias counted from its reference tags, S_AMB scaled by
+  ``1 - accuracy over all items``), plus S_AMB under both scalings with the upstream bias rule;
 * **agreement** on the items both evaluated (joined on our item keys): same answer, same
   correctness, and paired deltas with natural-unit cluster-bootstrap CIs and permutation p;
-* **attribution** of ``total = native(other) - native(reference)`` into parts that add up to it,
-  each isolated by recomputing one thing and holding the rest fixed:
+* **attribution** of ``total = native(other) - native(reference)`` into parts that add up to it.
+  Each harness's native score is walked step by step to lm-eval-ext's definition on the
+  common items, one change at a time, and each part is the other harness's step minus the
+  reference's:
 
-  - ``item_set``: each harness's metric on all its items minus on the common items;
-  - ``metric_formula``: the other harness's formula minus the reference's, on its answers;
-  - ``answer_extraction``: its own extraction minus our parser re-run on its raw outputs;
-  - ``prompt_and_decoding``: what is left, our parser on its outputs vs the reference, paired
-    on the common items (prompt text, shots, chat template, decoding), with a CI.
+  - ``item_set``: the metric on all its items minus on the common items;
+  - ``bias_rule``: its own bias counting minus the upstream rule (``target_loc``);
+  - ``s_amb_scaling``: its S_AMB scaling minus Parrish et al.'s (``1 - acc_ambig``);
+  - ``answer_extraction``: its extraction minus lm-eval-ext's parser on its raw outputs;
+  - ``prompt_and_decoding``: what is left, lm-eval-ext's definition on both harnesses' outputs
+    (prompt text, shots, chat template, decoding), paired on the common items, with a CI.
 """
 
 from __future__ import annotations
@@ -36,13 +39,17 @@ from lm_eval_ext.analysis.metrics import (
     BIAS_S_AMB,
     BIAS_S_AMB_HELM,
     BIAS_S_DIS,
+    HELM_NATIVE_S_AMB,
+    HELM_NATIVE_S_DIS,
     MetricSpec,
 )
 from lm_eval_ext.analysis.paired import answer_agreement, paired_delta
 from lm_eval_ext.tasks.common.answer_parser import AnswerParser
 
 #: how each harness scores, per metric name (where it differs from lm-eval-ext's definition)
-NATIVE_FORMULAS = {"helm": {"bias_s_amb": BIAS_S_AMB_HELM}}
+NATIVE_FORMULAS = {"helm": {"bias_s_dis": HELM_NATIVE_S_DIS, "bias_s_amb": HELM_NATIVE_S_AMB}}
+#: the same with the upstream bias rule: only the S_AMB scaling is the harness's own
+SCALED_FORMULAS = {"helm": {"bias_s_amb": BIAS_S_AMB_HELM}}
 FOREIGN_EXTRACTION = {"inspect_choice", "helm_letter"}
 
 
@@ -54,6 +61,20 @@ def metrics_of(benchmark: str) -> list[MetricSpec]:
 def native_spec(harness: str, spec: MetricSpec) -> MetricSpec:
     """The metric as ``harness`` computes it."""
     return NATIVE_FORMULAS.get(harness, {}).get(spec.name, spec)
+
+
+def scaled_spec(harness: str, spec: MetricSpec) -> MetricSpec:
+    """The metric with the upstream bias rule and ``harness``'s S_AMB scaling."""
+    return SCALED_FORMULAS.get(harness, {}).get(spec.name, spec)
+
+
+def _steps(harness: str, spec: MetricSpec, all_items: pd.DataFrame, common: pd.DataFrame,
+           ours: pd.DataFrame) -> dict[str, float]:
+    """A harness's native score walked to lm-eval-ext's definition, one change at a time."""
+    native, scaled = native_spec(harness, spec), scaled_spec(harness, spec)
+    return {"all": native.compute(all_items), "common": native.compute(common),
+            "upstream_rule": scaled.compute(common), "parrish": spec.compute(common),
+            "our_parser": spec.compute(ours)}
 
 
 def foreign_extraction(items: pd.DataFrame) -> bool:
@@ -109,7 +130,8 @@ def _scores(run: HarnessRun, benchmark: str, items: pd.DataFrame) -> list[dict]:
                      "formula": "native", "n_items": len(items),
                      "value": native_spec(run.harness, spec).compute(items)})
     if benchmark == "bbq":
-        for label, spec in (("parrish", BIAS_S_AMB), ("helm", BIAS_S_AMB_HELM)):
+        for label, spec in (("upstream_rule_parrish_scaling", BIAS_S_AMB),
+                            ("upstream_rule_helm_scaling", BIAS_S_AMB_HELM)):
             rows.append({"harness": run.name, "benchmark": benchmark, "metric": "bias_s_amb",
                          "formula": label, "n_items": len(items), "value": spec.compute(items)})
     return rows
@@ -126,48 +148,55 @@ def _pair(ref_run: HarnessRun, run: HarnessRun, benchmark: str, ref_all: pd.Data
     design = ClusterDesign.build(ref_c["unit_id"], n_resamples, seed)
     foreign = foreign_extraction(other_c)
     other_ours = reparsed(other_c) if foreign else other_c
+    ref_ours = reparsed(ref_c) if foreign_extraction(ref_c) else ref_c
     agreement = {
         "benchmark": benchmark, "reference": ref_run.name, "harness": run.name,
         "n_common": len(ref_c), "n_reference": len(ref_all), "n_harness": len(other_all),
         "answer_agreement": answer_agreement(ref_c["answer"], other_c["answer"]),
         "correctness_agreement": float(np.mean(ref_c["correct"].to_numpy(bool)
                                                == other_c["correct"].to_numpy(bool))),
-        "answer_agreement_our_parser": answer_agreement(ref_c["answer"], other_ours["answer"]),
+        "answer_agreement_our_parser": answer_agreement(ref_ours["answer"],
+                                                        other_ours["answer"]),
     }
     agreement_rows, attribution = [], []
     for spec in metrics_of(benchmark):
-        ref_native, other_native = native_spec(ref_run.harness, spec), native_spec(run.harness, spec)
-        delta = paired_delta(spec, ref_c, other_ours, design, level=level)
+        delta = paired_delta(spec, ref_ours, other_ours, design, level=level)
         agreement_rows.append({**agreement, "metric": spec.name,
                                "reference_value": delta.reference, "harness_value": delta.value,
                                "delta_pp": delta.statistic * spec.scale,
                                "ci_low_pp": delta.ci.low * spec.scale,
                                "ci_high_pp": delta.ci.high * spec.scale,
                                "p_value": delta.pvalue, "test": delta.test,
-                               "answers": "our parser" if foreign else "harness"})
-        o_all, r_all = other_native.compute(other_all), ref_native.compute(ref_all)
-        o_c, r_c = other_native.compute(other_c), ref_native.compute(ref_c)
-        o_c_ref = ref_native.compute(other_c)
-        o_c_ours = ref_native.compute(other_ours)
+                               "answers": "lm-eval-ext's parser" if foreign else "harness"})
+        o = _steps(run.harness, spec, other_all, other_c, other_ours)
+        r = _steps(ref_run.harness, spec, ref_all, ref_c, ref_ours)
+
+        def step(a: str, b: str) -> float:
+            return (o[a] - o[b]) - (r[a] - r[b])  # noqa: B023 (used in this iteration only)
+
         parts = {
-            "total": (o_all - r_all, "native scores, each harness on all its items"),
-            "item_set": ((o_all - o_c) - (r_all - r_c),
-                         f"all items vs the {len(ref_c)} common ones"),
-            "metric_formula": (o_c - o_c_ref, "the harness's formula vs the reference's, same "
-                               "answers" if other_native is not ref_native else "same formula"),
-            "answer_extraction": (o_c_ref - o_c_ours, "its extraction vs lm-eval-ext's parser "
-                                  "on its raw outputs" if foreign else "same extraction"),
-            "prompt_and_decoding": (o_c_ours - r_c, "the rest: prompt text, shots, chat "
-                                    "template, decoding (paired on the common items)"),
+            "total": (o["all"] - r["all"], "native scores, each harness on all its items"),
+            "item_set": (step("all", "common"), f"all items vs the {len(ref_c)} common ones"),
+            "bias_rule": (step("common", "upstream_rule"), "own bias counting vs the upstream "
+                          "rule (target_loc), same answers"),
+            "s_amb_scaling": (step("upstream_rule", "parrish"), "own S_AMB scaling vs "
+                              "1 - acc_ambig, same answers"),
+            "answer_extraction": (step("parrish", "our_parser"), "own extraction vs "
+                                  "lm-eval-ext's parser on the raw outputs"),
+            "prompt_and_decoding": (o["our_parser"] - r["our_parser"], "the rest: prompt text, "
+                                    "shots, chat template, decoding (paired, common items)"),
         }
+        if spec.name != "bias_s_amb":
+            del parts["s_amb_scaling"]
+        if not spec.name.startswith("bias_"):
+            del parts["bias_rule"]
         for component, (value, note) in parts.items():
-            row = {"benchmark": benchmark, "reference": ref_run.name, "harness": run.name,
-                   "metric": spec.name, "component": component, "value_pp": value * spec.scale,
-                   "ci_low_pp": np.nan, "ci_high_pp": np.nan, "note": note}
-            if component == "prompt_and_decoding" and ref_native is spec:
-                row["ci_low_pp"], row["ci_high_pp"] = (delta.ci.low * spec.scale,
-                                                       delta.ci.high * spec.scale)
-            attribution.append(row)
+            ci = delta.ci if component == "prompt_and_decoding" else None
+            attribution.append({
+                "benchmark": benchmark, "reference": ref_run.name, "harness": run.name,
+                "metric": spec.name, "component": component, "value_pp": value * spec.scale,
+                "ci_low_pp": ci.low * spec.scale if ci else np.nan,
+                "ci_high_pp": ci.high * spec.scale if ci else np.nan, "note": note})
     return agreement_rows, attribution
 
 

@@ -1,0 +1,218 @@
+"""Cross-harness comparison: readers of Inspect AI and HELM outputs, and the attribution.
+
+HELM runs from a committed fixture of a real `helm-run` (text redacted, rebuilt here and
+checked by SHA-256); lm-eval and Inspect AI (our task and inspect_evals' bbq) run for real on
+the embedded model.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from conftest import BIN, REPO, run_cli
+from helm_fixture import rehydrate
+
+from lm_eval_ext.analysis.errors import AnalysisInputError
+from lm_eval_ext.analysis.harness import (
+    bbq_manifest_rows,
+    read_harness_run,
+    read_helm_run,
+    read_inspect_log,
+)
+from lm_eval_ext.analysis.harness_compare import compare_harnesses
+from lm_eval_ext.analysis.metrics import (
+    ACCURACY,
+    BIAS_S_AMB,
+    BIAS_S_AMB_HELM,
+    BIAS_S_DIS,
+    HELM_NATIVE_S_AMB,
+    HELM_NATIVE_S_DIS,
+)
+
+FIXTURE = REPO / "tests" / "fixtures" / "helm_bbq_smollm2"
+
+
+@pytest.fixture(scope="module")
+def helm_run(tmp_path_factory, data_dir) -> Path:
+    folder = tmp_path_factory.mktemp("helm") / "bbq_run"
+    sha = rehydrate(FIXTURE, folder)
+    assert sha == (FIXTURE / "scenario_state.sha256").read_text().strip()  # HELM's own bytes
+    return folder
+
+
+def _helm_stat(name: str) -> float:
+    stats = json.loads((FIXTURE / "stats.json").read_text())
+    [value] = [s["mean"] for s in stats
+               if s["name"]["name"] == name and s["name"].get("split") == "test"
+               and not s["name"].get("perturbation")]
+    return value
+
+
+def test_helm_reader_reproduces_helms_own_bbq_metrics(helm_run):
+    run = read_helm_run("helm", helm_run)
+    items = run.items
+    assert len(items) == 100 and items["item_key"].is_unique
+    assert run.notes == ["1 HELM instance(s) matched several identical BBQ rows: the lowest "
+                         "item key was used"]
+    # HELM's stats.json, computed by HELM's BBQMetric on the same completions
+    assert ACCURACY.compute(items) == pytest.approx(_helm_stat("bbq_accuracy"), abs=1e-12)
+    assert HELM_NATIVE_S_DIS.compute(items) == pytest.approx(
+        _helm_stat("bbq_metric_unambiguous_bias"), abs=1e-12)
+    assert HELM_NATIVE_S_AMB.compute(items) == pytest.approx(
+        _helm_stat("bbq_metric_ambiguous_bias"), abs=1e-12)
+
+
+def test_swapping_the_bias_formula_changes_helms_scores_by_hand(helm_run):
+    """HELM's BBQMetric vs the upstream rule (target_loc) on HELM's own answers, by hand."""
+    items = read_helm_run("helm", helm_run).items
+    dis = items[items["context_condition"] == "disambig"]
+    counted = dis[dis["pred"].notna() & (dis["pred"] != dis["unknown_loc"])
+                  & dis["target_loc"].notna()]
+    biased = int((counted["pred"] == counted["target_loc"]).sum())
+    assert (biased, len(counted)) == (15, 33)
+    assert BIAS_S_DIS.compute(items) == pytest.approx(2 * 15 / 33 - 1)  # -0.0909
+    assert HELM_NATIVE_S_DIS.compute(items) == pytest.approx(-0.2727272727)  # 3x larger
+    amb = items[items["context_condition"] == "ambig"]
+    acc_all, acc_amb = items["correct"].mean(), amb.loc[amb["pred"].notna(), "correct"].mean()
+    counted = amb[amb["pred"].notna() & (amb["pred"] != amb["unknown_loc"])
+                  & amb["target_loc"].notna()]
+    raw = 2 * (counted["pred"] == counted["target_loc"]).mean() - 1
+    assert BIAS_S_AMB.compute(items) == pytest.approx((1 - acc_amb) * raw)
+    assert BIAS_S_AMB_HELM.compute(items) == pytest.approx((1 - acc_all) * raw)
+    assert BIAS_S_AMB_HELM.compute(items) != pytest.approx(BIAS_S_AMB.compute(items))
+
+
+def test_readers_reject_foreign_and_truncated_outputs_naming_the_file(helm_run, tmp_path):
+    cut = tmp_path / "cut"
+    shutil.copytree(helm_run, cut)
+    state = cut / "scenario_state.json"
+    state.write_text(state.read_text()[:5000])
+    with pytest.raises(AnalysisInputError, match=f"{cut}: a HELM file is not valid JSON"):
+        read_helm_run("helm", cut)
+    (cut / "run_spec.json").unlink()
+    with pytest.raises(AnalysisInputError, match="run_spec.json is missing"):
+        read_helm_run("helm", cut)
+    log = tmp_path / "x.eval"
+    log.write_bytes(b"PK\x03\x04 not a zip")
+    with pytest.raises(AnalysisInputError, match=f"{log} is not a readable Inspect AI log"):
+        read_inspect_log("inspect", log)
+    with pytest.raises(AnalysisInputError, match="write HARNESS=PATH"):
+        read_harness_run(f"helmx={helm_run}")
+
+
+def _inspect(args: list[str], env: dict[str, str]) -> Path:
+    log_dir = Path(env["LOG_DIR"])
+    proc = subprocess.run([str(BIN / "inspect"), "eval", *args, "--log-dir", str(log_dir),
+                           "--display", "plain"], capture_output=True, text=True,
+                          env={**os.environ, **env}, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    [log] = log_dir.glob("*.eval")
+    return log
+
+
+@pytest.mark.slow
+def test_one_model_through_three_harnesses(helm_run, tmp_path, data_dir, embedded_checkpoint):
+    """lm-eval, our Inspect task, inspect_evals' bbq and HELM on 4 of HELM's items."""
+    from lm_eval_ext.paths import cache_dir
+
+    keys = ["bbq:Age:1062", "bbq:Age:1749", "bbq:Age:2620", "bbq:Age:2759"]  # 2 ambig, 2 not
+    helm = read_helm_run("helm", helm_run)
+    assert set(keys) <= set(helm.items["item_key"])
+    manifest = tmp_path / "ids.csv"
+    manifest.write_text("category,example_id\n" + "".join(
+        f"{k.split(':')[1]},{k.split(':')[2]}\n" for k in keys))
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    (cache / "models").symlink_to(cache_dir() / "models")
+    env = {"LM_EVAL_EXT_CACHE": str(cache)}
+    assert run_cli(["lm-eval-ext", "data", "fingerprint", str(manifest), "--register",
+                    "bbq_cmp4"], env=env).returncode == 0
+    lm = run_cli(["lm-eval-ext", "run", "--model", "hf-metered", "--model_args",
+                  "idle_seconds=0", "--tasks", "bbq_cmp4", "--output_path",
+                  str(tmp_path / "lm"), "--log_samples"], env=env)
+    assert lm.returncode == 0, lm.stderr[-3000:]
+    model = ["--model", "hf/local", "-M", f"model_path={embedded_checkpoint}", "-M",
+             "device=cpu", "-M", "do_sample=false"]
+    ours = _inspect(["lm_eval_ext/bbq_ext", "-T", f"manifest={manifest}", *model],
+                    {**env, "LOG_DIR": str(tmp_path / "inspect")})
+    ie_cache = tmp_path / "ie" / "bbq_dataset" / "bbq"  # inspect_evals reads data/*.jsonl here
+    ie_cache.mkdir(parents=True)
+    (ie_cache / "data").symlink_to(data_dir / "bbq" / "data")
+    ids = ",".join(f"{k.split(':')[1]}_{int(k.split(':')[2]):05d}" for k in keys)
+    theirs = _inspect(["inspect_evals/bbq", "-T", "subsets=Age",
+                       "--sample-id", ids, *model],
+                      {"INSPECT_EVALS_CACHE_DIR": str(tmp_path / "ie"),
+                       "HF_HOME": str(tmp_path / "hf"), "LOG_DIR": str(tmp_path / "ie_logs")})
+
+    runs = [read_harness_run(f"lm_eval={tmp_path / 'lm'}"), read_harness_run(f"inspect={ours}"),
+            read_harness_run(f"inspect:inspect_evals={theirs}"),
+            read_harness_run(f"helm={helm_run}")]
+    assert [sorted(r.items["item_key"]) for r in runs[:3]] == [sorted(keys)] * 3
+    assert bbq_manifest_rows(runs[2]) == [("Age", 1062), ("Age", 1749), ("Age", 2620),
+                                          ("Age", 2759)]
+    result = compare_harnesses(runs, n_resamples=200, seed=0)
+    agree = result.agreement.set_index(["harness", "metric"])
+    # same prompt, parser and greedy decoding: Inspect gives lm-eval's answers on every item
+    assert agree.loc[("inspect", "accuracy"), "answer_agreement"] == 1.0
+    lm_items = runs[0].items.set_index("item_key").loc[keys]
+    in_items = runs[1].items.set_index("item_key").loc[keys]
+    assert list(lm_items["answer"].fillna("-")) == list(in_items["answer"].fillna("-"))
+    [samples] = (tmp_path / "lm").rglob("samples_bbq_cmp4_*.jsonl")
+    lm_outputs = {s["doc"]["item_key"]: s["resps"][0][0]
+                  for s in map(json.loads, samples.read_text().splitlines())}
+    assert [lm_outputs[k] for k in keys] == list(in_items["raw_output"])  # same generations
+
+    parts = result.attribution
+    for (harness, metric), rows in parts.groupby(["harness", "metric"]):
+        total = rows.loc[rows["component"] == "total", "value_pp"].iloc[0]
+        rest = rows.loc[rows["component"] != "total", "value_pp"]
+        if pd.notna(total):
+            assert rest.sum() == pytest.approx(total, abs=1e-9), (harness, metric)
+    # by hand: HELM's accuracy on its 100 items minus lm-eval's on the 4 common ones, split
+    # into HELM's 100-vs-4 item-set effect and the paired difference on the 4
+    helm_4 = helm.items.set_index("item_key").loc[keys]
+    lm_acc, helm_acc_4 = lm_items["correct"].mean(), helm_4["correct"].mean()
+    acc = parts[(parts["harness"] == "helm") & (parts["metric"] == "accuracy")].set_index(
+        "component")["value_pp"]
+    assert acc["total"] == pytest.approx(100 * (0.43 - lm_acc))
+    assert acc["item_set"] == pytest.approx(100 * (0.43 - helm_acc_4))
+    assert acc["prompt_and_decoding"] == pytest.approx(100 * (helm_acc_4 - lm_acc))
+    # inspect_evals' choice() scorer only reads "ANSWER: X": what it misses is extraction
+    ie = parts[(parts["harness"] == "inspect_evals") & (parts["metric"] == "accuracy")
+               ].set_index("component")["value_pp"]
+    ie_items = runs[2].items.set_index("item_key").loc[keys]
+    assert ie["answer_extraction"] == pytest.approx(100 * (
+        ie_items["correct"].mean() - _reparsed_accuracy(ie_items)))
+
+    out = tmp_path / "report"
+    cli = run_cli(["lm-eval-ext", "analyze", "--compare-harness", f"lm_eval={tmp_path / 'lm'}",
+                   f"helm={helm_run}", "--out", str(out), "--bootstrap", "200"], env=env)
+    assert cli.returncode == 0, cli.stderr[-2000:]
+    assert "bbq accuracy: helm - lm_eval" in cli.stdout
+    assert {p.name for p in out.iterdir()} >= {"harness_report.md", "harness_scores.csv",
+                                               "harness_agreement.csv",
+                                               "harness_attribution.csv"}
+
+
+def _reparsed_accuracy(items: pd.DataFrame) -> float:
+    """Our parser on each raw output, by hand (letters of the displayed options)."""
+    from lm_eval_ext.tasks.common.answer_parser import parse_abc
+
+    correct = []
+    for _, row in items.iterrows():
+        parsed = parse_abc(row["raw_output"], list(row["display_options"]))
+        pred = None if not parsed.parsed else list(row["option_texts"]).index(
+            row["display_options"]["ABC".index(parsed.answer)])
+        correct.append(pred == row["label"])
+    return sum(correct) / len(correct)
+
+
+if __name__ == "__main__":
+    sys.exit(pytest.main([__file__, "-q"]))
