@@ -209,6 +209,23 @@ def _cmd_export_upstream(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_sequential(args: argparse.Namespace) -> int:
+    from lm_eval_ext.campaign.sequential import Arm, run_sequential
+
+    outcome = run_sequential(
+        args.out, Arm(args.reference_args, args.reference_batch),
+        Arm(args.candidate_args, args.candidate_batch), metric=args.metric,
+        margin_pp=args.margin, alpha=args.alpha, beta=args.beta, looks=args.looks.split(","),
+        path=args.path, echo=not args.quiet)
+    for look in outcome["looks"]:
+        print(f"look {look['look']} ({look['membership']}, {look['n_items']} items): "
+              f"delta {100 * look['delta']:+.2f} pp, {100 * (1 - look['alpha_spent']):.3g}% CI "
+              f"[{100 * look['ci'][0]:+.2f}, {100 * look['ci'][1]:+.2f}] -> {look['decision']}")
+    print(f"decision: {outcome['decision']} after {outcome['items_evaluated']} of "
+          f"{outcome['items_in_family']} items; {Path(args.out) / 'sequential.json'}")
+    return 0
+
+
 def _cmd_mde(args: argparse.Namespace) -> int:
     from pathlib import Path
 
@@ -396,6 +413,23 @@ def build_parser() -> argparse.ArgumentParser:
                          help="the same model through several harnesses: lm_eval=DIR, "
                               "inspect=LOG, helm=RUN_DIR (the first is the reference)")
     analyze.set_defaults(func=_cmd_analyze)
+
+    seq = sub.add_parser("sequential", help="evaluate nested subsets until the claim is "
+                                            "settled (group-sequential paired comparison)")
+    seq.add_argument("--reference-args", required=True, help="hf-metered --model_args")
+    seq.add_argument("--candidate-args", required=True, help="hf-metered --model_args")
+    seq.add_argument("--reference-batch", default="1")
+    seq.add_argument("--candidate-batch", default="1")
+    seq.add_argument("--metric", default="accuracy", help="accuracy, bias_s_dis or bias_s_amb")
+    seq.add_argument("--margin", type=float, default=2.0, help="equivalence margin in points")
+    seq.add_argument("--alpha", type=float, default=0.05)
+    seq.add_argument("--beta", type=float, default=0.2)
+    seq.add_argument("--looks", default="12p5pct,25pct,37p5pct,50pct,75pct,instrument",
+                     help="nested BBQ memberships or category,example_id CSVs, smallest first")
+    seq.add_argument("--path", default="loglik", help="loglik or generative")
+    seq.add_argument("--out", required=True)
+    seq.add_argument("--quiet", action="store_true", help="do not echo lm-eval's output")
+    seq.set_defaults(func=_cmd_sequential)
 
     export = sub.add_parser("export-upstream",
                             help="our tasks as lm-evaluation-harness task folders")

@@ -108,8 +108,11 @@ def _registered_yaml(task: str, base: str, path: str, ids_csv: Path, sha: str, n
     )
 
 
-def register_manifest_task(path: str | Path, task: str) -> list[Path]:
+def register_manifest_task(path: str | Path, task: str, root: Path | None = None) -> list[Path]:
     """Write ``task`` (generative) and ``task_loglik`` for a manifest; return the YAML paths.
+
+    ``root``: the folder to write the task folder into (default: the user task folder that
+    the start-up hook indexes; another root needs ``--include_path``).
 
     The manifest's IDs (not the data) are copied next to the YAMLs, so later edits to the
     original file cannot silently change the task.
@@ -123,7 +126,7 @@ def register_manifest_task(path: str | Path, task: str) -> list[Path]:
         raise ConfigError(f"task name {task!r} must start with 'bbq_' (e.g. bbq_{task})")
     rows = load_manifest_rows(path)
     sha = sample_fingerprint(rows)
-    folder = user_tasks_dir() / task
+    folder = (root or user_tasks_dir()) / task
     folder.mkdir(parents=True, exist_ok=True)
     ids_csv = folder / f"{task}_ids.csv"
     with open(ids_csv, "w", encoding="utf-8", newline="") as handle:

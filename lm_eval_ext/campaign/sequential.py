@@ -1,0 +1,184 @@
+"""``lm-eval-ext sequential``: evaluate nested BBQ item sets until the claim is settled.
+
+Look ``k`` evaluates only the items of set ``k`` that earlier looks did not (an increment
+task registered under ``OUT/tasks``), for the reference and the candidate configuration, each
+in its own lm-eval process (hf-metered, so joules are metered per look). After each look the
+paired delta of the pre-registered metric over all items so far goes through
+:mod:`lm_eval_ext.analysis.sequential`. The pre-registration card is written before the first
+look; ``sequential.json`` is rewritten after every look, and finished looks are reused on a
+rerun (a crash loses at most the look in flight).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from lm_eval_ext.analysis.loader import find_results, load_run
+from lm_eval_ext.analysis.metrics import ACCURACY, BIAS_S_AMB, BIAS_S_DIS, MetricSpec
+from lm_eval_ext.analysis.sequential import (
+    CONTINUE,
+    SequentialPlan,
+    decide,
+    final_mde,
+    linearised_delta,
+)
+from lm_eval_ext.campaign.runner import run_lm_eval
+from lm_eval_ext.errors import ConfigError
+
+#: the frozen instrument's nested memberships, smallest first
+NESTED_FAMILY = ("12p5pct", "25pct", "37p5pct", "50pct", "75pct", "instrument")
+METRICS = {"accuracy": ACCURACY, "bias_s_dis": BIAS_S_DIS, "bias_s_amb": BIAS_S_AMB}
+ROLES = ("reference", "candidate")
+
+
+@dataclass(frozen=True)
+class Arm:
+    """One configuration: hf-metered model args and batch size."""
+
+    model_args: str
+    batch_size: str = "1"
+
+
+def _look_keys(look: str) -> list[tuple[str, int]]:
+    """(category, example_id) of a membership name or a category,example_id CSV."""
+    if Path(look).suffix == ".csv":
+        from lm_eval_ext.data.external_manifest import read_manifest_keys
+
+        return read_manifest_keys(look)
+    from lm_eval_ext.data.instrument import load_membership
+
+    return [(r["category"], int(r["example_id"])) for r in load_membership(look).rows]
+
+
+def _units(keys: Sequence[tuple[str, int]]) -> set[str]:
+    from lm_eval_ext.data.bbq import rows_by_key
+
+    rows = rows_by_key()
+    return {rows[(c, int(i))]["unit_id"] for c, i in keys}
+
+
+def plan_looks(looks: Sequence[str]) -> tuple[list[list[tuple[str, int]]], tuple[float, ...]]:
+    """Each look's new items and its information fraction (units so far / units at the end).
+
+    Raises:
+        ConfigError: The sets are not nested (each must contain the one before).
+    """
+    cumulative = [_look_keys(look) for look in looks]
+    increments, seen = [], set()
+    for name, keys in zip(looks, cumulative, strict=True):
+        if not seen <= set(keys):
+            raise ConfigError(f"sequential: look {name} does not contain the items of the look "
+                              "before; the looks must be nested (smallest first)")
+        increments.append([k for k in keys if k not in seen])
+        seen |= set(keys)
+    units = [len(_units(keys)) for keys in cumulative]
+    return increments, tuple(u / units[-1] for u in units)
+
+
+def _register_increment(out: Path, look: int, keys: Sequence[tuple[str, int]]) -> str:
+    from lm_eval_ext.data.external_manifest import register_manifest_task
+
+    task = f"bbq_seq_look{look}"
+    ids = out / "tasks" / f"{task}_items.csv"
+    ids.parent.mkdir(parents=True, exist_ok=True)
+    with open(ids, "w", encoding="utf-8", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(("category", "example_id"))
+        writer.writerows(keys)
+    register_manifest_task(ids, task, root=out / "tasks")
+    return task
+
+
+def _run_arm(out: Path, look: int, role: str, arm: Arm, task: str, echo: bool) -> Path:
+    folder = out / "looks" / str(look) / role
+    if folder.exists() and find_results([folder]):
+        return folder  # finished on an earlier run: reused, never re-run
+    folder.mkdir(parents=True, exist_ok=True)
+    argv = ["--model", "hf-metered", "--model_args", arm.model_args, "--tasks", task,
+            "--include_path", str(out / "tasks" / task.removesuffix("_loglik")),
+            "--batch_size", arm.batch_size, "--output_path", str(folder), "--log_samples"]
+    code = run_lm_eval(argv, folder.parent / f"{role}.log", echo=echo)
+    if code != 0 or not find_results([folder]):
+        raise ConfigError(f"sequential: look {look}, {role} failed (exit {code}); see "
+                          f"{folder.parent / f'{role}.log'}")
+    return folder
+
+
+def _items_and_joules(folders: Sequence[Path]) -> tuple[pd.DataFrame, float | None]:
+    frames, joules = [], 0.0
+    for folder in folders:
+        run = load_run(find_results([folder])[0])
+        frames.append(run.items)
+        energy = run.info.get("energy_joules")
+        joules = None if joules is None or energy is None or energy != energy else joules + energy
+    return pd.concat(frames, ignore_index=True), joules
+
+
+def preregistration(plan: SequentialPlan, looks: Sequence[str], arms: dict[str, Arm],
+                    path: str) -> dict[str, Any]:
+    """The card written before the first look."""
+    return {"metric": plan.metric, "margin": plan.margin, "alpha": plan.alpha,
+            "beta": plan.beta, "spending": plan.spending, "looks": list(looks),
+            "information_fractions": list(plan.fractions), "alpha_per_look": plan.look_alphas(),
+            "scoring_path": path, "arms": {r: asdict(a) for r, a in arms.items()},
+            "decisions": "changed: the 1 - alpha_k interval excludes 0; equivalent: the "
+                         "1 - 2 alpha_k interval lies inside +-margin; else the next look; "
+                         "unresolved after the last"}
+
+
+def run_sequential(out: str | Path, reference: Arm, candidate: Arm, *, metric: str = "accuracy",
+                   margin_pp: float = 2.0, alpha: float = 0.05, beta: float = 0.2,
+                   looks: Sequence[str] = NESTED_FAMILY, path: str = "loglik",
+                   echo: bool = True) -> dict[str, Any]:
+    """Run looks until the claim is settled; returns (and writes) ``sequential.json``."""
+    if metric not in METRICS:
+        raise ConfigError(f"sequential: --metric {metric!r}; choose one of {', '.join(METRICS)}")
+    if path not in ("loglik", "generative"):
+        raise ConfigError("sequential: --path must be loglik or generative")
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    increments, fractions = plan_looks(looks)
+    plan = SequentialPlan(metric, margin_pp / 100, fractions, alpha, beta)
+    spec: MetricSpec = METRICS[metric]
+    arms = {"reference": reference, "candidate": candidate}
+    card = preregistration(plan, looks, arms, path)
+    card_path = out / "preregistration.json"
+    if card_path.exists() and json.loads(card_path.read_text()) != card:
+        raise ConfigError(f"{card_path} holds another pre-registration; use a new --out")
+    card_path.write_text(json.dumps(card, indent=2) + "\n")
+    results: list[dict[str, Any]] = []
+    folders: dict[str, list[Path]] = {r: [] for r in ROLES}
+    n_total = sum(len(i) for i in increments)
+    outcome: dict[str, Any] = {"preregistration": card, "looks": results}
+    for k, keys in enumerate(increments):
+        task = _register_increment(out, k, keys) + ("_loglik" if path == "loglik" else "")
+        for role in ROLES:
+            folders[role].append(_run_arm(out, k, role, arms[role], task, echo))
+        (ref, ref_j), (cand, cand_j) = (_items_and_joules(folders[r]) for r in ROLES)
+        keys_seen = ref["item_key"]
+        if keys_seen.duplicated().any() or set(keys_seen) != set(cand["item_key"]):
+            raise ConfigError("sequential: an item was evaluated twice or by one arm only")
+        cand = cand.set_index("item_key").loc[keys_seen].reset_index()
+        delta, se = linearised_delta(spec, ref, cand, ref["unit_id"])
+        look = decide(plan, k, len(ref), ref["unit_id"].nunique(), delta, se)
+        joules = None if ref_j is None or cand_j is None else ref_j + cand_j
+        results.append({**asdict(look), "membership": looks[k], "new_items": len(keys),
+                        "joules_spent": joules})
+        outcome.update({"decision": look.decision, "stopped_at_look": k,
+                        "items_evaluated": len(ref), "items_in_family": n_total,
+                        "joules_spent": joules,
+                        "joules_saved_estimate": None if joules is None else
+                        joules / len(ref) * (n_total - len(ref)),
+                        "mde_at_full_family": final_mde(plan, se * (len(ref) / n_total) ** 0.5)
+                        if se == se else None})
+        (out / "sequential.json").write_text(json.dumps(outcome, indent=2, default=str) + "\n")
+        if look.decision != CONTINUE:
+            break
+    return outcome

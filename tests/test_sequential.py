@@ -1,0 +1,130 @@
+"""Sequential (conclusion-first) evaluation: error rates by simulation, and a real CPU run."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+from conftest import run_cli
+from scipy import stats
+
+from lm_eval_ext.analysis.metrics import ACCURACY, BIAS_S_DIS
+from lm_eval_ext.analysis.sequential import (
+    CHANGED,
+    EQUIVALENT,
+    SequentialPlan,
+    decide,
+    final_mde,
+    linearised_delta,
+    obrien_fleming_spent,
+    simulate,
+    simulate_paired_units,
+)
+
+#: the frozen instrument's looks: units in 12.5% ... 100% memberships (62 ... 500 units)
+FRACTIONS = tuple(u / 500 for u in (62, 125, 187, 250, 375, 500))
+PLAN = SequentialPlan("accuracy", margin=0.02, fractions=FRACTIONS, alpha=0.05, beta=0.2)
+
+
+def test_obrien_fleming_spending_matches_its_closed_form():
+    assert obrien_fleming_spent(1.0, 0.05) == pytest.approx(0.05)
+    assert obrien_fleming_spent(0.25, 0.05) == pytest.approx(
+        2 - 2 * stats.norm.cdf(1.959963985 / 0.5))  # 8.9e-5
+    assert sum(PLAN.look_alphas()) == pytest.approx(0.05)
+    assert all(a > 0 for a in PLAN.look_alphas())
+
+
+def test_linearised_se_of_accuracy_is_the_cluster_robust_se_of_the_mean_difference():
+    rng = np.random.default_rng(3)
+    ref, cand = simulate_paired_units(60, 0.02, rng)
+    units = np.repeat(np.arange(60), 4)
+    delta, se = linearised_delta(ACCURACY, pd.DataFrame({"correct": ref}),
+                                 pd.DataFrame({"correct": cand}), units)
+    d = cand.astype(float) - ref.astype(float)
+    totals = np.bincount(units, weights=d - d.mean())
+    closed = np.sqrt(60 / 59 * (totals ** 2).sum()) / len(d)
+    assert delta == pytest.approx(d.mean()) and se == pytest.approx(closed, rel=1e-6)
+
+
+def test_decisions_follow_the_look_alpha():
+    a0 = PLAN.look_alphas()[0]
+    z = stats.norm.ppf(1 - a0 / 2)
+    assert decide(PLAN, 0, 248, 62, 1.01 * z * 0.01, 0.01).decision == CHANGED
+    assert decide(PLAN, 0, 248, 62, 0.99 * z * 0.01, 0.01).decision == "continue"
+    assert decide(PLAN, 0, 248, 62, 0.0, 0.001).decision == EQUIVALENT
+    assert decide(PLAN, 5, 2000, 500, 0.0, 0.02).decision == "unresolved"
+
+
+@pytest.mark.slow
+def test_error_rates_by_simulation_with_natural_unit_clusters():
+    """2,000 datasets per effect; 500 units of 4 correlated items, as the instrument."""
+    null = simulate(PLAN, ACCURACY, 0.0, 500, 2000, seed=11)
+    assert null.decisions[CHANGED] <= PLAN.alpha + 0.01  # false "changed"
+    far = simulate(PLAN, ACCURACY, 1.5 * PLAN.margin, 500, 2000, seed=12)
+    assert far.decisions[EQUIVALENT] <= PLAN.beta + 0.01  # false "equivalent"
+    # the MDE of the full instrument for this data model, then the items spent there
+    rng = np.random.default_rng(13)
+    ref, cand = simulate_paired_units(500, 0.0, rng)
+    _, se_full = linearised_delta(ACCURACY, pd.DataFrame({"correct": ref}),
+                                  pd.DataFrame({"correct": cand}), np.repeat(np.arange(500), 4))
+    mde = final_mde(PLAN, se_full)
+    at_mde = simulate(PLAN, ACCURACY, mde, 500, 2000, seed=14)
+    # the last look's fixed-sample MDE: the spent alpha and SE noise cost some power
+    assert 0.6 <= at_mde.decisions[CHANGED] <= 0.9
+    assert null.expected_items <= 2000 and at_mde.expected_items < null.expected_items
+    print(f"null: {null.decisions} E[items]={null.expected_items:.0f}; "
+          f"1.5 x margin: {far.decisions}; MDE {100 * mde:.2f} pp: {at_mde.decisions} "
+          f"E[items]={at_mde.expected_items:.0f}")
+
+
+@pytest.mark.slow
+def test_sequential_cpu_run_reuses_items_and_matches_a_hand_decision(tmp_path, data_dir,
+                                                                    embedded_checkpoint):
+    from lm_eval_ext.analysis.loader import find_results, load_run
+    from lm_eval_ext.data.instrument import load_membership
+
+    rows = load_membership("12p5pct").rows
+    units = list(dict.fromkeys(r["unit_id"] for r in rows))
+    looks = []
+    for n in (2, 4):  # nested: 2 units (8 items), then 4 units (16 items)
+        path = tmp_path / f"look{n}.csv"
+        path.write_text("category,example_id\n" + "".join(
+            f"{r['category']},{r['example_id']}\n" for r in rows if r["unit_id"] in units[:n]))
+        looks.append(str(path))
+    out = tmp_path / "seq"
+    args = ["lm-eval-ext", "sequential", "--reference-args", "precision=fp32,idle_seconds=0",
+            "--candidate-args", "precision=fp32,idle_seconds=0", "--candidate-batch", "4",
+            "--looks", ",".join(looks), "--margin", "0.5", "--metric", "bias_s_dis",
+            "--out", str(out), "--quiet"]
+    first = run_cli(args)
+    assert first.returncode == 0, first.stderr[-3000:]
+    card = json.loads((out / "preregistration.json").read_text())
+    assert card["information_fractions"] == [0.5, 1.0] and card["margin"] == 0.005
+    result = json.loads((out / "sequential.json").read_text())
+    # every item once: the looks' item sets are disjoint, per arm
+    for role in ("reference", "candidate"):
+        keys = [load_run(find_results([out / "looks" / str(k) / role])[0]).items["item_key"]
+                for k in range(len(result["looks"]))]
+        flat = pd.concat(keys)
+        assert flat.is_unique and len(flat) == result["items_evaluated"]
+    # by hand at the last look taken: S_DIS of each arm from its answers, then the decision
+    k = result["stopped_at_look"]
+    ref = pd.concat([load_run(find_results([out / "looks" / str(j) / "reference"])[0]).items
+                     for j in range(k + 1)])
+    cand = pd.concat([load_run(find_results([out / "looks" / str(j) / "candidate"])[0]).items
+                      for j in range(k + 1)]).set_index("item_key").loc[ref["item_key"]]
+    delta, se = linearised_delta(BIAS_S_DIS, ref, cand.reset_index(), ref["unit_id"])
+    look = result["looks"][-1]
+    assert look["delta"] == pytest.approx(delta) and look["n_items"] == len(ref)
+    plan = SequentialPlan("bias_s_dis", 0.005, (0.5, 1.0))
+    a = plan.look_alphas()[k]
+    low = delta - stats.norm.ppf(1 - a) * se
+    high = delta + stats.norm.ppf(1 - a) * se
+    hand = (CHANGED if abs(delta) > stats.norm.ppf(1 - a / 2) * se
+            else EQUIVALENT if -0.005 < low and high < 0.005
+            else "continue" if k == 0 else "unresolved")
+    assert result["decision"] == hand
+    again = run_cli(args)  # a rerun reuses the finished looks: nothing is evaluated again
+    assert again.returncode == 0 and "Running loglikelihood" not in again.stderr
