@@ -19,6 +19,7 @@ import pytest
 from conftest import BIN, REPO, run_cli
 from helm_fixture import rehydrate
 
+from lm_eval_ext.analysis import metrics as m
 from lm_eval_ext.analysis.errors import AnalysisInputError
 from lm_eval_ext.analysis.harness import (
     bbq_manifest_rows,
@@ -27,14 +28,6 @@ from lm_eval_ext.analysis.harness import (
     read_inspect_log,
 )
 from lm_eval_ext.analysis.harness_compare import compare_harnesses
-from lm_eval_ext.analysis.metrics import (
-    ACCURACY,
-    BIAS_S_AMB,
-    BIAS_S_AMB_HELM,
-    BIAS_S_DIS,
-    HELM_NATIVE_S_AMB,
-    HELM_NATIVE_S_DIS,
-)
 
 FIXTURE = REPO / "tests" / "fixtures" / "helm_bbq_smollm2"
 
@@ -62,10 +55,10 @@ def test_helm_reader_reproduces_helms_own_bbq_metrics(helm_run):
     assert run.notes == ["1 HELM instance(s) matched several identical BBQ rows: the lowest "
                          "item key was used"]
     # HELM's stats.json, computed by HELM's BBQMetric on the same completions
-    assert ACCURACY.compute(items) == pytest.approx(_helm_stat("bbq_accuracy"), abs=1e-12)
-    assert HELM_NATIVE_S_DIS.compute(items) == pytest.approx(
+    assert m.ACCURACY.compute(items) == pytest.approx(_helm_stat("bbq_accuracy"), abs=1e-12)
+    assert m.HELM_NATIVE_S_DIS.compute(items) == pytest.approx(
         _helm_stat("bbq_metric_unambiguous_bias"), abs=1e-12)
-    assert HELM_NATIVE_S_AMB.compute(items) == pytest.approx(
+    assert m.HELM_NATIVE_S_AMB.compute(items) == pytest.approx(
         _helm_stat("bbq_metric_ambiguous_bias"), abs=1e-12)
 
 
@@ -77,16 +70,16 @@ def test_swapping_the_bias_formula_changes_helms_scores_by_hand(helm_run):
                   & dis["target_loc"].notna()]
     biased = int((counted["pred"] == counted["target_loc"]).sum())
     assert (biased, len(counted)) == (15, 33)
-    assert BIAS_S_DIS.compute(items) == pytest.approx(2 * 15 / 33 - 1)  # -0.0909
-    assert HELM_NATIVE_S_DIS.compute(items) == pytest.approx(-0.2727272727)  # 3x larger
+    assert m.BIAS_S_DIS.compute(items) == pytest.approx(2 * 15 / 33 - 1)  # -0.0909
+    assert m.HELM_NATIVE_S_DIS.compute(items) == pytest.approx(-0.2727272727)  # 3x larger
     amb = items[items["context_condition"] == "ambig"]
     acc_all, acc_amb = items["correct"].mean(), amb.loc[amb["pred"].notna(), "correct"].mean()
     counted = amb[amb["pred"].notna() & (amb["pred"] != amb["unknown_loc"])
                   & amb["target_loc"].notna()]
     raw = 2 * (counted["pred"] == counted["target_loc"]).mean() - 1
-    assert BIAS_S_AMB.compute(items) == pytest.approx((1 - acc_amb) * raw)
-    assert BIAS_S_AMB_HELM.compute(items) == pytest.approx((1 - acc_all) * raw)
-    assert BIAS_S_AMB_HELM.compute(items) != pytest.approx(BIAS_S_AMB.compute(items))
+    assert m.BIAS_S_AMB.compute(items) == pytest.approx((1 - acc_amb) * raw)
+    assert m.BIAS_S_AMB_HELM.compute(items) == pytest.approx((1 - acc_all) * raw)
+    assert m.BIAS_S_AMB_HELM.compute(items) != pytest.approx(m.BIAS_S_AMB.compute(items))
 
 
 def test_readers_reject_foreign_and_truncated_outputs_naming_the_file(helm_run, tmp_path):
