@@ -39,7 +39,7 @@ def main() -> None:
                                   pd.DataFrame({"correct": cand}), np.repeat(np.arange(500), 4))
     mde = final_mde(plan, se_full)
     effects = {"zero": 0.0, "margin_x1.5": 1.5 * plan.margin, "mde": mde}
-    runs = {name: asdict(simulate(plan, ACCURACY, effect, 500, args.datasets, seed=i))
+    runs = {name: asdict(simulate(plan, effect, 500, args.datasets, seed=i))
             for i, (name, effect) in enumerate(effects.items())}
     write_json(args.out, {"plan": asdict(plan), "alpha_per_look": plan.look_alphas(),
                           "units_per_look": UNITS, "mde_full_instrument": mde,
