@@ -101,7 +101,7 @@ def _inspect_sample(source: Path, number: int, sample: Any) -> dict[str, Any]:
     if not scores:
         raise AnalysisInputError(f"{source}: sample {sample.id} has no score; the log is "
                                  "incomplete (rerun the eval, or `inspect score` it)")
-    [score] = scores.values()
+    score = next(iter(scores.values()))  # the task's (first) scorer
     completion = sample.output.completion if sample.output else ""
     if "doc" in metadata:  # our Inspect tasks: the prepared row and the task's filter output
         doc = metadata["doc"]
