@@ -14,6 +14,7 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from lm_eval_ext.analysis.bootstrap import ClusterDesign, as_rng
+from lm_eval_ext.analysis.claims import claim_table
 from lm_eval_ext.analysis.errors import AnalysisInputError, DegenerateDataWarning
 from lm_eval_ext.analysis.loader import Run, load_runs
 from lm_eval_ext.analysis.membership import membership_sensitivity
@@ -62,6 +63,7 @@ class AnalysisResult:
     settings: dict[str, Any]
     cards: dict[str, dict[str, Any]] | None = None  # run -> task -> disclosure card
     card_differences: pd.DataFrame | None = None
+    claims: pd.DataFrame | None = None  # claim sentences and their membership stability
 
 
 def _frozen_memberships() -> dict[str, set[str]]:
@@ -265,13 +267,18 @@ def analyze(reference: str | Path, runs: Sequence[str | Path], *,
 
     all_items = pd.concat([ref_items.assign(run=ref_run.run_id), *run_items.values()],
                           ignore_index=True)
+    run_table = _run_table(ref_run, other)
+    joules = run_table["energy_joules"]
+    claims = claim_table(specs, ref_items, run_items, deltas, design, _frozen_memberships(),
+                         level, None if joules.isna().any() else float(joules.sum()))
     return AnalysisResult(
         ref_run.run_id, [r.run_id for r in other], alignment.n, design.n_clusters,
-        alignment.dropped, all_items, _run_table(ref_run, other), deltas, comparisons, summary,
+        alignment.dropped, all_items, run_table, deltas, comparisons, summary,
         draws, frozen, flips, rankings, shares,
         {"n_resamples": n_resamples, "mc_draws": mc_draws, "seed": seed, "level": level,
          "intersection": intersection},
-        {r.run_id: r.cards for r in [ref_run, *other]}, card_differences(ref_run, other))
+        {r.run_id: r.cards for r in [ref_run, *other]}, card_differences(ref_run, other),
+        claims)
 
 
 def _comparison(ref_items: pd.DataFrame, items: pd.DataFrame, run_id: str,

@@ -40,7 +40,10 @@ def verdict_of(row: pd.Series, level: float = 0.95) -> str:
     different approximations near the boundary) it says so. A NaN interval reads
     "not estimable (reason)".
     """
-    if not (math.isfinite(row["ci_low"]) and math.isfinite(row["ci_high"])):
+    from lm_eval_ext.analysis.claims import CHANGED, UNCHANGED, verdict
+
+    claim = verdict(row["ci_low"], row["ci_high"], row["p_value"], level)
+    if claim == "not estimable":
         if not (math.isfinite(row["reference"]) and math.isfinite(row["value"])):
             reason = "the metric is undefined on these items (empty denominator)"
         elif row["n_clusters"] < 2:
@@ -48,12 +51,11 @@ def verdict_of(row: pd.Series, level: float = 0.95) -> str:
         else:
             reason = "more than 10% of resamples undefined"
         return f"not estimable ({reason})"
-    excludes_zero = row["ci_low"] > 0 or row["ci_high"] < 0
-    significant = row["p_value"] < 1 - level
-    if excludes_zero and significant:
+    if claim == CHANGED:
         return f"changed (CI excludes 0, p < {1 - level:g})"
-    if not excludes_zero and not significant:
+    if claim == UNCHANGED:
         return "no change detected (CI includes 0)"
+    excludes_zero = row["ci_low"] > 0 or row["ci_high"] < 0
     return ("borderline (the CI and the cluster permutation test disagree: "
             + ("CI excludes 0 but p >= {:g})" if excludes_zero else "p < {:g} but CI includes 0)")
             .format(1 - level))
@@ -116,6 +118,8 @@ def write_outputs(result, out: Path) -> dict[str, Path]:
     tables = {"items": result.items, "deltas": result.deltas, "runs": result.runs,
               "comparisons": result.comparisons, "membership": result.membership_summary,
               "membership_frozen": result.membership_frozen}
+    if result.claims is not None:
+        tables["claims"] = result.claims
     if result.card_differences is not None:
         tables["card_differences"] = result.card_differences
         paths["cards"] = out / "cards.json"
@@ -150,6 +154,23 @@ def write_outputs(result, out: Path) -> dict[str, Path]:
     return paths
 
 
+def _claim_lines(claims: pd.DataFrame | None) -> list[str]:
+    """Each claim with its stability over the frozen subset memberships."""
+    if claims is None or claims.empty:
+        return []
+    lines = ["\n## Claims and their stability over subset memberships\n"]
+    for _, row in claims.iterrows():
+        stable = (f"holds in {row['memberships_holding']} of {row['memberships_checked']} frozen "
+                  f"memberships ({row['stability']:.0%})" if row["memberships_checked"]
+                  else "no frozen membership to check")
+        lines.append(f"- {row['sentence']}; {stable}\n")
+    per_claim = claims["joules_per_settled_claim"].iloc[0]
+    lines.append("\nEnergy per settled (changed) claim: "
+                 + (f"{per_claim:,.0f} J (all runs' joules / claims)\n" if per_claim == per_claim
+                    else "n/a (no claim changed, or joules not measured)\n"))
+    return lines
+
+
 def _difference_lines(differences: pd.DataFrame | None) -> list[str]:
     """The disclosure-card axes each run changes relative to the reference."""
     if differences is None or differences.empty:
@@ -173,6 +194,7 @@ def _report_markdown(result, figure_paths: list[Path], out: Path) -> str:
         f"Monte Carlo: {s['mc_draws']} draws per size.\n",
         "## Conclusions (all items)\n", *[line + "\n" for line in
                                           _conclusion_lines(result.deltas, s["level"])],
+        *_claim_lines(result.claims),
         *_difference_lines(result.card_differences),
         "\n## Cost\n", markdown_table(result.runs, ["run", "precision", "batch_size",
                                                     "inference_seconds", "energy_joules",
