@@ -11,7 +11,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
@@ -206,9 +205,6 @@ def _reparsed_accuracy(items: pd.DataFrame) -> float:
         correct.append(pred == row["label"])
     return sum(correct) / len(correct)
 
-
-if __name__ == "__main__":
-    sys.exit(pytest.main([__file__, "-q"]))
 
 
 @pytest.mark.slow
