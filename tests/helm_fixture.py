@@ -46,17 +46,17 @@ def _input_text(row: dict[str, Any]) -> str:
 
 def redact(run_dir: Path, out: Path) -> None:
     """Write the redacted fixture of a HELM bbq run (needs the reader's content match)."""
-    from lm_eval_ext.analysis.harness import _bbq_rows_by_key, _helm_bbq_key
+    from lm_eval_ext.analysis.harness import _helm_bbq_key
+    from lm_eval_ext.data.bbq import row_of_item_key
 
     out.mkdir(parents=True, exist_ok=True)
     for name in KEEP:
         shutil.copy(run_dir / name, out / name)
     reduced = _reduced(json.loads((run_dir / "scenario_state.json").read_text()))
     sha = hashlib.sha256(_dumps(reduced).encode()).hexdigest()
-    rows = _bbq_rows_by_key()
     for rs in reduced["request_states"]:
         key, _ = _helm_bbq_key(rs["instance"])
-        row = rows[key]
+        row = row_of_item_key(key)
         assert rs["instance"]["input"]["text"] == _input_text(row), key
         rs["instance"]["input"]["text"] = f"<<{key}|input>>"
         by_text = {row[f"ans{i}"]: f"<<{key}|ans{i}>>" for i in range(3)}
@@ -69,12 +69,10 @@ def redact(run_dir: Path, out: Path) -> None:
 
 def rehydrate(fixture: Path, out: Path) -> str:
     """Rebuild the run folder from the local BBQ copy; returns the rebuilt file's SHA-256."""
-    from lm_eval_ext.analysis.harness import _bbq_rows_by_key
-
-    rows = _bbq_rows_by_key()
+    from lm_eval_ext.data.bbq import row_of_item_key
 
     def fill(match: re.Match) -> str:
-        row = rows[match.group(1)]
+        row = row_of_item_key(match.group(1))
         return _input_text(row) if match.group(2) == "input" else row[match.group(2)]
 
     def walk(value: Any) -> Any:

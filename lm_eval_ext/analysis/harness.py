@@ -29,8 +29,15 @@ import pandas as pd
 from lm_eval_ext.analysis.errors import AnalysisInputError
 from lm_eval_ext.analysis.items import LETTERS, SampleError, extract_items
 from lm_eval_ext.analysis.loader import load_runs
+from lm_eval_ext.data.bbq import row_of_item_key, rows_by_key
+from lm_eval_ext.data.sources import BBQ
+from lm_eval_ext.data.store import benchmark_dir
 
 HARNESSES = ("lm_eval", "inspect", "helm")
+#: ``parse_method`` of answers that another harness extracted (inspect_evals' ``choice()``,
+#: HELM's letter match): lm-eval-ext's parser can be re-run on their raw outputs
+INSPECT_CHOICE, HELM_LETTER = "inspect_choice", "helm_letter"
+FOREIGN_EXTRACTION = frozenset({INSPECT_CHOICE, HELM_LETTER})
 
 
 @dataclass(frozen=True)
@@ -72,11 +79,22 @@ def _record(answer: str | None, method: str) -> str:
     return json.dumps({"answer": answer, "reasoning": None, "method": method, "detail": None})
 
 
+#: per-sample values a foreign reader adds beside the lm-eval-style fields, by frame column
+EXTRA_COLUMNS = {"_raw": "raw_output", "_native": "native_answer", "_display": "display_options",
+                 "_helm": "helm_counts"}
+
+
 def _items_from_samples(source: Path, task: str, samples: list[dict[str, Any]]) -> pd.DataFrame:
+    """Foreign samples through our row builder, with their extra columns and option texts."""
     try:
-        return extract_items(task, {"output_type": "generate_until"}, samples)
+        items = extract_items(task, {"output_type": "generate_until"}, samples)
     except SampleError as exc:
         raise AnalysisInputError(f"{source}: {exc}") from exc
+    for key, column in EXTRA_COLUMNS.items():
+        if key in samples[0]:
+            items[column] = [s[key] for s in samples]
+    items["option_texts"] = [_option_texts(s["doc"]) for s in samples]
+    return items
 
 
 # -- lm-eval ---------------------------------------------------------------------------------
@@ -87,13 +105,6 @@ def read_lm_eval(name: str, path: str | Path) -> HarnessRun:
 
 
 # -- Inspect AI ------------------------------------------------------------------------------
-@lru_cache(maxsize=1)
-def _bbq_rows_by_key() -> dict[str, dict[str, Any]]:
-    from lm_eval_ext.data.bbq import load_bbq_rows
-
-    return {row["item_key"]: dict(row) for row in load_bbq_rows()}
-
-
 def _inspect_sample(source: Path, number: int, sample: Any) -> dict[str, Any]:
     """One Inspect sample as an lm-eval-style sample (our tasks, or inspect_evals' bbq)."""
     metadata = sample.metadata or {}
@@ -111,11 +122,11 @@ def _inspect_sample(source: Path, number: int, sample: Any) -> dict[str, Any]:
                                      "'filtered' record; score it with lm-eval-ext's scorer")
     elif "source_id" in metadata and "category" in metadata:  # inspect_evals/bbq
         key = f"bbq:{metadata['category']}:{int(metadata['source_id'])}"
-        doc = _bbq_rows_by_key().get(key)
+        doc = row_of_item_key(key)
         if doc is None:
             raise AnalysisInputError(f"{source}: sample {sample.id} ({key}) is not a BBQ row "
                                      "of the pinned data")
-        filtered = _record(score.answer or None, "inspect_choice")
+        filtered = _record(score.answer or None, INSPECT_CHOICE)
     else:
         raise AnalysisInputError(
             f"{source}: sample {sample.id} is neither from lm-eval-ext's Inspect tasks (no "
@@ -145,10 +156,6 @@ def read_inspect_log(name: str, path: str | Path) -> HarnessRun:
                                  f"{len(log.samples or [])} samples; compare finished runs only")
     samples = [_inspect_sample(source, i, s) for i, s in enumerate(log.samples)]
     items = _items_from_samples(source, log.eval.task, samples)
-    items["raw_output"] = [s["_raw"] for s in samples]
-    items["native_answer"] = [s["_native"] for s in samples]
-    items["display_options"] = [s["_display"] for s in samples]
-    items["option_texts"] = [_option_texts(s["doc"]) for s in samples]
     return HarnessRun(name, "inspect", source, str(log.eval.model), _finish(items))
 
 
@@ -157,12 +164,14 @@ def _norm(text: str) -> str:
     return re.sub(r"\s+", " ", str(text)).strip().lower()
 
 
-@lru_cache(maxsize=1)
-def _bbq_content_index() -> dict[tuple[str, str, frozenset[str]], list[str]]:
+@lru_cache(maxsize=4)
+def _bbq_content_index(folder: str) -> dict[tuple[str, str, frozenset[str]], list[str]]:
+    """(context, question, option set), normalised -> item keys, for one data folder."""
     index: dict[tuple[str, str, frozenset[str]], list[str]] = {}
-    for key, row in _bbq_rows_by_key().items():
+    for row in rows_by_key().values():
         options = frozenset(_norm(row[f"ans{i}"]) for i in range(3))
-        index.setdefault((_norm(row["context"]), _norm(row["question"]), options), []).append(key)
+        index.setdefault((_norm(row["context"]), _norm(row["question"]), options),
+                         []).append(row["item_key"])
     return index
 
 
@@ -173,7 +182,8 @@ def _helm_bbq_key(instance: dict[str, Any]) -> tuple[str | None, int]:
     if not sep:
         return None, 0
     options = frozenset(_norm(r["output"]["text"]) for r in instance["references"])
-    keys = _bbq_content_index().get((_norm(context), _norm(question), options), [])
+    index = _bbq_content_index(str(benchmark_dir(BBQ.name)))
+    keys = index.get((_norm(context), _norm(question), options), [])
     return (sorted(keys)[0] if keys else None), len(keys)
 
 
@@ -214,7 +224,7 @@ def read_helm_run(name: str, path: str | Path) -> HarnessRun:
     if not scenario.endswith("BBQScenario"):
         raise AnalysisInputError(f"{folder}: scenario {scenario or '?'} is not read yet "
                                  "(only HELM's bbq scenario is)")
-    samples, raw, native, display, helm_counts, notes = [], [], [], [], [], []
+    samples, notes = [], []
     unmatched = ambiguous = 0
     for number, request_state in enumerate(state.get("request_states", [])):
         instance = request_state["instance"]
@@ -225,7 +235,7 @@ def read_helm_run(name: str, path: str | Path) -> HarnessRun:
             unmatched += 1
             continue
         ambiguous += n_matches > 1
-        doc = _bbq_rows_by_key()[key]
+        doc = row_of_item_key(key)
         completions = (request_state.get("result") or {}).get("completions") or []
         text = completions[0]["text"] if completions else ""
         mapping = request_state.get("output_mapping") or {}
@@ -240,12 +250,10 @@ def read_helm_run(name: str, path: str | Path) -> HarnessRun:
                 "the content match is wrong: report this run")
         samples.append({"doc_id": number, "doc": doc,
                         "filtered_resps": [_record(None if pred is None else LETTERS[pred],
-                                                   "helm_letter")],
-                        "acc": float(helm_correct)})
-        helm_counts.append(helm_bias_counts(text, instance["references"][0]["tags"]))
-        raw.append(text)
-        native.append(text.strip() or None)
-        display.append(tuple(mapping[letter] for letter in sorted(mapping)))
+                                                   HELM_LETTER)],
+                        "acc": float(helm_correct), "_raw": text, "_native": text.strip() or None,
+                        "_display": tuple(mapping[letter] for letter in sorted(mapping)),
+                        "_helm": helm_bias_counts(text, instance["references"][0]["tags"])})
     if unmatched:
         notes.append(f"{unmatched} HELM instance(s) matched no BBQ row by content: left out")
     if ambiguous:
@@ -254,10 +262,8 @@ def read_helm_run(name: str, path: str | Path) -> HarnessRun:
     if not samples:
         raise AnalysisInputError(f"{folder}: no test instance could be matched to BBQ rows")
     items = _items_from_samples(folder, run_spec.get("name", "helm_bbq"), samples)
-    items["raw_output"], items["native_answer"], items["display_options"] = raw, native, display
-    items["option_texts"] = [_option_texts(s["doc"]) for s in samples]
-    items["helm_non_unknown"] = [c[0] for c in helm_counts]
-    items["helm_biased"] = [c[1] for c in helm_counts]
+    counts = items.pop("helm_counts")
+    items["helm_non_unknown"], items["helm_biased"] = [c[0] for c in counts], [c[1] for c in counts]
     model = run_spec.get("adapter_spec", {}).get("model", "?")
     return HarnessRun(name, "helm", folder, model, _finish(items), notes)
 

@@ -32,7 +32,7 @@ import pandas as pd
 
 from lm_eval_ext.analysis.bootstrap import ClusterDesign
 from lm_eval_ext.analysis.errors import AnalysisInputError
-from lm_eval_ext.analysis.harness import HarnessRun
+from lm_eval_ext.analysis.harness import FOREIGN_EXTRACTION, HarnessRun
 from lm_eval_ext.analysis.items import LETTERS
 from lm_eval_ext.analysis.metrics import (
     ACCURACY,
@@ -50,7 +50,6 @@ from lm_eval_ext.tasks.common.answer_parser import AnswerParser
 NATIVE_FORMULAS = {"helm": {"bias_s_dis": HELM_NATIVE_S_DIS, "bias_s_amb": HELM_NATIVE_S_AMB}}
 #: the same with the upstream bias rule: only the S_AMB scaling is the harness's own
 SCALED_FORMULAS = {"helm": {"bias_s_amb": BIAS_S_AMB_HELM}}
-FOREIGN_EXTRACTION = {"inspect_choice", "helm_letter"}
 
 
 def metrics_of(benchmark: str) -> list[MetricSpec]:
@@ -224,20 +223,14 @@ def compare_harnesses(runs: Sequence[HarnessRun], n_resamples: int = 10_000, see
                              pd.DataFrame(attribution), notes)
 
 
-def _table(frame: pd.DataFrame) -> str:
-    if frame.empty:
-        return "(none)\n"
-    shown = frame.copy()
-    for column in shown.select_dtypes("float").columns:
-        shown[column] = shown[column].map(lambda v: "" if pd.isna(v) else f"{v:.4g}")
-    header = "| " + " | ".join(shown.columns) + " |\n|" + "---|" * len(shown.columns) + "\n"
-    return header + "".join("| " + " | ".join(map(str, row)) + " |\n"
-                            for row in shown.itertuples(index=False))
-
-
 def write_harness_report(comparison: HarnessComparison, runs: Sequence[HarnessRun],
                          out: str | Path) -> Path:
     """``harness_*.csv``, ``harness_runs.json`` and ``harness_report.md`` under ``out``."""
+    from lm_eval_ext.analysis.report import markdown_table
+
+    def _table(frame: pd.DataFrame) -> str:
+        return markdown_table(frame, max_rows=max(len(frame), 1))  # every row
+
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     comparison.scores.to_csv(out / "harness_scores.csv", index=False)

@@ -58,10 +58,9 @@ def _look_keys(look: str) -> list[tuple[str, int]]:
 
 
 def _units(keys: Sequence[tuple[str, int]]) -> set[str]:
-    from lm_eval_ext.data.bbq import rows_by_key
+    from lm_eval_ext.data.bbq import unit_id
 
-    rows = rows_by_key()
-    return {rows[(c, int(i))]["unit_id"] for c, i in keys}
+    return {unit_id(c, int(i)) for c, i in keys}
 
 
 def plan_looks(looks: Sequence[str]) -> tuple[list[list[tuple[str, int]]], tuple[float, ...]]:
@@ -86,7 +85,7 @@ def _register_increment(out: Path, look: int, keys: Sequence[tuple[str, int]]) -
     from lm_eval_ext.data.external_manifest import register_manifest_task
 
     task = f"bbq_seq_look{look}"
-    ids = out / "tasks" / f"{task}_items.csv"
+    ids = out / "looks" / str(look) / "new_items.csv"  # the task folder keeps its own copy
     ids.parent.mkdir(parents=True, exist_ok=True)
     with open(ids, "w", encoding="utf-8", newline="") as handle:
         writer = csv.writer(handle)
@@ -111,14 +110,19 @@ def _run_arm(out: Path, look: int, role: str, arm: Arm, task: str, echo: bool) -
     return folder
 
 
-def _items_and_joules(folders: Sequence[Path]) -> tuple[pd.DataFrame, float | None]:
-    frames, joules = [], 0.0
-    for folder in folders:
-        run = load_run(find_results([folder])[0])
-        frames.append(run.items)
-        energy = run.info.get("energy_joules")
-        joules = None if joules is None or energy is None or energy != energy else joules + energy
-    return pd.concat(frames, ignore_index=True), joules
+def _look_run(folder: Path) -> tuple[pd.DataFrame, float | None]:
+    """One arm's items and joules of one look (None: not measured)."""
+    run = load_run(find_results([folder])[0])
+    energy = run.info.get("energy_joules")
+    return run.items, None if energy is None or energy != energy else float(energy)
+
+
+def _so_far(looks: Sequence[tuple[pd.DataFrame, float | None]]
+            ) -> tuple[pd.DataFrame, float | None]:
+    """Items and joules of every look so far (joules None when any look has none)."""
+    joules = [j for _, j in looks]
+    return (pd.concat([items for items, _ in looks], ignore_index=True),
+            None if any(j is None for j in joules) else sum(joules))
 
 
 def preregistration(plan: SequentialPlan, looks: Sequence[str], arms: dict[str, Arm],
@@ -154,14 +158,14 @@ def run_sequential(out: str | Path, reference: Arm, candidate: Arm, *, metric: s
         raise ConfigError(f"{card_path} holds another pre-registration; use a new --out")
     card_path.write_text(json.dumps(card, indent=2) + "\n")
     results: list[dict[str, Any]] = []
-    folders: dict[str, list[Path]] = {r: [] for r in ROLES}
+    done: dict[str, list[tuple[pd.DataFrame, float | None]]] = {r: [] for r in ROLES}
     n_total = sum(len(i) for i in increments)
     outcome: dict[str, Any] = {"preregistration": card, "looks": results}
     for k, keys in enumerate(increments):
         task = _register_increment(out, k, keys) + ("_loglik" if path == "loglik" else "")
         for role in ROLES:
-            folders[role].append(_run_arm(out, k, role, arms[role], task, echo))
-        (ref, ref_j), (cand, cand_j) = (_items_and_joules(folders[r]) for r in ROLES)
+            done[role].append(_look_run(_run_arm(out, k, role, arms[role], task, echo)))
+        (ref, ref_j), (cand, cand_j) = (_so_far(done[r]) for r in ROLES)
         keys_seen = ref["item_key"]
         if keys_seen.duplicated().any() or set(keys_seen) != set(cand["item_key"]):
             raise ConfigError("sequential: an item was evaluated twice or by one arm only")

@@ -147,5 +147,16 @@ def load_bbq_unit_rows(units: frozenset[str]) -> tuple[dict[str, Any], ...]:
 
 
 def rows_by_key() -> dict[tuple[str, int], dict[str, Any]]:
-    """Prepared rows keyed by (category, example_id)."""
-    return {(r["category"], r["example_id"]): r for r in load_bbq_rows()}
+    """Prepared rows keyed by (category, example_id) (cached per data folder; read-only)."""
+    return _rows_by_key(str(benchmark_dir(BBQ.name)))
+
+
+@lru_cache(maxsize=4)
+def _rows_by_key(folder: str) -> dict[tuple[str, int], dict[str, Any]]:
+    return {(r["category"], r["example_id"]): r for r in _load(folder, None)}
+
+
+def row_of_item_key(item_key: str) -> dict[str, Any] | None:
+    """The prepared row of ``bbq:<category>:<example_id>`` (None when there is none)."""
+    _, category, example_id = item_key.split(":")
+    return rows_by_key().get((category, int(example_id)))

@@ -24,6 +24,7 @@ from inspect_ai.model import GenerateConfig
 from inspect_ai.scorer import CORRECT, INCORRECT, Score, Target, accuracy, scorer, stderr
 from inspect_ai.solver import TaskState, generate
 
+from lm_eval_ext.tasks.common.answer_parser import LETTERS
 from lm_eval_ext.tasks.common.prompting import doc_prompt
 
 #: the lm-eval generative tasks' ``max_gen_toks`` (``_bbq_generative_yaml``, ``xstest_ext.yaml``)
@@ -39,7 +40,7 @@ def _samples(docs, benchmark: str) -> list[Sample]:
     samples = []
     for doc in docs:
         row = _jsonable(doc)
-        letters = "ABCDEFGHIJ"[:len(row.get("options") or [])]
+        letters = LETTERS[:len(row.get("options") or [])]
         target = letters[row["label"]] if letters and isinstance(row["label"], int) else ""
         samples.append(Sample(input=doc_prompt(row), target=target, id=row["item_key"],
                               metadata={"benchmark": benchmark, "doc": row}))
@@ -62,7 +63,7 @@ def _task_scorer(filter_fn, process_results, answer_key: str):
 @scorer(metrics=[accuracy(), stderr()])
 def bbq_answer_parser():
     """The lm-eval BBQ task's answer parser and scoring (JSON first, documented fallbacks)."""
-    from lm_eval_ext.tasks.bbq.utils import process_results_generative
+    from lm_eval_ext.tasks.bbq.results import process_results_generative
     from lm_eval_ext.tasks.common.scoring import parse_letter_generations
 
     return _task_scorer(parse_letter_generations, process_results_generative, "answer")
@@ -71,7 +72,7 @@ def bbq_answer_parser():
 @scorer(metrics=[accuracy(), stderr()])
 def xstest_response_classifier():
     """The lm-eval XSTest task's response classifier; correct = the appropriate behaviour."""
-    from lm_eval_ext.tasks.xstest.utils import classify_generations, process_results_generative
+    from lm_eval_ext.tasks.xstest.results import classify_generations, process_results_generative
 
     return _task_scorer(classify_generations, process_results_generative, "response_class")
 
