@@ -54,6 +54,17 @@ def _decoding(task_config: Mapping[str, Any], run_config: Mapping[str, Any]) -> 
     return json.dumps(merged, sort_keys=True, default=str)
 
 
+def _model_class(config: Mapping[str, Any]) -> str | None:
+    """The lm-eval model class; runs handed a model object record its path as ``model``.
+
+    hf-metered names itself in its ``hf_metered`` block (runs before it did: ``hf-metered``).
+    """
+    wrapper = config.get("hf_metered")
+    if isinstance(wrapper, Mapping):
+        return str(wrapper.get("model_class") or "hf-metered")
+    return config.get("model")
+
+
 def _torch_version(results: Mapping[str, Any]) -> str | None:
     match = re.search(r"PyTorch version: (\S+)", str(results.get("pretty_env_info") or ""))
     return match.group(1) if match else None
@@ -70,7 +81,7 @@ def task_card(results: Mapping[str, Any], task: str, samples: Sequence[Mapping[s
     return {
         "model": model, "model_revision": revision, "weights": weights,
         "harness": "lm-evaluation-harness", "harness_version": results.get("lm_eval_version"),
-        "model_class": config.get("model"),
+        "model_class": _model_class(config),
         "task": task, "task_version": (results.get("versions") or {}).get(task),
         "template_tier": (task_config.get("metadata") or {}).get("template_tier", "default"),
         "prompt_sha256": _sha256_lines([str(s.get("prompt_hash")) for s in ordered]),

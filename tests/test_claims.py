@@ -5,17 +5,36 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
+from scipy import stats
 
 from lm_eval_ext.analysis.bootstrap import ClusterDesign
-from lm_eval_ext.analysis.claims import CHANGED, UNCHANGED, claim_table, verdict
-from lm_eval_ext.analysis.metrics import ACCURACY
+from lm_eval_ext.analysis.claims import (
+    CHANGED,
+    UNCHANGED,
+    claim_table,
+    draw_stability,
+    protocol_pairs,
+    verdict,
+)
+from lm_eval_ext.analysis.membership import FRACTIONS, draw_matrix
+from lm_eval_ext.analysis.metrics import ACCURACY, BIAS_S_AMB
 from lm_eval_ext.analysis.paired import paired_delta
-from lm_eval_ext.analysis.sequential import simulate_paired_units
+from lm_eval_ext.analysis.sequential import (
+    linearised_delta,
+    linearised_deltas,
+    simulate_paired_units,
+)
+from lm_eval_ext.cards import task_card
+
+
+def _unit(i: int) -> str:
+    """Unit ids in two categories, as BBQ's ``Category:example`` ids."""
+    return f"{'AB'[i % 2]}:u{i}"
 
 
 def _frames(effect: float, n_units: int = 200, seed: int = 5):
     ref, cand = simulate_paired_units(n_units, effect, np.random.default_rng(seed))
-    units = [f"u{i}" for i in np.repeat(np.arange(n_units), 4)]
+    units = [_unit(i) for i in np.repeat(np.arange(n_units), 4)]
     return (pd.DataFrame({"correct": ref, "unit_id": units}),
             pd.DataFrame({"correct": cand, "unit_id": units}))
 
@@ -32,10 +51,10 @@ def _claims(effect: float, memberships: dict[str, set[str]]):
 
 
 def test_a_large_effect_is_claimed_and_holds_in_large_memberships_only():
-    memberships = {"half": {f"u{i}" for i in range(100)},
-                   "quarter": {f"u{i}" for i in range(50, 100)},
-                   "two_units": {"u0", "u1"},  # too small to show the effect
-                   "all": {f"u{i}" for i in range(200)}}  # the whole set: not a check
+    memberships = {"half": {_unit(i) for i in range(100)},
+                   "quarter": {_unit(i) for i in range(50, 100)},
+                   "two_units": {"A:u0", "B:u1"},  # too small to show the effect
+                   "all": {_unit(i) for i in range(200)}}  # the whole set: not a check
     claims, ref, cand, design = _claims(0.15, memberships)
     row = claims.iloc[0]
     assert row["claim"] == CHANGED and row["sentence"].startswith("cand raises accuracy by")
@@ -49,7 +68,7 @@ def test_a_large_effect_is_claimed_and_holds_in_large_memberships_only():
 
 
 def test_identical_answers_leave_the_metric_unchanged_in_every_membership():
-    memberships = {"half": {f"u{i}" for i in range(100)}, "third": {f"u{i}" for i in range(70)}}
+    memberships = {"half": {_unit(i) for i in range(100)}, "third": {_unit(i) for i in range(70)}}
     ref, _ = _frames(0.0)
     design = ClusterDesign.build(ref["unit_id"], 500, 0)
     deltas = pd.DataFrame([{"run": "same", "metric": "accuracy", "subgroup_type": "all",
@@ -59,3 +78,104 @@ def test_identical_answers_leave_the_metric_unchanged_in_every_membership():
     row = claims.iloc[0]
     assert row["claim"] == UNCHANGED and row["stability"] == 1.0
     assert np.isnan(row["joules_per_settled_claim"])
+
+
+def test_the_batched_linearised_delta_equals_the_one_subset_version_on_each_draw():
+    rng = np.random.default_rng(11)
+    n_units = 80
+    ref, cand = simulate_paired_units(n_units, 0.05, rng)
+    units = np.repeat(np.arange(n_units), 4)
+
+    def bbq(correct: np.ndarray) -> pd.DataFrame:  # S_AMB: a product of two ratios
+        return pd.DataFrame({"correct": correct, "unit_id": units,
+                             "pred": rng.integers(0, 3, units.size), "target_loc": 0,
+                             "unknown_loc": 2, "context_condition": np.where(
+                                 units % 2 == 0, "ambig", "disambig")})
+
+    frame, run = bbq(ref), bbq(cand)
+    selections = (rng.random((6, n_units)) < 0.5).astype(float)
+    for spec in (ACCURACY, BIAS_S_AMB):
+        ref_s = np.stack([np.bincount(units, weights=c) for c in spec.features(frame).T], 1)
+        run_s = np.stack([np.bincount(units, weights=c) for c in spec.features(run).T], 1)
+        deltas, ses = linearised_deltas(spec, ref_s, run_s, selections)
+        for d, row in enumerate(selections.astype(bool)):
+            keep = row[units]
+            assert (deltas[d], ses[d]) == pytest.approx(linearised_delta(
+                spec, frame[keep], run[keep], units[keep]), rel=1e-6)
+
+
+def test_monte_carlo_stability_is_each_draws_wald_verdict():
+    ref, cand = _frames(0.04, n_units=200, seed=2)
+    design = ClusterDesign.build(ref["unit_id"], 200, 0)
+    shares = draw_stability(ACCURACY, ref, cand, design.codes, CHANGED, 1.0, 0.95, 40,
+                            np.random.default_rng(7))
+    # by hand: the same draws, each judged by its own linearised Wald interval
+    rng = np.random.default_rng(7)
+    units = ref["unit_id"].to_numpy()
+    categories = np.array([units[design.codes == c][0].split(":")[0]
+                           for c in range(design.n_clusters)])
+    for fraction in FRACTIONS:
+        n = int(fraction * 200)
+        held = []
+        for row in draw_matrix(categories, n, 40, rng).astype(bool):
+            keep = row[design.codes]
+            delta, se = linearised_delta(ACCURACY, ref[keep], cand[keep],
+                                         ref["unit_id"][keep])
+            held.append(delta > stats.norm.ppf(0.975) * se)
+        assert shares[n] == pytest.approx(np.mean(held))
+    # a real effect shows more often in larger draws
+    assert shares[150] > shares[25]
+    assert draw_stability(ACCURACY, ref, cand, design.codes, "borderline", 1.0, 0.95, 40,
+                          None) == {}
+
+
+def _card(precision: str, batch: str, model: str = "m") -> dict:
+    return {"model": model, "precision": precision, "batch_size": batch,
+            "item_set_sha256": "x" + precision + batch}  # item sets are paired by the analysis
+
+
+def test_protocol_pairs_are_the_same_change_at_another_batch_size_or_precision():
+    cards = {"bf16_b1": _card("bf16", "1"), "int8_b1": _card("int8", "1"),
+             "bf16_b32": _card("bf16", "32"), "int8_b32": _card("int8", "32"),
+             "nf4_b32": _card("nf4", "32"), "other_int8_b32": _card("int8", "32", "other"),
+             "other_bf16_b32": _card("bf16", "32", "other")}
+    assert protocol_pairs(cards, "bf16_b1", "int8_b1") == [("bf16_b32", "int8_b32")]
+    # batch 1 -> 32 under bf16, checked at the other precisions that have both sizes
+    assert protocol_pairs(cards, "bf16_b1", "bf16_b32") == [("int8_b1", "int8_b32")]
+    # two changes at once: only pairs making both; and another model is not a protocol choice
+    assert protocol_pairs(cards, "bf16_b1", "int8_b32") == []
+    assert protocol_pairs(cards, "bf16_b1", "bf16_b1") == []
+
+
+def test_a_claim_that_reverses_at_another_batch_size_fails_there():
+    ref, cand = _frames(0.15)
+    design = ClusterDesign.build(ref["unit_id"], 500, 0)
+    cards = {"bf16_b1": _card("bf16", "1"), "int8_b1": _card("int8", "1"),
+             "bf16_b32": _card("bf16", "32"), "int8_b32": _card("int8", "32"),
+             "bf16_b64": _card("bf16", "64"), "int8_b64": _card("int8", "64")}
+    # at batch 32 the two precisions swap answers: int8 loses what it gained at batch 1
+    runs = {"int8_b1": cand, "bf16_b32": cand, "int8_b32": ref, "bf16_b64": ref,
+            "int8_b64": cand}
+    rows = []
+    for run_id, items in runs.items():
+        d = paired_delta(ACCURACY, ref, items, design)
+        rows.append({"run": run_id, "metric": "accuracy", "subgroup_type": "all",
+                     "delta_pp": 100 * d.statistic, "ci_low": 100 * d.ci.low,
+                     "ci_high": 100 * d.ci.high, "p_value": d.pvalue})
+    claims = claim_table([ACCURACY], ref, runs, pd.DataFrame(rows), design, {}, 0.95, None,
+                         reference_id="bf16_b1", cards=cards)
+    row = claims.set_index("run").loc["int8_b1"]
+    assert row["claim"] == CHANGED and row["protocol_checked"] == 2
+    assert row["protocol_holding"] == 1 and row["protocol_stability"] == 0.5
+    assert row["protocol_pairs"] == ("int8_b32 vs bf16_b32 (fails); "
+                                     "int8_b64 vs bf16_b64 (holds)")
+
+
+def test_a_run_handed_to_lm_eval_as_an_object_keeps_its_model_class():
+    samples = [{"doc_id": 0, "prompt_hash": "p", "doc_hash": "d"}]
+    by_cli = {"config": {"model": "hf-metered", "hf_metered": {"model_class": "hf-metered"}}}
+    by_object = {"config": {"model": "/cache/models/SmolLM2", "hf_metered": {}}}
+    plain = {"config": {"model": "hf"}}
+    assert task_card(by_cli, "t", samples)["model_class"] == "hf-metered"
+    assert task_card(by_object, "t", samples)["model_class"] == "hf-metered"
+    assert task_card(plain, "t", samples)["model_class"] == "hf"

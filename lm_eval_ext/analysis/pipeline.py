@@ -63,7 +63,7 @@ class AnalysisResult:
     settings: dict[str, Any]
     cards: dict[str, dict[str, Any]] | None = None  # run -> task -> disclosure card
     card_differences: pd.DataFrame | None = None
-    claims: pd.DataFrame | None = None  # claim sentences and their membership stability
+    claims: pd.DataFrame | None = None  # claim sentences and their stability
 
 
 def _frozen_memberships() -> dict[str, set[str]]:
@@ -269,8 +269,10 @@ def analyze(reference: str | Path, runs: Sequence[str | Path], *,
                           ignore_index=True)
     run_table = _run_table(ref_run, other)
     joules = run_table["energy_joules"]
+    cards = {r.run_id: next(iter(r.cards.values()), {}) for r in [ref_run, *other]}
     claims = claim_table(specs, ref_items, run_items, deltas, design, _frozen_memberships(),
-                         level, None if joules.isna().any() else float(joules.sum()))
+                         level, None if joules.isna().any() else float(joules.sum()),
+                         reference_id=ref_run.run_id, cards=cards, mc_draws=mc_draws, rng=rng)
     return AnalysisResult(
         ref_run.run_id, [r.run_id for r in other], alignment.n, design.n_clusters,
         alignment.dropped, all_items, run_table, deltas, comparisons, summary,

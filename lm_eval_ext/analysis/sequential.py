@@ -85,28 +85,47 @@ def linearised_delta(spec: MetricSpec, ref: pd.DataFrame, run: pd.DataFrame,
     item into an influence value, and the variance is that of the natural-unit totals of the
     influence (CR1: ``C / (C - 1)``).
     """
-    ref_x, run_x = spec.features(ref), spec.features(run)
-    ref_s, run_s = ref_x.sum(0), run_x.sum(0)
-    delta = float(spec.value(run_s) - spec.value(ref_s))
-
-    def gradient(s: np.ndarray) -> np.ndarray:
-        grad = np.zeros_like(s, dtype=float)
-        for j in range(len(s)):
-            h = max(1e-6 * abs(s[j]), 1e-6)
-            up, down = s.astype(float).copy(), s.astype(float).copy()
-            up[j] += h
-            down[j] -= h
-            grad[j] = (spec.value(up) - spec.value(down)) / (2 * h)
-        return grad
-
-    influence = run_x @ gradient(run_s) - ref_x @ gradient(ref_s)
     _, codes = np.unique(np.asarray(units).astype(str), return_inverse=True)
-    totals = np.bincount(codes, weights=influence)
-    c = len(totals)
-    if c < 2 or not np.isfinite(delta):
-        return delta, float("nan")
-    var = c / (c - 1) * float(((totals - totals.mean()) ** 2).sum())
-    return delta, float(np.sqrt(var))
+    c = int(codes.max()) + 1 if len(codes) else 0
+    ref_s = np.stack([np.bincount(codes, weights=col, minlength=c)
+                      for col in spec.features(ref).T], axis=1)
+    run_s = np.stack([np.bincount(codes, weights=col, minlength=c)
+                      for col in spec.features(run).T], axis=1)
+    delta, se = linearised_deltas(spec, ref_s, run_s, np.ones((1, c)))
+    return float(delta[0]), float(se[0])
+
+
+def _gradients(spec: MetricSpec, sums: np.ndarray) -> np.ndarray:
+    """Central-difference gradient of ``spec.value`` at each row of ``sums`` (D x k)."""
+    grad = np.zeros_like(sums, dtype=float)
+    for j in range(sums.shape[1]):
+        h = np.maximum(1e-6 * np.abs(sums[:, j]), 1e-6)
+        up, down = sums.astype(float).copy(), sums.astype(float).copy()
+        up[:, j] += h
+        down[:, j] -= h
+        grad[:, j] = (spec.value(up) - spec.value(down)) / (2 * h)
+    return grad
+
+
+def linearised_deltas(spec: MetricSpec, ref_sums: np.ndarray, run_sums: np.ndarray,
+                      selections: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`linearised_delta` for many cluster subsets at once.
+
+    ``ref_sums``/``run_sums`` are the (C x k) natural-unit sums of the metric's features and
+    ``selections`` a (D x C) 0/1 matrix, one row per subset of units. Returns the D deltas and
+    their cluster-robust standard errors (NaN where fewer than 2 units are selected).
+    """
+    w = np.asarray(selections, float)
+    ref_t, run_t = w @ ref_sums, w @ run_sums
+    with np.errstate(divide="ignore", invalid="ignore"):
+        delta = spec.value(run_t) - spec.value(ref_t)
+        influence = run_sums @ _gradients(spec, run_t).T - ref_sums @ _gradients(spec, ref_t).T
+        c = w.sum(1)
+        mean = np.einsum("dc,cd->d", w, influence) / c
+        spread = np.einsum("dc,cd->d", w, influence ** 2) - c * mean ** 2
+        se = np.sqrt(np.maximum(c / (c - 1) * spread, 0.0))
+    bad = (c < 2) | ~np.isfinite(delta)
+    return delta, np.where(bad, np.nan, se)
 
 
 @lru_cache(maxsize=64)
