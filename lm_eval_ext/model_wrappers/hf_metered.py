@@ -12,10 +12,14 @@ from lm_eval.api.registry import register_model
 from lm_eval.models.huggingface import HFLM
 
 from lm_eval_ext.model_wrappers.metered import MeteredMixin
+from lm_eval_ext.model_wrappers.shared_prefix import SharedPrefixMixin
 
 
 @register_model("hf-metered")
-class HFMeteredLM(MeteredMixin, HFLM):
-    """``hf`` plus metering, precision switches and an embedded default model."""
+class HFMeteredLM(MeteredMixin, SharedPrefixMixin, HFLM):
+    """``hf`` plus metering, precision switches, an embedded default model, and packed scoring.
+
+    ``mc_scoring=shared_prefix`` scores a multiple-choice item's options in one forward.
+    """
 
     MODEL_NAME = "hf-metered"

@@ -23,7 +23,7 @@ from typing import Any
 
 import torch
 
-from lm_eval_ext.errors import ConfigError
+from lm_eval_ext.errors import ConfigError, check_choice
 from lm_eval_ext.model_wrappers import embedded_model
 from lm_eval_ext.model_wrappers.metering import EnergyMeter, InferenceLedger, select_source
 from lm_eval_ext.model_wrappers.metering.contention import cpu_contention_probe
@@ -35,11 +35,12 @@ from lm_eval_ext.model_wrappers.metering.ranks import (
 from lm_eval_ext.model_wrappers.model_args import validate_own_args
 from lm_eval_ext.model_wrappers.precision import plan_precision, verify_precision
 from lm_eval_ext.model_wrappers.request_groups import run_by_task
+from lm_eval_ext.model_wrappers.shared_prefix import MC_SCORING, SharedPrefixMixin
 
 #: hf-metered's own model args and their defaults.
 OWN_ARGS = {"pretrained": None, "chat_template": "auto", "precision": None, "energy": "auto",
             "idle_seconds": 3.0, "sync": True, "codecarbon": False, "codecarbon_country": "CAN",
-            "codecarbon_region": "ontario", "carbon_intensity": None}
+            "codecarbon_region": "ontario", "carbon_intensity": None, "mc_scoring": "standard"}
 #: extra ``from_pretrained`` keys passed through unchanged.
 PASSTHROUGH_ARGS = ("attn_implementation", "low_cpu_mem_usage", "use_safetensors", "cache_dir",
                     "local_files_only", "token", "variant", "device_map")
@@ -116,8 +117,13 @@ class MeteredMixin:
                  precision: str | None = None, energy: str = "auto", idle_seconds: float = 3.0,
                  sync: bool = True, codecarbon: bool = False, codecarbon_country: str = "CAN",
                  codecarbon_region: str | None = "ontario",
-                 carbon_intensity: float | None = None, **kwargs: Any):
+                 carbon_intensity: float | None = None, mc_scoring: str = "standard",
+                 **kwargs: Any):
         self._check_unknown(kwargs)
+        check_choice("model arg mc_scoring", mc_scoring, MC_SCORING)
+        if mc_scoring != "standard" and not isinstance(self, SharedPrefixMixin):
+            raise ConfigError(f"{self.MODEL_NAME}: mc_scoring={mc_scoring} is only built for "
+                              "hf-metered (text models); use mc_scoring=standard")
         own = validate_own_args(
             self.MODEL_NAME, pretrained=pretrained, chat_template=chat_template, energy=energy,
             idle_seconds=idle_seconds, sync=sync, codecarbon=codecarbon,
@@ -137,6 +143,8 @@ class MeteredMixin:
         super().__init__(pretrained=pretrained, dtype=self._plan.dtype, **kwargs)
         self._load_seconds = time.perf_counter() - started
         self._precision, self._quantized_modules = verify_precision(self.model, self._plan)
+        if isinstance(self, SharedPrefixMixin):
+            self._init_shared_prefix(mc_scoring)
 
         cuda = parameter_cuda_devices(self.model)
         self._synced_devices = [f"cuda:{i}" for i in cuda] if own.sync else []
@@ -167,7 +175,22 @@ class MeteredMixin:
                     else "prompts sent exactly as --model hf sends them (chat_template=off)")
         return (f"[{self.MODEL_NAME}] precision={self._precision}; energy={self._meter.source.name}"
                 f" (inference windows only, synced: {', '.join(self._synced_devices) or 'none'});"
-                f" {template}; log-likelihood requests unchanged.")
+                f" {template}; {self._loglik_policy()}.")
+
+    def _loglik_policy(self) -> str:
+        stats = getattr(self, "_mc_stats", None)
+        if stats is None or stats.requested == "standard":
+            return "log-likelihood requests unchanged"
+        if stats.used == "shared_prefix":
+            return ("log-likelihood options that share a context are scored in one packed "
+                    "forward (mc_scoring=shared_prefix)")
+        return f"mc_scoring=shared_prefix not used: {stats.fallback_reason}"
+
+    def reset_metering(self) -> None:
+        """Start a fresh ledger: later windows only (several conditions on one loaded model)."""
+        self._ledger = InferenceLedger(self._meter)
+        self._padding_requests = 0
+        self._probed_batch_sizes = []
 
     # quantisation: HFLM passes the checkpoint's own quantization_config explicitly
     def _create_model(self, *args: Any, quantization_config: Any = None, **kwargs: Any) -> None:
@@ -311,12 +334,16 @@ class MeteredMixin:
             "quantized_modules": self._quantized_modules,
             "boundary": BOUNDARY,
             "padding_requests": self._padding_requests,
+            "mc_scoring": (dataclasses.asdict(self._mc_stats)
+                           if hasattr(self, "_mc_stats") else {"requested": "standard",
+                                                               "used": "standard"}),
         }
 
     def get_model_info(self) -> dict:  # noqa: D102
         info = super().get_model_info()
         info["metering"] = self.metering_info()
         info["hf_metered"] = {
+            "model_class": self.MODEL_NAME,
             "adds": self.header(),
             "embedded_model": embedded_model.provenance() if self._embedded else None,
             "chat_template_mode": self._chat_template_mode,

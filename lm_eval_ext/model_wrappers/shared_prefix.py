@@ -1,0 +1,353 @@
+"""Shared-prefix multiple-choice scoring: one forward per item instead of one per option.
+
+lm-eval scores each option of a multiple-choice item as its own sequence that repeats the
+whole context. Here the requests that share a context are packed into one row: the context
+once, then every option's tokens after it. A 4-D attention mask lets each option see the
+context and its own earlier tokens only, and per-option position ids restart where the
+context ends, so each option is computed as if it followed the context alone:
+
+    tokens     c0 c1 c2 c3 | a0 a1 | b0 | d0 d1 d2      (options a, b, d; last token dropped)
+    positions   0  1  2  3 |  4  5 |  4 |  4  5  6
+    a's logits come from c3, a0, a1 (they predict a0, a1, a2); b's from c3, b0; ...
+
+Only the hidden states at the positions that predict option tokens go through the output
+head. The answer per request is lm-eval's ``(sum of log-probabilities, is_greedy)``.
+
+``SharedPrefixMixin`` is the seam (``_loglikelihood_tokens``); ``support_problem`` says which
+models cannot take the packed mask (they use the standard path, and the run's
+``config.metering.mc_scoring`` says why). Before the first packed batch, the first item is also
+scored the standard way and compared (``self_check``): a model whose attention ignores the
+custom mask falls back instead of returning wrong numbers.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+MC_SCORING = ("standard", "shared_prefix")
+#: attention implementations that honour a custom additive 4-D mask
+MASKABLE_ATTENTION = ("sdpa", "eager")
+#: config keys that make the model's head more than ``lm_head(hidden)``, or attention not plain
+UNSUPPORTED_CONFIG = ("final_logit_softcapping", "logit_scale", "logits_scaling")
+#: self-check tolerance on a log-likelihood (nats), by compute dtype
+SELF_CHECK_TOLERANCE = {torch.float32: 1e-3, torch.float64: 1e-6}
+HALF_TOLERANCE = 0.25
+#: a packed row holds options up to this many tokens (more options: more rows); tasks whose
+#: items share a trivial context (CrowS-Pairs: the BOS token) would otherwise pack everything
+PACKED_ROW_TOKENS = 1024
+
+Request = tuple[Any, Sequence[int], Sequence[int]]  # ((context, continuation), ctx, cont)
+
+
+@dataclasses.dataclass(frozen=True)
+class PackedItem:
+    """Requests sharing one context: the context's tokens and each option's tokens."""
+
+    context: tuple[int, ...]
+    options: tuple[tuple[int, ...], ...]
+    request_indices: tuple[int, ...]
+    #: tokens in the packed row (every option's last token is never an input)
+    length: int = dataclasses.field(init=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "length",
+                           len(self.context) + sum(len(o) - 1 for o in self.options))
+
+
+def group_by_context(requests: Sequence[Request]) -> list[PackedItem]:
+    """One item per distinct context token sequence, in order of first appearance."""
+    groups: dict[tuple[int, ...], list[int]] = {}
+    for index, (_, context, _) in enumerate(requests):
+        groups.setdefault(tuple(context), []).append(index)
+    return [PackedItem(context, tuple(tuple(requests[i][2]) for i in indices), tuple(indices))
+            for context, indices in groups.items()]
+
+
+def split_to_fit(item: PackedItem, row_tokens: int = PACKED_ROW_TOKENS) -> list[PackedItem]:
+    """``item`` as rows of at most ``row_tokens`` tokens (a row always takes one option)."""
+    rows: list[PackedItem] = []
+    options: list[tuple[int, ...]] = []
+    indices: list[int] = []
+    for option, index in zip(item.options, item.request_indices, strict=True):
+        grown = len(item.context) + sum(len(o) - 1 for o in options) + len(option) - 1
+        if options and grown > row_tokens:
+            rows.append(PackedItem(item.context, tuple(options), tuple(indices)))
+            options, indices = [], []
+        options.append(option)
+        indices.append(index)
+    rows.append(PackedItem(item.context, tuple(options), tuple(indices)))
+    return rows
+
+
+@dataclasses.dataclass(frozen=True)
+class PackedBatch:
+    """Model inputs for a batch of packed items and where each option's scores come from."""
+
+    tokens: torch.Tensor  # (B, T) long
+    positions: torch.Tensor  # (B, T) long
+    segments: torch.Tensor  # (B, T) long: 0 context, k option k, -1 padding
+    rows: torch.Tensor  # (N,) row of every scored position (all options, concatenated)
+    columns: torch.Tensor  # (N,) packed index of every scored position
+    targets: torch.Tensor  # (N,) the token each scored position should predict
+    option_lengths: list[int]  # per option (batch order): how many of the N positions
+
+
+def pack(items: Sequence[PackedItem], pad_id: int, device: torch.device | str) -> PackedBatch:
+    """Right-padded packed rows for ``items`` (built in numpy, one copy each to ``device``)."""
+    width = max(item.length for item in items)
+    tokens = np.full((len(items), width), pad_id, dtype=np.int64)
+    positions = np.zeros((len(items), width), dtype=np.int64)
+    segments = np.full((len(items), width), -1, dtype=np.int64)
+    rows, columns, targets, lengths = [], [], [], []
+    for row, item in enumerate(items):
+        n = len(item.context)
+        tokens[row, :n] = item.context
+        positions[row, :n] = np.arange(n)
+        segments[row, :n] = 0
+        start = n
+        for k, option in enumerate(item.options, start=1):
+            end = start + len(option) - 1
+            tokens[row, start:end] = option[:-1]
+            positions[row, start:end] = np.arange(n, n + end - start)
+            segments[row, start:end] = k
+            rows += [row] * len(option)
+            columns.append(n - 1)
+            columns += range(start, end)
+            targets += option
+            lengths.append(len(option))
+            start = end
+
+    def put(array) -> torch.Tensor:
+        return torch.from_numpy(np.asarray(array, dtype=np.int64)).to(device)
+
+    return PackedBatch(put(tokens), put(positions), put(segments), put(rows), put(columns),
+                       put(targets), lengths)
+
+
+def attention_mask(segments: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """(B, 1, T, T) additive mask: causal, options see the context and themselves only."""
+    t = segments.shape[1]
+    index = torch.arange(t, device=segments.device)
+    causal = index[None, :] <= index[:, None]  # (q, k)
+    seg_q, seg_k = segments[:, :, None], segments[:, None, :]
+    allowed = causal & ((seg_k == 0) | (seg_k == seg_q)) & (seg_k >= 0)
+    allowed |= torch.eye(t, dtype=torch.bool, device=segments.device)  # padding sees itself
+    mask = torch.zeros(allowed.shape, dtype=dtype, device=segments.device)
+    return mask.masked_fill_(~allowed, torch.finfo(dtype).min)[:, None]
+
+
+def support_problem(model: Any, backend: str) -> str | None:
+    """Why this model cannot be scored with a packed mask (None: it can)."""
+    config = getattr(model, "config", None)
+    if backend != "causal":
+        return f"backend {backend!r} is not a decoder-only (causal) model"
+    attention = getattr(config, "_attn_implementation", None)
+    if attention not in MASKABLE_ATTENTION:
+        return (f"attention implementation {attention!r} does not take a custom 4-D mask "
+                f"(supported: {', '.join(MASKABLE_ATTENTION)})")
+    for key in UNSUPPORTED_CONFIG:
+        if getattr(config, key, None) not in (None, 1, 1.0):
+            return f"config.{key} is set: the output head is not a plain linear layer"
+    if getattr(config, "sliding_window", None) or any(
+            t != "full_attention" for t in getattr(config, "layer_types", None) or []):
+        return "sliding-window or non-attention layers: a packed row would change what they see"
+    if not hasattr(model, "get_decoder") or model.get_output_embeddings() is None:
+        return "the model exposes no decoder/output-head split"
+    return None
+
+
+def self_check_tolerance(dtype: torch.dtype) -> float:
+    """How far a packed log-likelihood may sit from the standard one in ``dtype``."""
+    return SELF_CHECK_TOLERANCE.get(dtype, HALF_TOLERANCE)
+
+
+def batch_encoded(lm: Any, pairs: Sequence[tuple[str, str]]) -> dict[tuple[str, Any], list[int]]:
+    """The ``tok_encode`` calls lm-eval will make for these (context, continuation) pairs.
+
+    The strings are the ones lm-eval's ``loglikelihood``/``_encode_pair`` encode (empty
+    context: the continuation without special tokens; else context and context +
+    continuation after moving the context's trailing spaces), encoded in one batched
+    tokenizer call per special-token setting. A key lm-eval does not ask for is never used,
+    and a string lm-eval asks for that is missing is encoded the usual way; two entries are
+    checked against ``tok_encode`` itself (an empty dict if they differ).
+    """
+    from lm_eval.models.utils import _add_special_kwargs, has_bos_prefix
+
+    wanted: set[tuple[str, Any]] = set()
+    for context, continuation in pairs:
+        if context == "":
+            wanted.add((continuation, False))
+            continue
+        spaces = len(context) - len(context.rstrip())
+        if spaces:
+            context, continuation = context[:-spaces], context[-spaces:] + continuation
+        wanted |= {(context + continuation, None), (context, None)}
+    prefix = lm.tokenizer.decode(lm.prefix_token_id)
+    groups: dict[tuple, list[tuple[str, Any]]] = {}
+    for key in wanted:
+        string, add_special = key
+        settings = _add_special_kwargs(add_special, lm.add_bos_token)
+        if add_special is None and has_bos_prefix(string, prefix):
+            settings["add_special_tokens"] = False
+        groups.setdefault(tuple(sorted(settings.items())), []).append(key)
+    encoded: dict[tuple[str, Any], list[int]] = {}
+    for settings, keys in groups.items():
+        ids = lm.tokenizer([k[0] for k in keys], **dict(settings))["input_ids"]
+        encoded.update(zip(keys, ids, strict=True))
+    for key in list(encoded)[:2]:  # lm-eval's own tok_encode, past the cache
+        if encoded[key] != super(SharedPrefixMixin, lm).tok_encode(*key):
+            return {}
+    return encoded
+
+
+@dataclasses.dataclass
+class SharedPrefixStats:
+    """What shared-prefix scoring did in a run (``config.metering.mc_scoring``)."""
+
+    requested: str = "standard"
+    used: str = "standard"
+    fallback_reason: str | None = None
+    items_packed: int = 0
+    requests_packed: int = 0
+    requests_standard: int = 0
+    self_check_max_abs_diff: float | None = None
+    self_check_tolerance: float | None = None
+
+
+class SharedPrefixMixin:
+    """Overrides lm-eval's ``_loglikelihood_tokens`` with packed scoring when enabled."""
+
+    _mc_stats: SharedPrefixStats
+    _self_checked: bool
+
+    def _init_shared_prefix(self, mc_scoring: str) -> None:
+        self._mc_stats = SharedPrefixStats(requested=mc_scoring, used=mc_scoring)
+        self._self_checked = False
+        if mc_scoring == "shared_prefix":
+            problem = support_problem(self.model, self.backend)
+            if problem:
+                self._fall_back(problem)
+
+    def _fall_back(self, reason: str) -> None:
+        self._mc_stats.used, self._mc_stats.fallback_reason = "standard", reason
+        print(f"[{self.MODEL_NAME}] mc_scoring=shared_prefix not used: {reason}",
+              file=sys.stderr, flush=True)
+
+    # tokenisation: one batched tokenizer call per request list instead of two calls per request
+    def loglikelihood(self, requests, disable_tqdm: bool = False):  # noqa: D102
+        if self._mc_stats.used != "shared_prefix":
+            return super().loglikelihood(requests, disable_tqdm)
+        self._encoded = batch_encoded(self, [r.args for r in requests])
+        try:
+            return super().loglikelihood(requests, disable_tqdm)
+        finally:
+            self._encoded = {}
+
+    def tok_encode(self, string: str, add_special_tokens: bool | None = None,
+                   left_truncate_len: int | None = None, **kwargs: Any) -> list[int]:
+        """lm-eval's ``tok_encode``, answered from the batch encoded for this request list."""
+        cached = None if kwargs else getattr(self, "_encoded", {}).get(
+            (string, add_special_tokens))
+        if cached is None:
+            return super().tok_encode(string, add_special_tokens, left_truncate_len, **kwargs)
+        return list(cached[-left_truncate_len:] if left_truncate_len else cached)
+
+    def _loglikelihood_tokens(self, requests, disable_tqdm: bool = False,
+                              override_bs: int | None = None):  # noqa: D102
+        if self._mc_stats.used != "shared_prefix" or not requests:
+            self._mc_stats.requests_standard += len(requests)
+            return super()._loglikelihood_tokens(requests, disable_tqdm, override_bs)
+        items = [row for item in group_by_context(requests) for row in split_to_fit(item)]
+        limit = self.max_length  # a property that reads the model config: once per call
+        fits = [i for i in items if i.length <= limit
+                and len(i.context) + max(len(o) for o in i.options) <= limit + 1]
+        if not self._self_checked and fits:
+            self._self_checked = True
+            if not self._self_check(requests, fits[0]):
+                return self._loglikelihood_tokens(requests, disable_tqdm, override_bs)
+        answers: list[tuple[float, bool] | None] = [None] * len(requests)
+        packed = {id(i) for i in fits}
+        rest = [index for i in items if id(i) not in packed for index in i.request_indices]
+        if rest:  # too long to pack: lm-eval's own path (it truncates from the left)
+            self._mc_stats.requests_standard += len(rest)
+            for index, answer in zip(rest, super()._loglikelihood_tokens(
+                    [requests[j] for j in rest], disable_tqdm, override_bs), strict=True):
+                answers[index] = answer
+        batch = self._packed_batch_size(override_bs)
+        ordered = sorted(fits, key=lambda i: -i.length)
+        for start in range(0, len(ordered), batch):
+            chunk = ordered[start:start + batch]
+            scores = self._score_packed(chunk)
+            for item, item_scores in zip(chunk, scores, strict=True):
+                for index, answer in zip(item.request_indices, item_scores, strict=True):
+                    answers[index] = answer
+                    if requests[index][0] is not None:
+                        self.cache_hook.add_partial("loglikelihood", requests[index][0], answer)
+        self._mc_stats.items_packed += len(fits)
+        self._mc_stats.requests_packed += sum(len(i.options) for i in fits)
+        return answers
+
+    def _packed_batch_size(self, override_bs: int | None) -> int:
+        """Packed rows (items) per forward: the run's batch size, or the detected one."""
+        if self.batch_size != "auto":
+            return int(self.batch_size)
+        if override_bs:
+            return int(override_bs)
+        return int(self._detect_batch_size())
+
+    def _packed_logits(self, batch: PackedBatch) -> torch.Tensor:
+        """The model's logits at the scored positions only: (N, vocab)."""
+        model = self.model
+        dtype = model.get_input_embeddings().weight.dtype
+        mask = attention_mask(batch.segments, self.mixed_precision_dtype or (
+            dtype if dtype.is_floating_point else torch.float16))
+        with torch.no_grad(), torch.autocast(device_type=self.device.type,
+                                             dtype=self.mixed_precision_dtype,
+                                             enabled=self.mixed_precision_dtype is not None):
+            hidden = model.get_decoder()(input_ids=batch.tokens, attention_mask=mask,
+                                         position_ids=batch.positions).last_hidden_state
+            return model.get_output_embeddings()(hidden[batch.rows, batch.columns])
+
+    def _score_packed(self, items: Sequence[PackedItem]) -> list[list[tuple[float, bool]]]:
+        """(log-likelihood, is_greedy) of every option of every item, one forward.
+
+        Log-probabilities and their sums use the dtype lm-eval's own path uses
+        (``softmax_dtype``, else the logits' dtype), so the two paths differ only in the
+        attention layout.
+        """
+        pad = self.tokenizer.pad_token_id
+        batch = pack(items, 0 if pad is None else pad, self.device)
+        logits = self._timed_forward(self._packed_logits, batch)
+        logprobs = F.log_softmax(logits, dim=-1, dtype=self.softmax_dtype)
+        chosen = logprobs.gather(1, batch.targets[:, None])[:, 0]
+        greedy = logprobs.argmax(dim=-1) == batch.targets
+        sums = torch.stack([s.sum() for s in torch.split(chosen, batch.option_lengths)])
+        hits = torch.stack([h.all() for h in torch.split(greedy, batch.option_lengths)])
+        flat = list(zip(sums.float().tolist(), hits.tolist(), strict=True))
+        out, at = [], 0
+        for item in items:
+            out.append([(float(s), bool(g)) for s, g in flat[at:at + len(item.options)]])
+            at += len(item.options)
+        return out
+
+    def _self_check(self, requests, item: PackedItem) -> bool:
+        """Score ``item`` both ways; fall back to the standard path if they disagree."""
+        standard = super()._loglikelihood_tokens([requests[i] for i in item.request_indices],
+                                                 True)
+        packed = self._score_packed([item])[0]
+        diff = max(abs(a[0] - b[0]) for a, b in zip(standard, packed, strict=True))
+        tolerance = self_check_tolerance(self.model.get_input_embeddings().weight.dtype)
+        self._mc_stats.self_check_max_abs_diff = diff
+        self._mc_stats.self_check_tolerance = tolerance
+        if diff > tolerance:
+            self._fall_back(f"self-check: the first item's packed log-likelihoods differ from "
+                            f"the standard path's by {diff:.3g} > {tolerance:g} nats")
+            return False
+        return True
