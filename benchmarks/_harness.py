@@ -55,6 +55,16 @@ def environment() -> dict[str, Any]:
     return info
 
 
+def command_line(script: str, args: Any) -> str:
+    """``python benchmarks/SCRIPT --flag value ...`` from parsed arguments (None ones left out)."""
+    parts = [f"python benchmarks/{script}"]
+    for key, value in vars(args).items():
+        if value is not None:
+            text = " ".join(map(str, value)) if isinstance(value, list) else str(value)
+            parts.append(f"--{key.replace('_', '-')} {text}")
+    return " ".join(parts)
+
+
 def write_json(path: str | Path, payload: Any) -> None:
     """Write JSON (sorted keys, NaN allowed as null-free floats) and print where."""
     path = Path(path)

@@ -25,7 +25,7 @@ import gc
 import shutil
 from pathlib import Path
 
-from _harness import Deadline, environment, task_manager, write_json
+from _harness import Deadline, command_line, environment, task_manager, write_json
 
 LABEL = "random weights: speed and energy only"
 #: architecture fields of real models' configs (vocabulary: the embedded tokenizer's)
@@ -151,9 +151,7 @@ def main() -> None:
 
     rows, built = [], {}
     payload = {"benchmark": "P3 energy at realistic sizes", "label": LABEL,
-               "command": "python benchmarks/energy_sizes.py " + " ".join(
-                   f"--{k.replace('_', '-')} {' '.join(v) if isinstance(v, list) else v}"
-                   for k, v in vars(args).items()),
+               "command": command_line("energy_sizes.py", args),
                "environment": environment(), "models": built, "runs": rows}
     for size in args.sizes:
         folder = Path(args.workdir) / size

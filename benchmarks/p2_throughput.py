@@ -26,7 +26,7 @@ import statistics
 import time
 from collections import defaultdict
 
-from _harness import Deadline, build_requests, environment, write_json
+from _harness import Deadline, build_requests, command_line, environment, write_json
 
 PATHS = ("raw", "hf", "metered", "shared_prefix")
 
@@ -202,9 +202,7 @@ def _payload(args, rows, answers, requests, n_items, meter) -> dict:
         summary[str(batch)] = {"medians": medians, "ratios": ratios,
                                "shared_prefix_vs_standard": exact}
     return {"benchmark": "P2 log-likelihood throughput and energy",
-            "command": " ".join(["python benchmarks/p2_throughput.py", *[
-                f"--{k.replace('_', '-')} {' '.join(map(str, v)) if isinstance(v, list) else v}"
-                for k, v in vars(args).items() if v is not None]]),
+            "command": command_line("p2_throughput.py", args),
             "task": args.task, "n_items": n_items, "n_requests": len(requests),
             "idle_watts": meter.idle_watts, "gpus": meter.source.describe()
             if hasattr(meter.source, "describe") else None,
