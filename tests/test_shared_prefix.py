@@ -172,3 +172,18 @@ def test_a_mask_the_model_ignores_is_caught_by_the_self_check(embedded_checkpoin
              for r in s["resps"]]
             == pytest.approx([float(r[0][0]) for s in standard["samples"]["bbq_instrument_loglik"]
                               for r in s["resps"]], abs=1e-4))
+
+
+def test_auto_batch_size_is_probed_per_request_list_and_cut_out(embedded_checkpoint):
+    from lm_eval_ext.model_wrappers.hf_metered import HFMeteredLM
+
+    lm = HFMeteredLM(device="cpu", batch_size="auto", max_batch_size=4, idle_seconds=0,
+                     mc_scoring="shared_prefix")
+    out = _samples(lm, ["bbq_instrument_loglik", "crows_pairs_ext_loglik"], limit=3)
+    metering = out["config"]["metering"]
+    assert metering["batch_sizes_detected"] == [4, 4]  # one probe per task's request list
+    for task in ("bbq_instrument_loglik", "crows_pairs_ext_loglik"):
+        window = metering["per_task"][task]
+        assert window["windows"] == 2  # the probe split the window in two segments
+    assert metering["mc_scoring"]["used"] == "shared_prefix"
+    assert metering["mc_scoring"]["requests_packed"] == 3 * 3 + 3 * 2

@@ -280,8 +280,8 @@ class SharedPrefixMixin:
             for index, answer in zip(rest, super()._loglikelihood_tokens(
                     [requests[j] for j in rest], disable_tqdm, override_bs), strict=True):
                 answers[index] = answer
-        batch = self._packed_batch_size(override_bs)
         ordered = sorted(fits, key=lambda i: -i.length)
+        batch = self._packed_batch_size(override_bs, ordered[0].length) if ordered else 1
         for start in range(0, len(ordered), batch):
             chunk = ordered[start:start + batch]
             scores = self._score_packed(chunk)
@@ -294,13 +294,18 @@ class SharedPrefixMixin:
         self._mc_stats.requests_packed += sum(len(i.options) for i in fits)
         return answers
 
-    def _packed_batch_size(self, override_bs: int | None) -> int:
-        """Packed rows (items) per forward: the run's batch size, or the detected one."""
+    def _packed_batch_size(self, override_bs: int | None, longest: int) -> int:
+        """Packed rows (items) per forward: the run's batch size, or the detected one.
+
+        ``auto`` probes once per request list, with sequences as long as its longest row
+        (lm-eval's own path probes with its longest request the same way).
+        """
         if self.batch_size != "auto":
             return int(self.batch_size)
         if override_bs:
             return int(override_bs)
-        return int(self._detect_batch_size())
+        probe = [(None, [0] * longest, [0])]  # context + continuation - 1 = longest tokens
+        return int(self._detect_batch_size(probe, 0))
 
     def _packed_logits(self, batch: PackedBatch) -> torch.Tensor:
         """The model's logits at the scored positions only: (N, vocab)."""
@@ -339,8 +344,8 @@ class SharedPrefixMixin:
 
     def _self_check(self, requests, item: PackedItem) -> bool:
         """Score ``item`` both ways; fall back to the standard path if they disagree."""
-        standard = super()._loglikelihood_tokens([requests[i] for i in item.request_indices],
-                                                 True)
+        mine = [requests[i] for i in item.request_indices]
+        standard = super()._loglikelihood_tokens(mine, True, override_bs=len(mine))  # no probe
         packed = self._score_packed([item])[0]
         diff = max(abs(a[0] - b[0]) for a, b in zip(standard, packed, strict=True))
         tolerance = self_check_tolerance(self.model.get_input_embeddings().weight.dtype)
