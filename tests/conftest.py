@@ -17,6 +17,10 @@ os.environ["LM_EVAL_EXT_DATA"] = str(Path(os.environ["LM_EVAL_EXT_DATA"]).resolv
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["HF_DATASETS_OFFLINE"] = "1"
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+if os.environ.get("PYTEST_XDIST_WORKER_COUNT"):  # pytest -n N: share the cores, no oversubscription
+    _threads = max(1, (os.cpu_count() or 1) // int(os.environ["PYTEST_XDIST_WORKER_COUNT"]))
+    os.environ.setdefault("OMP_NUM_THREADS", str(_threads))
+    os.environ.setdefault("MKL_NUM_THREADS", str(_threads))
 
 DATA = Path(os.environ["LM_EVAL_EXT_DATA"])
 BIN = Path(sys.executable).parent
