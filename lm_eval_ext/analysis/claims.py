@@ -31,11 +31,11 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from lm_eval_ext.analysis.bootstrap import ClusterDesign, as_rng
+from lm_eval_ext.analysis.bootstrap import ClusterDesign, as_rng, cluster_sums
 from lm_eval_ext.analysis.errors import DegenerateDataWarning
-from lm_eval_ext.analysis.membership import FRACTIONS, draw_matrix
+from lm_eval_ext.analysis.membership import FRACTIONS, cluster_categories, draw_matrix
 from lm_eval_ext.analysis.metrics import MetricSpec
-from lm_eval_ext.analysis.paired import paired_deltas
+from lm_eval_ext.analysis.paired import paired_deltas, valid_in_both
 from lm_eval_ext.analysis.sequential import linearised_deltas
 from lm_eval_ext.cards import FACTORS, differing_axes
 
@@ -112,15 +112,11 @@ def draw_stability(spec: MetricSpec, ref: pd.DataFrame, run: pd.DataFrame, codes
     """
     if claim not in (CHANGED, UNCHANGED) or n_draws <= 0:
         return {}
-    keep = np.ones(len(ref), bool)
-    if spec.valid_column is not None:
-        keep = ref[spec.valid_column].notna().to_numpy() & run[spec.valid_column].notna().to_numpy()
+    keep = valid_in_both(spec, ref, run)[:, None]
     n_clusters = int(codes.max()) + 1
-    ref_x, run_x = spec.features(ref) * keep[:, None], spec.features(run) * keep[:, None]
-    ref_s, run_s = (np.stack([np.bincount(codes, weights=col, minlength=n_clusters)
-                              for col in x.T], axis=1) for x in (ref_x, run_x))
-    categories = (pd.Series(ref["unit_id"].astype(str).to_numpy()).groupby(codes).first()
-                  .str.split(":").str[0].to_numpy())
+    ref_s = cluster_sums(codes, n_clusters, spec.features(ref) * keep)
+    run_s = cluster_sums(codes, n_clusters, spec.features(run) * keep)
+    _, categories = cluster_categories(ref["unit_id"], codes)
     z = stats.norm.ppf(0.5 + level / 2)
     shares = {}
     for fraction in FRACTIONS:

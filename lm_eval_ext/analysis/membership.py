@@ -34,6 +34,12 @@ class MembershipResult:
     frozen: pd.DataFrame
 
 
+def cluster_categories(unit_ids: pd.Series, codes: np.ndarray) -> tuple[pd.Series, np.ndarray]:
+    """The unit id of each cluster and its category (the part before ``:``)."""
+    unit_of_cluster = pd.Series(unit_ids.astype(str).to_numpy()).groupby(codes).first()
+    return unit_of_cluster, unit_of_cluster.str.split(":").str[0].to_numpy()
+
+
 def draw_matrix(cluster_categories: np.ndarray, n_units: int, n_draws: int, rng) -> np.ndarray:
     """(n_draws x C) 0/1 matrix: each row a category-stratified draw of ``n_units`` clusters."""
     rng = as_rng(rng)
@@ -73,13 +79,12 @@ def membership_sensitivity(spec: MetricSpec, items: pd.DataFrame, codes: np.ndar
     n_clusters = int(codes.max()) + 1
     sums = cluster_sums(codes, n_clusters, spec.features(items))
     full = float(spec.value(sums.sum(0)))
-    unit_of_cluster = pd.Series(items["unit_id"].to_numpy()).groupby(codes).first()
-    cluster_categories = unit_of_cluster.str.split(":").str[0].to_numpy()
+    unit_of_cluster, categories = cluster_categories(items["unit_id"], codes)
     items_per_cluster = np.bincount(codes, minlength=n_clusters)
     sizes = sizes or [int(f * n_clusters) for f in FRACTIONS]
     summaries, draw_rows = [], []
     for n_units in sizes:
-        selection = draw_matrix(cluster_categories, n_units, n_draws, rng)
+        selection = draw_matrix(categories, n_units, n_draws, rng)
         values = spec.value(selection @ sums)
         deviation = spec.scale * (values - full)
         n_items = int(round(float(np.mean(selection @ items_per_cluster))))

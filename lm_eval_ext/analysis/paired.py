@@ -95,6 +95,13 @@ class PairedDelta:
         return self.ci
 
 
+def valid_in_both(spec: MetricSpec, ref: pd.DataFrame, run: pd.DataFrame) -> np.ndarray:
+    """Items a paired comparison keeps: valid in both runs (judge scores), else all."""
+    if spec.valid_column is None:
+        return np.ones(len(ref), bool)
+    return ref[spec.valid_column].notna().to_numpy() & run[spec.valid_column].notna().to_numpy()
+
+
 def paired_deltas(spec: MetricSpec, ref: pd.DataFrame, run: pd.DataFrame, design: ClusterDesign,
                   masks: np.ndarray, level: float = 0.95, keep_draws: bool = False
                   ) -> list[PairedDelta]:
@@ -104,10 +111,7 @@ def paired_deltas(spec: MetricSpec, ref: pd.DataFrame, run: pd.DataFrame, design
     (n x G) boolean matrix, one column per subgroup. All subgroups share the cluster design,
     so every resample is one matrix product for all of them.
     """
-    masks = np.asarray(masks, bool).reshape(len(ref), -1)
-    if spec.valid_column is not None:  # judge scores: items valid in both runs only
-        both = ref[spec.valid_column].notna().to_numpy() & run[spec.valid_column].notna().to_numpy()
-        masks = masks & both[:, None]
+    masks = np.asarray(masks, bool).reshape(len(ref), -1) & valid_in_both(spec, ref, run)[:, None]
     ref_x, run_x = spec.features(ref), spec.features(run)
     ref_sums = design.sums(ref_x[:, None, :] * masks[:, :, None])  # (C, G, k)
     run_sums = design.sums(run_x[:, None, :] * masks[:, :, None])

@@ -26,6 +26,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from lm_eval_ext.analysis.bootstrap import cluster_sums
 from lm_eval_ext.analysis.metrics import MetricSpec
 
 CHANGED, EQUIVALENT, CONTINUE, UNRESOLVED = "changed", "equivalent", "continue", "unresolved"
@@ -87,11 +88,8 @@ def linearised_delta(spec: MetricSpec, ref: pd.DataFrame, run: pd.DataFrame,
     """
     _, codes = np.unique(np.asarray(units).astype(str), return_inverse=True)
     c = int(codes.max()) + 1 if len(codes) else 0
-    ref_s = np.stack([np.bincount(codes, weights=col, minlength=c)
-                      for col in spec.features(ref).T], axis=1)
-    run_s = np.stack([np.bincount(codes, weights=col, minlength=c)
-                      for col in spec.features(run).T], axis=1)
-    delta, se = linearised_deltas(spec, ref_s, run_s, np.ones((1, c)))
+    delta, se = linearised_deltas(spec, cluster_sums(codes, c, spec.features(ref)),
+                                  cluster_sums(codes, c, spec.features(run)), np.ones((1, c)))
     return float(delta[0]), float(se[0])
 
 

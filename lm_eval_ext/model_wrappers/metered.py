@@ -23,7 +23,7 @@ from typing import Any
 
 import torch
 
-from lm_eval_ext.errors import ConfigError, check_choice
+from lm_eval_ext.errors import ConfigError
 from lm_eval_ext.model_wrappers import embedded_model
 from lm_eval_ext.model_wrappers.metering import EnergyMeter, InferenceLedger, select_source
 from lm_eval_ext.model_wrappers.metering.contention import cpu_contention_probe
@@ -35,7 +35,7 @@ from lm_eval_ext.model_wrappers.metering.ranks import (
 from lm_eval_ext.model_wrappers.model_args import validate_own_args
 from lm_eval_ext.model_wrappers.precision import plan_precision, verify_precision
 from lm_eval_ext.model_wrappers.request_groups import run_by_task
-from lm_eval_ext.model_wrappers.shared_prefix import MC_SCORING, SharedPrefixMixin
+from lm_eval_ext.model_wrappers.shared_prefix import SharedPrefixMixin, SharedPrefixStats
 
 #: hf-metered's own model args and their defaults.
 OWN_ARGS = {"pretrained": None, "chat_template": "auto", "precision": None, "energy": "auto",
@@ -120,15 +120,15 @@ class MeteredMixin:
                  carbon_intensity: float | None = None, mc_scoring: str = "standard",
                  **kwargs: Any):
         self._check_unknown(kwargs)
-        check_choice("model arg mc_scoring", mc_scoring, MC_SCORING)
-        if mc_scoring != "standard" and not isinstance(self, SharedPrefixMixin):
-            raise ConfigError(f"{self.MODEL_NAME}: mc_scoring={mc_scoring} is only built for "
-                              "hf-metered (text models); use mc_scoring=standard")
         own = validate_own_args(
             self.MODEL_NAME, pretrained=pretrained, chat_template=chat_template, energy=energy,
             idle_seconds=idle_seconds, sync=sync, codecarbon=codecarbon,
-            carbon_intensity=carbon_intensity, batch_size=kwargs.get("batch_size", 1),
+            carbon_intensity=carbon_intensity, mc_scoring=mc_scoring,
+            batch_size=kwargs.get("batch_size", 1),
             device=kwargs.get("device"))
+        if mc_scoring != "standard" and not isinstance(self, SharedPrefixMixin):
+            raise ConfigError(f"{self.MODEL_NAME}: mc_scoring={mc_scoring} is only built for "
+                              "hf-metered (text models); use mc_scoring=standard")
         self._chat_template_mode = own.chat_template
         self._plan = plan_precision(precision, kwargs.pop("dtype", "auto"), kwargs)
         self._run_applies_chat_template = False
@@ -175,16 +175,11 @@ class MeteredMixin:
                     else "prompts sent exactly as --model hf sends them (chat_template=off)")
         return (f"[{self.MODEL_NAME}] precision={self._precision}; energy={self._meter.source.name}"
                 f" (inference windows only, synced: {', '.join(self._synced_devices) or 'none'});"
-                f" {template}; {self._loglik_policy()}.")
+                f" {template}; {self._mc_scoring().policy()}.")
 
-    def _loglik_policy(self) -> str:
-        stats = getattr(self, "_mc_stats", None)
-        if stats is None or stats.requested == "standard":
-            return "log-likelihood requests unchanged"
-        if stats.used == "shared_prefix":
-            return ("log-likelihood options that share a context are scored in one packed "
-                    "forward (mc_scoring=shared_prefix)")
-        return f"mc_scoring=shared_prefix not used: {stats.fallback_reason}"
+    def _mc_scoring(self) -> SharedPrefixStats:
+        """Shared-prefix bookkeeping (the standard path's defaults for models without it)."""
+        return getattr(self, "_mc_stats", None) or SharedPrefixStats()
 
     def reset_metering(self) -> None:
         """Start a fresh ledger: later windows only (several conditions on one loaded model)."""
@@ -334,9 +329,7 @@ class MeteredMixin:
             "quantized_modules": self._quantized_modules,
             "boundary": BOUNDARY,
             "padding_requests": self._padding_requests,
-            "mc_scoring": (dataclasses.asdict(self._mc_stats)
-                           if hasattr(self, "_mc_stats") else {"requested": "standard",
-                                                               "used": "standard"}),
+            "mc_scoring": dataclasses.asdict(self._mc_scoring()),
         }
 
     def get_model_info(self) -> dict:  # noqa: D102

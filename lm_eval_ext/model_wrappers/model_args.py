@@ -17,6 +17,7 @@ from lm_eval_ext.errors import ConfigError, check_choice
 
 CHAT_TEMPLATE_MODES = ("auto", "off")
 ENERGY_SOURCES = ("auto", "nvml", "rapl", "off")
+MC_SCORING = ("standard", "shared_prefix")
 
 
 @dataclass(frozen=True)
@@ -82,10 +83,11 @@ def _check_pretrained(model: str, pretrained: Any) -> None:
 
 def validate_own_args(model: str, *, pretrained: Any, chat_template: Any, energy: Any,
                       idle_seconds: Any, sync: Any, codecarbon: Any, carbon_intensity: Any,
-                      batch_size: Any, device: Any) -> OwnArgs:
+                      batch_size: Any, device: Any, mc_scoring: Any = "standard") -> OwnArgs:
     """Check every own arg (and batch size, local paths, energy=nvml without a GPU)."""
     check_choice("model arg chat_template", chat_template, CHAT_TEMPLATE_MODES)
     check_choice("model arg energy", energy, ENERGY_SOURCES)
+    check_choice("model arg mc_scoring", mc_scoring, MC_SCORING)
     check_batch_size(model, batch_size)
     _check_pretrained(model, pretrained)
     if energy == "nvml":

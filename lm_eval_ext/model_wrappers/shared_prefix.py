@@ -31,7 +31,6 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-MC_SCORING = ("standard", "shared_prefix")
 #: attention implementations that honour a custom additive 4-D mask
 MASKABLE_ATTENTION = ("sdpa", "eager")
 #: config keys that make the model's head more than ``lm_head(hidden)``, or attention not plain
@@ -220,6 +219,15 @@ class SharedPrefixStats:
     self_check_max_abs_diff: float | None = None
     self_check_tolerance: float | None = None
 
+    def policy(self) -> str:
+        """What happens to log-likelihood requests (the start-up header's words)."""
+        if self.requested == "standard":
+            return "log-likelihood requests unchanged"
+        if self.used == "shared_prefix":
+            return ("log-likelihood options that share a context are scored in one packed "
+                    "forward (mc_scoring=shared_prefix)")
+        return f"mc_scoring=shared_prefix not used: {self.fallback_reason}"
+
 
 class SharedPrefixMixin:
     """Overrides lm-eval's ``_loglikelihood_tokens`` with packed scoring when enabled."""
@@ -230,6 +238,7 @@ class SharedPrefixMixin:
     def _init_shared_prefix(self, mc_scoring: str) -> None:
         self._mc_stats = SharedPrefixStats(requested=mc_scoring, used=mc_scoring)
         self._self_checked = False
+        self._encoded: dict[tuple[str, Any], list[int]] = {}  # this request list's tokens
         if mc_scoring == "shared_prefix":
             problem = support_problem(self.model, self.backend)
             if problem:
@@ -253,8 +262,7 @@ class SharedPrefixMixin:
     def tok_encode(self, string: str, add_special_tokens: bool | None = None,
                    left_truncate_len: int | None = None, **kwargs: Any) -> list[int]:
         """lm-eval's ``tok_encode``, answered from the batch encoded for this request list."""
-        cached = None if kwargs else getattr(self, "_encoded", {}).get(
-            (string, add_special_tokens))
+        cached = None if kwargs else self._encoded.get((string, add_special_tokens))
         if cached is None:
             return super().tok_encode(string, add_special_tokens, left_truncate_len, **kwargs)
         return list(cached[-left_truncate_len:] if left_truncate_len else cached)
