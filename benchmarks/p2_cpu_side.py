@@ -4,7 +4,7 @@ Measured without the model's forward (the embedded model is loaded for its token
 config only), on the 2,000 frozen BBQ items (6,000 requests), median of ``--rounds``:
 
 * tokenisation: lm-eval's per-request ``_encode_pair`` (two tokenizer calls per request) vs
-  the batched call of :func:`~lm_eval_ext.model_wrappers.shared_prefix.batch_encoded`
+  the batched call of :func:`~lm_eval_ext.model_wrappers.shared_prefix.SharedPrefixScorer.batch_tokens`
   (asserted to give the same token ids);
 * grouping and packing every item into rows (numpy, batch 64);
 * the model's ``max_length`` property (it reads the config each time): seconds per read times
@@ -15,7 +15,9 @@ config only), on the 2,000 frozen BBQ items (6,000 requests), median of ``--roun
 
 from __future__ import annotations
 
+
 import argparse
+import functools
 import statistics
 import time
 
@@ -41,10 +43,10 @@ def main() -> None:
     args = parser.parse_args()
 
     from lm_eval.api.model import TemplateLM
+    from lm_eval.models.huggingface import HFLM
 
     from lm_eval_ext.model_wrappers.hf_metered import HFMeteredLM
     from lm_eval_ext.model_wrappers.shared_prefix import (
-        batch_encoded,
         group_by_context,
         pack,
         split_to_fit,
@@ -57,13 +59,12 @@ def main() -> None:
 
     def per_request() -> None:
         captured.clear()
-        lm._encoded = {}
         TemplateLM.loglikelihood(lm, requests, True)
 
     def batched() -> None:
         captured.clear()
-        lm._encoded = batch_encoded(lm, [r.args for r in requests])
-        TemplateLM.loglikelihood(lm, requests, True)
+        with lm.shared_prefix.batch_tokens(requests, functools.partial(HFLM.tok_encode, lm)):
+            TemplateLM.loglikelihood(lm, requests, True)
 
     per_request_s = timed(per_request, args.rounds)
     own = list(captured)

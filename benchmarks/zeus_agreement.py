@@ -39,7 +39,7 @@ def main() -> None:
     rows = []
     for k in range(args.windows):
         key = f"w{k}"
-        before = lm._ledger.summary()["total"]
+        before = lm.metering.ledger.summary()["total"]
         edges = [(zeus.begin_window, ours.begin_window), (ours.end_window, zeus.end_window)]
         if k % 2:
             edges = [(ours.begin_window, zeus.begin_window), (zeus.end_window, ours.end_window)]
@@ -49,7 +49,7 @@ def main() -> None:
         lm.loglikelihood(requests, disable_tqdm=True)
         for call in edges[1]:
             results[call.__self__.__class__.__name__] = call(key)
-        after = lm._ledger.summary()["total"]
+        after = lm.metering.ledger.summary()["total"]
         z, o = results["ZeusMonitor"], results["EnergyMeter"]
         zeus_j = float(sum(z.gpu_energy.values()))
         wrapper_j = after["energy_joules"] - before["energy_joules"]

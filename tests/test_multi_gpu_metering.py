@@ -132,8 +132,9 @@ def test_model_parallel_meters_and_syncs_every_gpu_holding_parameters(monkeypatc
     import torch
     from test_metering import Clock, FakeNvml
 
-    from lm_eval_ext.model_wrappers.metered import _synchronize_all, parameter_cuda_devices
+    from lm_eval_ext.model_wrappers.hf_base import parameter_cuda_devices
     from lm_eval_ext.model_wrappers.metering import EnergyMeter, NvmlSource
+    from lm_eval_ext.model_wrappers.metering.seam import synchronize_all
 
     class Split:  # parameters as accelerate's device_map places them
         def parameters(self):
@@ -146,7 +147,7 @@ def test_model_parallel_meters_and_syncs_every_gpu_holding_parameters(monkeypatc
     monkeypatch.setattr(torch.cuda, "synchronize", synced.append)
     nvml = FakeNvml({"GPU-a": [0, 200_000], "GPU-b": [0, 500_000]})
     meter = EnergyMeter(NvmlSource(devices, nvml=nvml, uuid_of={0: "GPU-a", 1: "GPU-b"}.get),
-                        sync=_synchronize_all(devices), clock=Clock(0.0, 4.0))
+                        sync=synchronize_all(devices), clock=Clock(0.0, 4.0))
     meter.begin_window("w")
     window = meter.end_window("w")
     assert synced == [0, 1, 0, 1]  # every GPU at both edges

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 import types
 
 import pytest
@@ -122,8 +124,6 @@ def test_batched_tokenisation_gives_lm_evals_own_encodings(embedded_lm):
     """Every request of the four families: the same (context, continuation) tokens."""
     from lm_eval.api.model import TemplateLM
 
-    from lm_eval_ext.model_wrappers.shared_prefix import batch_encoded
-
     manager = package_task_manager()
     for task_name in TASKS:
         task = manager.load([task_name])["tasks"][task_name]
@@ -135,17 +135,17 @@ def test_batched_tokenisation_gives_lm_evals_own_encodings(embedded_lm):
         try:
             TemplateLM.loglikelihood(embedded_lm, requests, True)  # lm-eval's own encoding
             own, seen[:] = list(seen), []
-            embedded_lm._encoded = batch_encoded(embedded_lm, [r.args for r in requests])
+            with embedded_lm.shared_prefix.batch_tokens(
+                    requests, functools.partial(HFLM.tok_encode, embedded_lm)):
 
-            def unexpected(*args, **kwargs):
-                raise AssertionError(f"encoded one by one: {args[:1]}")
+                def unexpected(*args, **kwargs):
+                    raise AssertionError(f"encoded one by one: {args[:1]}")
 
-            embedded_lm.tokenizer.encode = unexpected  # every call answered from the batch
-            TemplateLM.loglikelihood(embedded_lm, requests, True)
+                embedded_lm.tokenizer.encode = unexpected  # every call answered from the batch
+                TemplateLM.loglikelihood(embedded_lm, requests, True)
         finally:
             del embedded_lm._loglikelihood_tokens
             vars(embedded_lm.tokenizer).pop("encode", None)
-            embedded_lm._encoded = {}
         assert seen == own
 
 

@@ -2,8 +2,8 @@
 
 ``lm_eval --model hf-metered`` with no ``pretrained`` runs the embedded SmolLM2-135M-Instruct
 (:mod:`lm_eval_ext.model_wrappers.embedded_model`). Every ``--model hf`` model arg works; the
-extra ones (precision, energy, codecarbon, chat_template, ...) and the energy boundary are in
-:mod:`lm_eval_ext.model_wrappers.metered` and the README.
+extra ones and the energy boundary are in :mod:`lm_eval_ext.model_wrappers.hf_base` and
+``docs/hf-metered.md``.
 """
 
 from __future__ import annotations
@@ -11,15 +11,18 @@ from __future__ import annotations
 from lm_eval.api.registry import register_model
 from lm_eval.models.huggingface import HFLM
 
-from lm_eval_ext.model_wrappers.metered import MeteredMixin
-from lm_eval_ext.model_wrappers.shared_prefix import SharedPrefixMixin
+from lm_eval_ext.model_wrappers.hf_base import HFMeteredBase
+from lm_eval_ext.model_wrappers.shared_prefix import SharedPrefixScoring, SharedPrefixStats
 
 
 @register_model("hf-metered")
-class HFMeteredLM(MeteredMixin, SharedPrefixMixin, HFLM):
+class HFMeteredLM(HFMeteredBase, SharedPrefixScoring, HFLM):
     """``hf`` plus metering, precision switches, an embedded default model, and packed scoring.
 
     ``mc_scoring=shared_prefix`` scores a multiple-choice item's options in one forward.
     """
 
     MODEL_NAME = "hf-metered"
+
+    def scoring_stats(self) -> SharedPrefixStats:  # noqa: D102
+        return self.shared_prefix.stats

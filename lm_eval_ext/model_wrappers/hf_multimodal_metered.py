@@ -11,18 +11,18 @@ from typing import Any
 from lm_eval.api.registry import register_model
 from lm_eval.models.hf_vlms import HFMultimodalLM
 
-from lm_eval_ext.model_wrappers.metered import MeteredMixin
+from lm_eval_ext.model_wrappers.hf_base import HFMeteredBase
 
 
 @register_model("hf-multimodal-metered")
-class HFMultimodalMeteredLM(MeteredMixin, HFMultimodalLM):
+class HFMultimodalMeteredLM(HFMeteredBase, HFMultimodalLM):
     """``hf-multimodal`` plus metering and precision switches."""
 
     MODEL_NAME = "hf-multimodal-metered"
     EMBEDDED_DEFAULT = False
 
     def _model_multimodal_generate(self, *args: Any, **kwargs: Any):  # noqa: D102
-        return self._timed_forward(super()._model_multimodal_generate, *args, **kwargs)
+        return self.metering.timed(super()._model_multimodal_generate, *args, **kwargs)
 
     def _model_multimodal_call(self, *args: Any, **kwargs: Any):  # noqa: D102
-        return self._timed_forward(super()._model_multimodal_call, *args, **kwargs)
+        return self.metering.timed(super()._model_multimodal_call, *args, **kwargs)

@@ -1,5 +1,8 @@
 """Validation of hf-metered's own model args, before anything is loaded.
 
+The chat-template and ``mc_scoring`` args are validated by their owners
+(:mod:`~lm_eval_ext.model_wrappers.chat_template`, :mod:`~lm_eval_ext.model_wrappers.shared_prefix`).
+
 lm-eval turns ``--model_args`` values into Python values loosely (``true``/``false`` become
 booleans, digits ints, anything else stays a string), so ``sync=no`` arrives as the truthy
 string ``"no"``. Every own arg is checked here, with a message naming the fix, so that a typo
@@ -8,23 +11,25 @@ costs no model load.
 
 from __future__ import annotations
 
+import inspect
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from lm_eval_ext.errors import ConfigError, check_choice
 
-CHAT_TEMPLATE_MODES = ("auto", "off")
 ENERGY_SOURCES = ("auto", "nvml", "rapl", "off")
-MC_SCORING = ("standard", "shared_prefix")
+#: extra ``from_pretrained`` keys passed through unchanged.
+PASSTHROUGH_ARGS = ("attn_implementation", "low_cpu_mem_usage", "use_safetensors", "cache_dir",
+                    "local_files_only", "token", "variant", "device_map")
 
 
 @dataclass(frozen=True)
 class OwnArgs:
-    """hf-metered's own settings, validated."""
+    """hf-metered's own metering settings, validated."""
 
-    chat_template: str
     energy: str
     idle_seconds: float
     sync: bool
@@ -81,13 +86,11 @@ def _check_pretrained(model: str, pretrained: Any) -> None:
                               "not exist; pass an existing model folder or a hub id")
 
 
-def validate_own_args(model: str, *, pretrained: Any, chat_template: Any, energy: Any,
-                      idle_seconds: Any, sync: Any, codecarbon: Any, carbon_intensity: Any,
-                      batch_size: Any, device: Any, mc_scoring: Any = "standard") -> OwnArgs:
-    """Check every own arg (and batch size, local paths, energy=nvml without a GPU)."""
-    check_choice("model arg chat_template", chat_template, CHAT_TEMPLATE_MODES)
+def validate_own_args(model: str, *, pretrained: Any, energy: Any, idle_seconds: Any, sync: Any,
+                      codecarbon: Any, carbon_intensity: Any, batch_size: Any,
+                      device: Any) -> OwnArgs:
+    """Check the metering args (and batch size, local paths, energy=nvml without a GPU)."""
     check_choice("model arg energy", energy, ENERGY_SOURCES)
-    check_choice("model arg mc_scoring", mc_scoring, MC_SCORING)
     check_batch_size(model, batch_size)
     _check_pretrained(model, pretrained)
     if energy == "nvml":
@@ -98,9 +101,50 @@ def validate_own_args(model: str, *, pretrained: Any, chat_template: Any, energy
                               f"{device or 'auto'}, CUDA available: {torch.cuda.is_available()});"
                               " use energy=auto or energy=rapl on the CPU")
     return OwnArgs(
-        chat_template=chat_template, energy=energy,
+        energy=energy,
         idle_seconds=_number(model, "idle_seconds", idle_seconds),
         sync=strict_bool(model, "sync", sync),
         codecarbon=strict_bool(model, "codecarbon", codecarbon),
         carbon_intensity=None if carbon_intensity is None
         else _number(model, "carbon_intensity", carbon_intensity))
+
+
+def init_params(cls: type) -> set[str]:
+    """Keyword parameters of every ``__init__`` along the MRO of an lm-eval model class."""
+    names: set[str] = set()
+    for klass in cls.__mro__:
+        init = klass.__dict__.get("__init__")
+        if init is not None:
+            names |= {p for p in inspect.signature(init).parameters
+                      if p not in ("self", "kwargs", "args")}
+    return names
+
+
+def check_unknown_args(model: str, cls: type, given: Iterable[str]) -> None:
+    """Every key must be a keyword of some ``__init__`` of ``cls`` or a pass-through key."""
+    valid = init_params(cls) | set(PASSTHROUGH_ARGS)
+    unknown = sorted(set(given) - valid)
+    if unknown:
+        raise ConfigError(f"{model}: unknown model arg(s) {', '.join(unknown)}; "
+                          f"valid: {', '.join(sorted(valid))}")
+
+
+def merge_cli_args(model: str, arg_string: str, additional_config: dict | None) -> dict[str, Any]:
+    """``--model_args`` plus lm-eval's own flags, with a key given both ways explained.
+
+    The stock path fails with "got multiple values for keyword argument" when a key such as
+    ``batch_size`` is in both ``--model_args`` and lm-eval's own flags (``--batch_size``
+    always has a value).
+    """
+    from lm_eval.utils import simple_parse_args_string
+
+    args = simple_parse_args_string(arg_string or "")
+    extra = {k: v for k, v in (additional_config or {}).items() if v is not None}
+    for key in sorted(set(args) & set(extra)):
+        if str(args[key]) != str(extra[key]):
+            flag = f"--{key}"
+            raise ConfigError(
+                f"{model}: {key}={args[key]!r} in --model_args conflicts with lm-eval's "
+                f"{flag} ({extra[key]!r}); pass it once, as {flag} {args[key]}")
+        del args[key]
+    return {**args, **extra}

@@ -13,7 +13,9 @@ context ends, so each option is computed as if it followed the context alone:
 Only the hidden states at the positions that predict option tokens go through the output
 head. The answer per request is lm-eval's ``(sum of log-probabilities, is_greedy)``.
 
-``SharedPrefixMixin`` is the seam (``_loglikelihood_tokens``); ``support_problem`` says which
+:class:`SharedPrefixScorer` does the work and owns the ``mc_scoring`` model arg;
+:class:`SharedPrefixScoring` wires it into lm-eval's HF model over one seam
+(``_loglikelihood_tokens``, plus batched tokenisation); ``support_problem`` says which
 models cannot take the packed mask (they use the standard path, and the run's
 ``config.metering.mc_scoring`` says why). Before the first packed batch, the first item is also
 scored the standard way and compared (``self_check``): a model whose attention ignores the
@@ -22,14 +24,19 @@ custom mask falls back instead of returning wrong numbers.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
 import torch
 import torch.nn.functional as F
+
+from lm_eval_ext.errors import check_choice
+
+MC_SCORING = ("standard", "shared_prefix")
 
 #: attention implementations that honour a custom additive 4-D mask
 MASKABLE_ATTENTION = ("sdpa", "eager")
@@ -167,7 +174,8 @@ def self_check_tolerance(dtype: torch.dtype) -> float:
     return SELF_CHECK_TOLERANCE.get(dtype, HALF_TOLERANCE)
 
 
-def batch_encoded(lm: Any, pairs: Sequence[tuple[str, str]]) -> dict[tuple[str, Any], list[int]]:
+def batch_encoded(lm: Any, pairs: Sequence[tuple[str, str]],
+                  tok_encode: Callable[..., list[int]]) -> dict[tuple[str, Any], list[int]]:
     """The ``tok_encode`` calls lm-eval will make for these (context, continuation) pairs.
 
     The strings are the ones lm-eval's ``loglikelihood``/``_encode_pair`` encode (empty
@@ -175,7 +183,7 @@ def batch_encoded(lm: Any, pairs: Sequence[tuple[str, str]]) -> dict[tuple[str, 
     continuation after moving the context's trailing spaces), encoded in one batched
     tokenizer call per special-token setting. A key lm-eval does not ask for is never used,
     and a string lm-eval asks for that is missing is encoded the usual way; two entries are
-    checked against ``tok_encode`` itself (an empty dict if they differ).
+    checked against lm-eval's own ``tok_encode`` (an empty dict if they differ).
     """
     from lm_eval.models.utils import _add_special_kwargs, has_bos_prefix
 
@@ -200,8 +208,8 @@ def batch_encoded(lm: Any, pairs: Sequence[tuple[str, str]]) -> dict[tuple[str, 
     for settings, keys in groups.items():
         ids = lm.tokenizer([k[0] for k in keys], **dict(settings))["input_ids"]
         encoded.update(zip(keys, ids, strict=True))
-    for key in list(encoded)[:2]:  # lm-eval's own tok_encode, past the cache
-        if encoded[key] != super(SharedPrefixMixin, lm).tok_encode(*key):
+    for key in list(encoded)[:2]:
+        if encoded[key] != tok_encode(*key):
             return {}
     return encoded
 
@@ -229,116 +237,158 @@ class SharedPrefixStats:
         return f"mc_scoring=shared_prefix not used: {self.fallback_reason}"
 
 
-class SharedPrefixMixin:
-    """Overrides lm-eval's ``_loglikelihood_tokens`` with packed scoring when enabled."""
 
-    _mc_stats: SharedPrefixStats
-    _self_checked: bool
 
-    def _init_shared_prefix(self, mc_scoring: str) -> None:
-        self._mc_stats = SharedPrefixStats(requested=mc_scoring, used=mc_scoring)
+#: forward clock: ``timed(call, *args)`` runs ``call`` and credits its time as forward time
+Timed = Callable[..., Any]
+#: lm-eval's own ``_loglikelihood_tokens(requests, disable_tqdm, override_bs)``
+Standard = Callable[[list, bool, "int | None"], list]
+
+
+class SharedPrefixScorer:
+    """Packed scoring for one lm-eval HF model (``mc_scoring=shared_prefix``).
+
+    Args:
+        mc_scoring: ``standard`` (lm-eval's path) or ``shared_prefix`` (validated here, before
+            any model is loaded).
+        model_name: Named in the fallback message.
+        timed: The forward clock every packed forward goes through.
+    """
+
+    def __init__(self, mc_scoring: str, model_name: str, timed: Timed):
+        check_choice("model arg mc_scoring", mc_scoring, MC_SCORING)
+        self.stats = SharedPrefixStats(requested=mc_scoring, used=mc_scoring)
+        self.model_name = model_name
+        self._timed = timed
+        self._lm: Any = None
         self._self_checked = False
         self._encoded: dict[tuple[str, Any], list[int]] = {}  # this request list's tokens
-        if mc_scoring == "shared_prefix":
-            problem = support_problem(self.model, self.backend)
+
+    @property
+    def active(self) -> bool:
+        """Whether log-likelihood requests are packed (requested, supported, not fallen back)."""
+        return self.stats.used == "shared_prefix"
+
+    def attach(self, lm: Any) -> None:
+        """Bind the loaded lm-eval HF model; fall back at once if it cannot take the mask."""
+        self._lm = lm
+        if self.active:
+            problem = support_problem(lm.model, lm.backend)
             if problem:
                 self._fall_back(problem)
 
     def _fall_back(self, reason: str) -> None:
-        self._mc_stats.used, self._mc_stats.fallback_reason = "standard", reason
-        print(f"[{self.MODEL_NAME}] mc_scoring=shared_prefix not used: {reason}",
+        self.stats.used, self.stats.fallback_reason = "standard", reason
+        print(f"[{self.model_name}] mc_scoring=shared_prefix not used: {reason}",
               file=sys.stderr, flush=True)
 
-    # tokenisation: one batched tokenizer call per request list instead of two calls per request
-    def loglikelihood(self, requests, disable_tqdm: bool = False):  # noqa: D102
-        if self._mc_stats.used != "shared_prefix":
-            return super().loglikelihood(requests, disable_tqdm)
-        self._encoded = batch_encoded(self, [r.args for r in requests])
+    # tokenisation: one batched tokenizer call per request list instead of two per request
+    def loglikelihood(self, requests: Sequence[Any], call: Callable[[], list],
+                      tok_encode: Callable[..., list[int]]) -> list:
+        """``call()`` (lm-eval's ``loglikelihood``) with this list's tokens encoded at once."""
+        if not self.active:
+            return call()
+        with self.batch_tokens(requests, tok_encode):
+            return call()
+
+    @contextlib.contextmanager
+    def batch_tokens(self, requests: Sequence[Any],
+                     tok_encode: Callable[..., list[int]]) -> Iterator[None]:
+        """Within the block, :meth:`encoded` answers from one batched encoding of ``requests``.
+
+        ``tok_encode`` is lm-eval's own (it checks two of the batch's encodings).
+        """
+        self._encoded = batch_encoded(self._lm, [r.args for r in requests], tok_encode)
         try:
-            return super().loglikelihood(requests, disable_tqdm)
+            yield
         finally:
             self._encoded = {}
 
-    def tok_encode(self, string: str, add_special_tokens: bool | None = None,
-                   left_truncate_len: int | None = None, **kwargs: Any) -> list[int]:
-        """lm-eval's ``tok_encode``, answered from the batch encoded for this request list."""
-        cached = None if kwargs else self._encoded.get((string, add_special_tokens))
+    def encoded(self, string: str, add_special_tokens: bool | None,
+                left_truncate_len: int | None) -> list[int] | None:
+        """The batch-encoded tokens of ``string`` (None: not encoded, ask the tokenizer)."""
+        cached = self._encoded.get((string, add_special_tokens))
         if cached is None:
-            return super().tok_encode(string, add_special_tokens, left_truncate_len, **kwargs)
+            return None
         return list(cached[-left_truncate_len:] if left_truncate_len else cached)
 
-    def _loglikelihood_tokens(self, requests, disable_tqdm: bool = False,
-                              override_bs: int | None = None):  # noqa: D102
-        if self._mc_stats.used != "shared_prefix" or not requests:
-            self._mc_stats.requests_standard += len(requests)
-            return super()._loglikelihood_tokens(requests, disable_tqdm, override_bs)
+    def loglikelihood_tokens(self, requests: list, disable_tqdm: bool, override_bs: int | None,
+                             standard: Standard) -> list:
+        """lm-eval's ``_loglikelihood_tokens`` answers, packed where the items fit."""
+        if not self.active or not requests:
+            self.stats.requests_standard += len(requests)
+            return standard(requests, disable_tqdm, override_bs)
+        lm = self._lm
         items = [row for item in group_by_context(requests) for row in split_to_fit(item)]
-        limit = self.max_length  # a property that reads the model config: once per call
+        limit = lm.max_length  # a property that reads the model config: once per call
         fits = [i for i in items if i.length <= limit
                 and len(i.context) + max(len(o) for o in i.options) <= limit + 1]
         if not self._self_checked and fits:
             self._self_checked = True
-            if not self._self_check(requests, fits[0]):
-                return self._loglikelihood_tokens(requests, disable_tqdm, override_bs)
+            if not self._self_check(requests, fits[0], standard):
+                return self.loglikelihood_tokens(requests, disable_tqdm, override_bs, standard)
         answers: list[tuple[float, bool] | None] = [None] * len(requests)
         packed = {id(i) for i in fits}
         rest = [index for i in items if id(i) not in packed for index in i.request_indices]
         if rest:  # too long to pack: lm-eval's own path (it truncates from the left)
-            self._mc_stats.requests_standard += len(rest)
-            for index, answer in zip(rest, super()._loglikelihood_tokens(
-                    [requests[j] for j in rest], disable_tqdm, override_bs), strict=True):
+            self.stats.requests_standard += len(rest)
+            for index, answer in zip(rest, standard([requests[j] for j in rest], disable_tqdm,
+                                                    override_bs), strict=True):
                 answers[index] = answer
         ordered = sorted(fits, key=lambda i: -i.length)
-        batch = self._packed_batch_size(override_bs, ordered[0].length) if ordered else 1
+        batch = self._batch_size(override_bs, ordered[0].length) if ordered else 1
         for start in range(0, len(ordered), batch):
             chunk = ordered[start:start + batch]
-            scores = self._score_packed(chunk)
+            scores = self._score(chunk)
             for item, item_scores in zip(chunk, scores, strict=True):
                 for index, answer in zip(item.request_indices, item_scores, strict=True):
                     answers[index] = answer
                     if requests[index][0] is not None:
-                        self.cache_hook.add_partial("loglikelihood", requests[index][0], answer)
-        self._mc_stats.items_packed += len(fits)
-        self._mc_stats.requests_packed += sum(len(i.options) for i in fits)
+                        lm.cache_hook.add_partial("loglikelihood", requests[index][0], answer)
+        self.stats.items_packed += len(fits)
+        self.stats.requests_packed += sum(len(i.options) for i in fits)
         return answers
 
-    def _packed_batch_size(self, override_bs: int | None, longest: int) -> int:
+    def _batch_size(self, override_bs: int | None, longest: int) -> int:
         """Packed rows (items) per forward: the run's batch size, or the detected one.
 
         ``auto`` probes once per request list, with sequences as long as its longest row
         (lm-eval's own path probes with its longest request the same way).
         """
-        if self.batch_size != "auto":
-            return int(self.batch_size)
+        lm = self._lm
+        if lm.batch_size != "auto":
+            return int(lm.batch_size)
         if override_bs:
             return int(override_bs)
         probe = [(None, [0] * longest, [0])]  # context + continuation - 1 = longest tokens
-        return int(self._detect_batch_size(probe, 0))
+        return int(lm._detect_batch_size(probe, 0))
 
-    def _packed_logits(self, batch: PackedBatch) -> torch.Tensor:
+    def _logits(self, batch: PackedBatch) -> torch.Tensor:
         """The model's logits at the scored positions only: (N, vocab)."""
-        model = self.model
+        lm = self._lm
+        model = lm.model
         dtype = model.get_input_embeddings().weight.dtype
-        mask = attention_mask(batch.segments, self.mixed_precision_dtype or (
+        mask = attention_mask(batch.segments, lm.mixed_precision_dtype or (
             dtype if dtype.is_floating_point else torch.float16))
-        with torch.no_grad(), torch.autocast(device_type=self.device.type,
-                                             dtype=self.mixed_precision_dtype,
-                                             enabled=self.mixed_precision_dtype is not None):
+        with torch.no_grad(), torch.autocast(device_type=lm.device.type,
+                                             dtype=lm.mixed_precision_dtype,
+                                             enabled=lm.mixed_precision_dtype is not None):
             hidden = model.get_decoder()(input_ids=batch.tokens, attention_mask=mask,
                                          position_ids=batch.positions).last_hidden_state
             return model.get_output_embeddings()(hidden[batch.rows, batch.columns])
 
-    def _score_packed(self, items: Sequence[PackedItem]) -> list[list[tuple[float, bool]]]:
+    def _score(self, items: Sequence[PackedItem]) -> list[list[tuple[float, bool]]]:
         """(log-likelihood, is_greedy) of every option of every item, one forward.
 
         Log-probabilities and their sums use the dtype lm-eval's own path uses
         (``softmax_dtype``, else the logits' dtype), so the two paths differ only in the
         attention layout.
         """
-        pad = self.tokenizer.pad_token_id
-        batch = pack(items, 0 if pad is None else pad, self.device)
-        logits = self._timed_forward(self._packed_logits, batch)
-        logprobs = F.log_softmax(logits, dim=-1, dtype=self.softmax_dtype)
+        lm = self._lm
+        pad = lm.tokenizer.pad_token_id
+        batch = pack(items, 0 if pad is None else pad, lm.device)
+        logits = self._timed(self._logits, batch)
+        logprobs = F.log_softmax(logits, dim=-1, dtype=lm.softmax_dtype)
         chosen = logprobs.gather(1, batch.targets[:, None])[:, 0]
         greedy = logprobs.argmax(dim=-1) == batch.targets
         sums = torch.stack([s.sum() for s in torch.split(chosen, batch.option_lengths)])
@@ -350,17 +400,55 @@ class SharedPrefixMixin:
             at += len(item.options)
         return out
 
-    def _self_check(self, requests, item: PackedItem) -> bool:
+    def _self_check(self, requests: list, item: PackedItem, standard: Standard) -> bool:
         """Score ``item`` both ways; fall back to the standard path if they disagree."""
         mine = [requests[i] for i in item.request_indices]
-        standard = super()._loglikelihood_tokens(mine, True, override_bs=len(mine))  # no probe
-        packed = self._score_packed([item])[0]
-        diff = max(abs(a[0] - b[0]) for a, b in zip(standard, packed, strict=True))
-        tolerance = self_check_tolerance(self.model.get_input_embeddings().weight.dtype)
-        self._mc_stats.self_check_max_abs_diff = diff
-        self._mc_stats.self_check_tolerance = tolerance
+        reference = standard(mine, True, len(mine))  # override_bs: no batch-size probe
+        packed = self._score([item])[0]
+        diff = max(abs(a[0] - b[0]) for a, b in zip(reference, packed, strict=True))
+        tolerance = self_check_tolerance(self._lm.model.get_input_embeddings().weight.dtype)
+        self.stats.self_check_max_abs_diff = diff
+        self.stats.self_check_tolerance = tolerance
         if diff > tolerance:
             self._fall_back(f"self-check: the first item's packed log-likelihoods differ from "
                             f"the standard path's by {diff:.3g} > {tolerance:g} nats")
             return False
         return True
+
+
+class SharedPrefixScoring:
+    """Mixin over lm-eval's HF model: routes log-likelihood scoring through the scorer.
+
+    Place it after the metering mixin (its batched tokenisation then falls inside the energy
+    windows, with the rest of the request loop) and before ``HFLM``.
+    """
+
+    def __init__(self, *args: Any, mc_scoring: str = "standard", **kwargs: Any):
+        self.shared_prefix = SharedPrefixScorer(
+            mc_scoring, getattr(self, "MODEL_NAME", type(self).__name__),
+            timed=self._forward_clock)
+        super().__init__(*args, **kwargs)
+        self.shared_prefix.attach(self)
+
+    def _forward_clock(self, call: Callable[..., Any], *args: Any) -> Any:
+        """The metering seam's forward clock (looked up when the first forward runs)."""
+        return self.metering.timed(call, *args)
+
+    def loglikelihood(self, requests, disable_tqdm: bool = False):  # noqa: D102
+        base = super().loglikelihood
+        return self.shared_prefix.loglikelihood(
+            requests, lambda: base(requests, disable_tqdm), super().tok_encode)
+
+    def tok_encode(self, string: str, add_special_tokens: bool | None = None,
+                   left_truncate_len: int | None = None, **kwargs: Any) -> list[int]:
+        """lm-eval's ``tok_encode``, answered from the batch encoded for this request list."""
+        cached = None if kwargs else self.shared_prefix.encoded(string, add_special_tokens,
+                                                                left_truncate_len)
+        if cached is None:
+            return super().tok_encode(string, add_special_tokens, left_truncate_len, **kwargs)
+        return cached
+
+    def _loglikelihood_tokens(self, requests, disable_tqdm: bool = False,
+                              override_bs: int | None = None):  # noqa: D102
+        return self.shared_prefix.loglikelihood_tokens(
+            requests, disable_tqdm, override_bs, super()._loglikelihood_tokens)

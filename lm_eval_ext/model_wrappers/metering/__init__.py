@@ -1,4 +1,4 @@
-"""Inference-energy metering: energy sources, windows, and the per-task ledger.
+"""Inference-energy metering for any lm-eval model: sources, windows, the ledger, the seam.
 
 A small API in the shape of Zeus's ``begin_window``/``end_window``::
 
@@ -9,11 +9,14 @@ A small API in the shape of Zeus's ``begin_window``/``end_window``::
     window = meter.end_window("bbq")      # EnergyWindow(seconds, joules_by_device, source, flags)
 
 ``window.total_joules`` is None (never 0) when energy could not be measured; ``window.flags``
-says why or what to be careful about.
+says why or what to be careful about. :class:`MeteredLM` + :class:`Metering` put per-task
+windows around an lm-eval ``LM`` of any backend (see :mod:`.seam`). Nothing here imports a
+model backend.
 """
 
 from lm_eval_ext.model_wrappers.metering.ledger import InferenceLedger
 from lm_eval_ext.model_wrappers.metering.meter import EnergyMeter, EnergyWindow
+from lm_eval_ext.model_wrappers.metering.seam import BOUNDARY, Metering, MeteredLM
 from lm_eval_ext.model_wrappers.metering.sources import (
     NvmlSource,
     RaplSource,
@@ -22,9 +25,12 @@ from lm_eval_ext.model_wrappers.metering.sources import (
 )
 
 __all__ = [
+    "BOUNDARY",
     "EnergyMeter",
     "EnergyWindow",
     "InferenceLedger",
+    "Metering",
+    "MeteredLM",
     "NvmlSource",
     "RaplSource",
     "UnavailableSource",

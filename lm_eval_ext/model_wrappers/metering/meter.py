@@ -122,7 +122,7 @@ class EnergyMeter:
                  contention: CpuContention | None = None):
         self.source = source
         self.sync = sync
-        self._clock = clock
+        self.clock = clock
         self.contention = contention
         self._open: dict[str, tuple[float, Mapping[int, float], int]] = {}
         self._contention_start: dict[str, tuple[float, float, float]] = {}
@@ -136,7 +136,7 @@ class EnergyMeter:
     def _edge(self) -> tuple[float, Mapping[int, float]]:
         if self.sync is not None:
             self.sync()
-        return self._clock(), self.source.read()
+        return self.clock(), self.source.read()
 
     def begin_window(self, key: str) -> None:
         """Open window ``key`` (names may overlap; reusing an open name is an error)."""

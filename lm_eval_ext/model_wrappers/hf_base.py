@@ -1,0 +1,161 @@
+"""What the metered HF models share: the metering seam, precision and the chat-template policy
+wired into lm-eval's HF model classes (``hf-metered``, ``hf-multimodal-metered``).
+
+Every ``--model_args`` key of the underlying lm-eval class works unchanged; the added keys are
+this class's ``__init__`` keywords (and ``mc_scoring`` on ``hf-metered``), documented in
+``docs/hf-metered.md``. Each job lives in its own module; this class only wires them to
+lm-eval's seams:
+
+* metering (:mod:`~lm_eval_ext.model_wrappers.metering`): per-task windows around the request
+  methods, forward time of ``_model_call``/``_model_generate``, batch-size probes cut out;
+* precision (:mod:`~lm_eval_ext.model_wrappers.precision`): dtype or bitsandbytes, verified;
+* chat-template policy (:mod:`~lm_eval_ext.model_wrappers.chat_template`);
+* argument checks (:mod:`~lm_eval_ext.model_wrappers.model_args`), before any model load.
+
+Energy boundary: for each (task, request type) the meter brackets the model's request loop
+(tokenisation, batching, forward passes / generation) between CUDA-synchronised edges.
+Model load, data preparation, prompt building, metrics, judging and file writing are outside;
+automatic batch-size probes are cut out; ``--use_cache`` hits never reach the model.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+import time
+from typing import Any
+
+from lm_eval_ext.errors import ConfigError
+from lm_eval_ext.model_wrappers import embedded_model
+from lm_eval_ext.model_wrappers.chat_template import ChatTemplatePolicy
+from lm_eval_ext.model_wrappers.metering import Metering, MeteredLM
+from lm_eval_ext.model_wrappers.metering.codecarbon_check import CodeCarbonCheck
+from lm_eval_ext.model_wrappers.model_args import (
+    check_unknown_args,
+    merge_cli_args,
+    validate_own_args,
+)
+from lm_eval_ext.model_wrappers.precision import plan_precision, verify_precision
+from lm_eval_ext.model_wrappers.shared_prefix import SharedPrefixStats
+
+
+def parameter_cuda_devices(model: Any) -> list[int]:
+    """Every CUDA device holding parameters (several with ``parallelize=True``/``device_map``)."""
+    return sorted({p.device.index or 0 for p in model.parameters() if p.device.type == "cuda"})
+
+
+class HFMeteredBase(MeteredLM):
+    """Metering, precision switches and the chat-template policy on an lm-eval HF model class."""
+
+    MODEL_NAME = "hf-metered"
+    EMBEDDED_DEFAULT = True  # no ``pretrained``: use the embedded SmolLM2
+
+    @classmethod
+    def create_from_arg_string(cls, arg_string: str, additional_config: dict | None = None):
+        """lm-eval's constructor, with ``--model_args`` keys that clash with CLI flags explained."""
+        return cls(**merge_cli_args(cls.MODEL_NAME, arg_string, additional_config))
+
+    def __init__(self, pretrained: Any = None, chat_template: str = "auto",
+                 precision: str | None = None, energy: str = "auto", idle_seconds: float = 3.0,
+                 sync: bool = True, codecarbon: bool = False, codecarbon_country: str = "CAN",
+                 codecarbon_region: str | None = "ontario",
+                 carbon_intensity: float | None = None, **kwargs: Any):
+        check_unknown_args(self.MODEL_NAME, type(self), kwargs)
+        self._chat = ChatTemplatePolicy(chat_template, self.MODEL_NAME)
+        own = validate_own_args(
+            self.MODEL_NAME, pretrained=pretrained, energy=energy, idle_seconds=idle_seconds,
+            sync=sync, codecarbon=codecarbon, carbon_intensity=carbon_intensity,
+            batch_size=kwargs.get("batch_size", 1), device=kwargs.get("device"))
+        self._plan = plan_precision(precision, kwargs.pop("dtype", "auto"), kwargs)
+        self._probed_batch_sizes: list[int] = []  # generate_until keeps its probe result local
+        self._embedded = pretrained is None
+        if self._embedded and not self.EMBEDDED_DEFAULT:
+            raise ConfigError(f"{self.MODEL_NAME}: pass --model_args pretrained=<model> "
+                              "(there is no embedded default for this model type)")
+        if self._embedded:
+            pretrained = str(embedded_model.ensure_checkpoint())
+        started = time.perf_counter()
+        super().__init__(pretrained=pretrained, dtype=self._plan.dtype, **kwargs)
+        self._load_seconds = time.perf_counter() - started
+        self._precision, self._quantized_modules = verify_precision(self.model, self._plan)
+        cuda = parameter_cuda_devices(self.model)
+        self.metering = Metering.start(
+            cuda, energy=own.energy, sync=own.sync, idle_seconds=own.idle_seconds,
+            codecarbon=CodeCarbonCheck(
+                cuda or None, country_iso_code=codecarbon_country, region=codecarbon_region,
+                carbon_intensity_g_per_kwh=own.carbon_intensity) if own.codecarbon else None)
+        print(self.header(), file=sys.stderr, flush=True)
+
+    def scoring_stats(self) -> SharedPrefixStats:
+        """What log-likelihood scoring did (lm-eval's own path unless a subclass packs)."""
+        return SharedPrefixStats()
+
+    def header(self) -> str:
+        """One line printed at start: what this model adds to the lm-eval model it wraps."""
+        synced = ", ".join(self.metering.synced_devices) or "none"
+        return (f"[{self.MODEL_NAME}] precision={self._precision}; "
+                f"energy={self.metering.meter.source.name} (inference windows only, synced: "
+                f"{synced}); {self._chat.describe()}; {self.scoring_stats().policy()}.")
+
+    def reset_metering(self) -> None:
+        """Start fresh windows (several conditions on one loaded model)."""
+        self.metering.reset()
+        self._probed_batch_sizes = []
+
+    # precision: HFLM passes the checkpoint's own quantization_config explicitly
+    def _create_model(self, *args: Any, quantization_config: Any = None, **kwargs: Any) -> None:
+        bnb = self._plan.bnb_config()
+        super()._create_model(*args, quantization_config=bnb or quantization_config, **kwargs)
+
+    # metering seams -------------------------------------------------------------------------
+    def _detect_batch_size(self, requests=None, pos: int = 0):  # noqa: D102
+        with self.metering.excluded():
+            found = super()._detect_batch_size(requests, pos)
+        self._probed_batch_sizes.append(found)
+        return found
+
+    def _model_call(self, *args: Any, **kwargs: Any):  # noqa: D102
+        return self.metering.timed(super()._model_call, *args, **kwargs)
+
+    def _model_generate(self, *args: Any, **kwargs: Any):  # noqa: D102
+        return self.metering.timed(super()._model_generate, *args, **kwargs)
+
+    # chat-template policy: templated copies before the metered request loop -----------------
+    def generate_until(self, requests, disable_tqdm: bool = False):  # noqa: D102
+        if self._chat.applies(self.tokenizer):
+            base_apply = super().apply_chat_template  # not ours: that marks the run templated
+            requests = self._chat.templated(requests, base_apply)
+        return super().generate_until(requests, disable_tqdm)
+
+    # lm-eval calls these only when the run itself applies a chat template
+    def chat_template(self, chat_template: bool | str = False) -> str | None:  # noqa: D102
+        self._chat.mark_run_applies_template()
+        return super().chat_template(chat_template)
+
+    def apply_chat_template(self, chat_history, add_generation_prompt: bool = True) -> str:  # noqa: D102
+        self._chat.mark_run_applies_template()
+        return super().apply_chat_template(chat_history, add_generation_prompt)
+
+    # reporting ------------------------------------------------------------------------------
+    def metering_extras(self) -> dict[str, Any]:
+        """Precision, batch sizes, load time and scoring added to ``config.metering``."""
+        return {
+            "precision": self._precision,
+            "batch_size": self.batch_size_per_gpu,
+            "batch_sizes_detected": list(getattr(self, "batch_sizes", {}).values())
+            or list(self._probed_batch_sizes),
+            "load_seconds": self._load_seconds,
+            "quantized_modules": self._quantized_modules,
+            "mc_scoring": dataclasses.asdict(self.scoring_stats()),
+        }
+
+    def get_model_info(self) -> dict:  # noqa: D102
+        info = super().get_model_info()
+        info["hf_metered"] = {
+            "model_class": self.MODEL_NAME,
+            "adds": self.header(),
+            "embedded_model": embedded_model.provenance() if self._embedded else None,
+            "chat_template_mode": self._chat.mode,
+            "generation_chat_template_applied_by": self._chat.applied_by(self.tokenizer),
+        }
+        return info
