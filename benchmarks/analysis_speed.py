@@ -39,8 +39,7 @@ def main() -> None:
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
 
-    from lm_eval_ext.analysis import analyze, write_outputs
-    from lm_eval_ext.analysis.loader import load_runs
+    from lm_eval_ext.analysis import analyze, load_runs, write_outputs
     from lm_eval_ext.analysis.synthetic import simulate_predictions, write_run
     from lm_eval_ext.data.instrument import load_membership
 

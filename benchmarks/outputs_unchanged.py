@@ -5,8 +5,9 @@ with hf-metered (each at batch 1 and batch 4), then analyses the loglik twin's b
 its batch 1. Run it on
 the old tree and on the new one, then ``compare OLD NEW`` checks per-sample responses (text
 exact, log-likelihoods within 1e-5), per-sample and task metrics, every key of
-``config.metering`` (values that are measurements of time or energy are compared by presence),
-and the analysis CSVs (labels aside). The JSON it prints (or writes with ``--json``) is the
+``config.metering`` (values that are measurements of time or energy, and their quality flags,
+are compared by shape: the same keys and nulls), and the analysis CSVs (the runs' measured
+columns and paths aside; the runs are named on the command line, so labels match). The JSON it prints (or writes with ``--json``) is the
 evidence.
 
     python benchmarks/outputs_unchanged.py run --out out/before
@@ -38,6 +39,10 @@ MEASURED = {"inference_seconds", "forward_seconds", "forward_share", "load_secon
             "energy_joules", "energy_joules_idle_corrected", "energy_joules_idle_corrected_se",
             "idle_joules", "idle_share", "idle_power", "devices", "gpus", "per_task",
             "flags", "counter_period_s", "seconds", "watts"}
+#: analysis CSV columns that are measurements (or paths) of the runs, not analysis results
+MEASURED_COLUMNS = {"inference_seconds", "energy_joules", "idle_share", "forward_share",
+                    "energy_flags", "total_evaluation_seconds", "results_path", "energy_ratio",
+                    "runtime_ratio", "energy_saving_pct", "runtime_saving_pct", "joules_per_item"}
 
 
 def run(out: Path) -> None:
@@ -85,18 +90,26 @@ def _numbers_close(a: Any, b: Any, problems: list[str], where: str) -> None:
         problems.append(f"{where}: {a!r} != {b!r}")
 
 
+def _same_shape(a: Any, b: Any, problems: list[str], where: str) -> None:
+    """A measured value: the same keys (nested) and the same nulls, any numbers."""
+    if (a is None) != (b is None):
+        problems.append(f"{where}: null in one run only")
+    if isinstance(a, dict) and isinstance(b, dict):
+        if set(a) != set(b):
+            problems.append(f"{where}: keys {sorted(set(a) ^ set(b))} differ")
+        for key in set(a) & set(b):
+            _same_shape(a[key], b[key], problems, f"{where}.{key}")
+
+
 def _metering_keys(block: Any, problems: list[str], other: Any, where: str) -> None:
-    """Same keys everywhere; same values except measurements (same presence there)."""
-    if isinstance(block, dict) and isinstance(other, dict):
-        if set(block) != set(other):
-            problems.append(f"{where}: keys {sorted(set(block) ^ set(other))} differ")
-        for key in set(block) & set(other):
-            if key in MEASURED:
-                _metering_keys(block[key], problems, other[key], f"{where}.{key}")
-                if (block[key] is None) != (other[key] is None):
-                    problems.append(f"{where}.{key}: null in one run only")
-            else:
-                _numbers_close(block[key], other[key], problems, f"{where}.{key}")
+    """Same keys everywhere; same values except measurements (same shape there)."""
+    if set(block) != set(other):
+        problems.append(f"{where}: keys {sorted(set(block) ^ set(other))} differ")
+    for key in set(block) & set(other):
+        if key in MEASURED:
+            _same_shape(block[key], other[key], problems, f"{where}.{key}")
+        else:
+            _numbers_close(block[key], other[key], problems, f"{where}.{key}")
 
 
 def compare(old: Path, new: Path) -> dict[str, Any]:
@@ -127,12 +140,13 @@ def compare(old: Path, new: Path) -> dict[str, Any]:
     csv_problems: list[str] = []
     csvs = sorted(p.name for p in (old / "analysis").glob("*.csv"))
     for name in csvs:
-        a_rows = list(csv.reader((old / "analysis" / name).open()))
         new_path = new / "analysis" / name
         if not new_path.exists():
             csv_problems.append(f"{name}: missing in new")
             continue
-        b_rows = list(csv.reader(new_path.open()))
+        a_rows, b_rows = (
+            [{k: v for k, v in row.items() if k not in MEASURED_COLUMNS}
+             for row in csv.DictReader(path.open())] for path in (old / "analysis" / name, new_path))
         if a_rows != b_rows:
             csv_problems.append(f"{name}: {sum(x != y for x, y in zip(a_rows, b_rows))} rows "
                                 f"differ ({len(a_rows)} vs {len(b_rows)} rows)")

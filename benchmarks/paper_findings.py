@@ -18,7 +18,7 @@ from typing import Any
 import pandas as pd
 from _harness import write_json
 
-from lm_eval_ext.analysis.loader import find_results, read_samples, samples_path
+from lm_eval_ext.analysis import find_results, read_samples, samples_path
 
 #: M4_50pct_r1's configuration rerun on M5b's GPU
 SAME_GPU_M4 = "M4_50pct_r1_same_gpu"

@@ -20,7 +20,7 @@ from typing import Any
 
 from _harness import write_json
 
-from lm_eval_ext.analysis.loader import find_results, load_run, read_samples, samples_path
+from lm_eval_ext.analysis import find_results, load_run, read_samples, samples_path
 
 LAYOUTS = ("single", "dp", "mp")
 METERING_KEYS = ("inference_seconds", "forward_seconds", "forward_share", "energy_joules",

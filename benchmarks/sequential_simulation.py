@@ -2,7 +2,7 @@
 
 The frozen instrument's looks (62, 125, 187, 250, 375, 500 natural units of 4 items), accuracy,
 alpha 0.05, beta 0.2, margin 2 pp; 2,000 clustered paired datasets per true effect (the data
-model of ``lm_eval_ext.analysis.sequential.simulate_paired_units``).
+model of ``lm_eval_ext.analysis.stats.group_sequential.simulate_paired_units``).
 
     python benchmarks/sequential_simulation.py --out benchmarks/results/sequential_simulation.json
 """
@@ -15,15 +15,9 @@ from dataclasses import asdict
 import numpy as np
 import pandas as pd
 from _harness import write_json
+from sequential_simulator import simulate, simulate_paired_units
 
-from lm_eval_ext.analysis.metrics import ACCURACY
-from lm_eval_ext.analysis.sequential import (
-    SequentialPlan,
-    final_mde,
-    linearised_delta,
-    simulate,
-    simulate_paired_units,
-)
+from lm_eval_ext.analysis import ACCURACY, SequentialPlan, final_mde, linearised_delta
 
 UNITS = (62, 125, 187, 250, 375, 500)
 

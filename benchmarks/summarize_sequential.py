@@ -12,7 +12,7 @@ from pathlib import Path
 
 from _harness import write_json
 
-from lm_eval_ext.analysis.loader import find_results, read_json
+from lm_eval_ext.analysis import find_results, read_json
 
 
 def _look_energy(folder: Path) -> dict:

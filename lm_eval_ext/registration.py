@@ -8,8 +8,11 @@ from __future__ import annotations
 
 import functools
 import inspect
+import logging
+from collections.abc import Sequence
 from pathlib import Path
 
+from lm_eval_ext.errors import LmEvalExtError
 from lm_eval_ext.paths import package_tasks_dir, user_tasks_dir
 
 #: lm-eval model name -> "module:Class" (must match the class exactly so that the
@@ -80,8 +83,37 @@ def check_setting_keys(metadata) -> None:
                               f"{close[0]!r}? (e.g. --metadata '{{\"{close[0]}\": \"cot\"}}')")
 
 
+#: lm-eval warnings that repeat once per task of a run with the same advice: shown once
+ONCE_PER_RUN = ("Custom kwargs can be passed to `--metadata`",)
+
+
+class _OncePerRun(logging.Filter):
+    """Lets the first record of each :data:`ONCE_PER_RUN` message through, drops the rest."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: set[str] = set()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        text = record.getMessage()
+        for marker in ONCE_PER_RUN:
+            if marker in text:
+                if marker in self.seen:
+                    return False
+                self.seen.add(marker)
+        return True
+
+
+def quiet_repeated_warnings() -> None:
+    """Show lm-eval's per-task custom-dataset advice once per process, not once per task."""
+    logger = logging.getLogger("lm_eval.api.task")
+    if not any(isinstance(f, _OncePerRun) for f in logger.filters):
+        logger.addFilter(_OncePerRun())
+
+
 def patch_task_manager(task_manager_cls=None) -> None:
     """Make every ``TaskManager`` also index the package's task folders."""
+    quiet_repeated_warnings()
     if task_manager_cls is None:
         from lm_eval.tasks import TaskManager as task_manager_cls
     original = task_manager_cls.__init__
@@ -176,3 +208,24 @@ def narrow_task_index(tasks: list[str]) -> bool:
 
     TaskManager.__init__ = __init__
     return True
+
+
+def existing_task_owner(task: str) -> str | None:
+    """Path of the YAML that already defines ``task`` (outside the user task folder)."""
+    from lm_eval.tasks import TaskManager
+
+    manager = TaskManager(include_path=[str(p) for p in task_include_paths()])
+    entry = manager.task_index.get(task)
+    if entry is None:
+        return None
+    yaml_path = str(entry.yaml_path or "")
+    return None if yaml_path.startswith(str(user_tasks_dir())) else yaml_path or "lm-eval"
+
+
+def check_task_names_free(tasks: Sequence[str]) -> None:
+    """A name that lm-eval or our packaged tasks already define is refused, naming the owner."""
+    for task in tasks:
+        owner = existing_task_owner(task)
+        if owner is not None:
+            raise LmEvalExtError(f"task name {task!r} is already defined by {owner}; choose "
+                                 "another name")

@@ -46,7 +46,7 @@ def _input_text(row: dict[str, Any]) -> str:
 
 def redact(run_dir: Path, out: Path) -> None:
     """Write the redacted fixture of a HELM bbq run (needs the reader's content match)."""
-    from lm_eval_ext.analysis.harness import _helm_bbq_key
+    from lm_eval_ext.cross_harness.readers import _helm_bbq_key
     from lm_eval_ext.data.bbq import row_of_item_key
 
     out.mkdir(parents=True, exist_ok=True)

@@ -209,8 +209,9 @@ def test_misspelled_metadata_key_is_rejected_before_the_model_loads():
     check_setting_keys({"template_tier": "cot", "max_seq_lengths": [4096]})  # others pass
 
 
+@pytest.mark.slow
 def test_register_rejects_a_trailing_newline_and_shadowing(tmp_path, data_dir):
-    from lm_eval_ext.data.external_manifest import register_manifest_task
+    from lm_eval_ext.tasks.bbq.registered import register_manifest_task
 
     manifest = data_dir / "bbq" / "derived" / "vector_frozen_2000_ids.csv"
     with pytest.raises(ConfigError, match="is invalid"):

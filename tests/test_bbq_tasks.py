@@ -32,6 +32,7 @@ def test_committed_yamls_equal_generator_output():
     assert committed == rendered
 
 
+@pytest.mark.slow
 def test_no_task_shadows_an_upstream_name():
     import lm_eval.tasks
 
@@ -41,6 +42,7 @@ def test_no_task_shadows_an_upstream_name():
     assert not (ours & upstream)
 
 
+@pytest.mark.slow
 def test_every_membership_task_loads_its_rows(task_manager, data_dir):
     memberships = load_manifest()["memberships"]
     names = [n for n in our_task_names() if not n.startswith("bbq_full")]

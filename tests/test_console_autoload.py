@@ -55,6 +55,7 @@ def test_opt_out_disables_the_hook():
     assert _python(code, LM_EVAL_EXT_DISABLE="1").stdout.strip() == "missing"
 
 
+@pytest.mark.slow
 def test_lm_eval_validate_sees_our_tasks_and_opt_out_hides_them():
     from lm_eval.tasks._index import TaskIndex
 

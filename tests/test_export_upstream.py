@@ -12,7 +12,7 @@ import pytest
 from conftest import run_cli
 
 from lm_eval_ext.errors import ConfigError
-from lm_eval_ext.interop.upstream import export_upstream
+from lm_eval_ext.export.upstream import export_upstream
 
 
 def _load_like_lm_eval(path: Path):

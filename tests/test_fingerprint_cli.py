@@ -13,6 +13,7 @@ def test_prints_the_paper_fingerprint(data_dir):
     assert proc.stdout.strip() == PAPER_SAMPLE_SHA256
 
 
+@pytest.mark.slow
 def test_register_makes_a_task_lm_eval_finds(data_dir, tmp_path):
     env = {"LM_EVAL_EXT_CACHE": str(tmp_path / "cache")}
     manifest = data_dir / "bbq/derived/vector_frozen_2000_ids.csv"
@@ -29,7 +30,8 @@ def test_registered_task_loads_exactly_the_manifest_items(data_dir, tmp_path, mo
     monkeypatch.setenv("LM_EVAL_EXT_CACHE", str(tmp_path / "cache"))
     from lm_eval.tasks import TaskManager
 
-    from lm_eval_ext.data.external_manifest import read_manifest_keys, register_manifest_task
+    from lm_eval_ext.data.external_manifest import read_manifest_keys
+    from lm_eval_ext.tasks.bbq.registered import register_manifest_task
     from lm_eval_ext.paths import user_tasks_dir
 
     manifest = data_dir / "bbq/derived/vector_frozen_2000_ids.csv"
@@ -59,6 +61,7 @@ def test_bad_manifests_say_what_is_wrong(data_dir, tmp_path, content, message):
     assert message in proc.stderr and str(path) in proc.stderr
 
 
+@pytest.mark.slow
 def test_register_rejects_bad_or_taken_names(data_dir, tmp_path):
     env = {"LM_EVAL_EXT_CACHE": str(tmp_path / "cache")}
     manifest = str(data_dir / "bbq/derived/vector_frozen_2000_ids.csv")

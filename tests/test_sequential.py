@@ -11,18 +11,17 @@ from conftest import run_cli
 from scipy import stats
 
 from lm_eval_ext.analysis.metrics import ACCURACY, BIAS_S_DIS
-from lm_eval_ext.analysis.sequential import (
+from sequential_simulator import mean_difference_se, simulate, simulate_paired_units
+
+from lm_eval_ext.analysis.stats.group_sequential import (
     CHANGED,
     EQUIVALENT,
     SequentialPlan,
     decide,
     final_mde,
-    linearised_delta,
-    mean_difference_se,
     obrien_fleming_spent,
-    simulate,
-    simulate_paired_units,
 )
+from lm_eval_ext.analysis.stats.linearised import linearised_delta
 
 #: the frozen instrument's looks: units in 12.5% ... 100% memberships (62 ... 500 units)
 FRACTIONS = tuple(u / 500 for u in (62, 125, 187, 250, 375, 500))

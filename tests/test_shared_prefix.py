@@ -99,6 +99,7 @@ def both_paths(embedded_checkpoint):
     return standard, _samples(lm, TASKS)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("task", TASKS)
 def test_shared_prefix_log_likelihoods_equal_lm_evals(both_paths, task):
     standard, packed = both_paths
@@ -120,6 +121,7 @@ def test_shared_prefix_log_likelihoods_equal_lm_evals(both_paths, task):
     assert metering["self_check_max_abs_diff"] < 1e-4
 
 
+@pytest.mark.slow
 def test_batched_tokenisation_gives_lm_evals_own_encodings(embedded_lm):
     """Every request of the four families: the same (context, continuation) tokens."""
     from lm_eval.api.model import TemplateLM
@@ -149,6 +151,7 @@ def test_batched_tokenisation_gives_lm_evals_own_encodings(embedded_lm):
         assert seen == own
 
 
+@pytest.mark.slow
 def test_a_mask_the_model_ignores_is_caught_by_the_self_check(embedded_checkpoint,
                                                               monkeypatch):
     """Options that see each other give other numbers: the run falls back, answers stay right."""
@@ -174,6 +177,7 @@ def test_a_mask_the_model_ignores_is_caught_by_the_self_check(embedded_checkpoin
                               for r in s["resps"]], abs=1e-4))
 
 
+@pytest.mark.slow
 def test_auto_batch_size_is_probed_per_request_list_and_cut_out(embedded_checkpoint):
     from lm_eval_ext.model_wrappers.hf_metered import HFMeteredLM
 

@@ -1,16 +1,35 @@
 """Did the conclusion change? Paired analysis of lm-eval runs.
 
 Entry points: :func:`analyze` (and ``lm-eval-ext analyze``), the power helpers
-(:func:`paired_mde`, ``lm-eval-ext mde``), and the building blocks re-exported below.
+(:func:`paired_mde`, ``lm-eval-ext mde``), the readers of lm-eval output folders
+(:func:`load_run`, :func:`find_results`, :func:`read_samples`), and the statistics in
+:mod:`lm_eval_ext.analysis.stats` (no I/O there), re-exported below. Benchmarks and other tools
+use these names only.
 """
 
-from lm_eval_ext.analysis.bootstrap import ClusterDesign, ConfidenceInterval
 from lm_eval_ext.analysis.errors import AnalysisInputError, DegenerateDataWarning
-from lm_eval_ext.analysis.loader import Run, load_run, load_runs
+from lm_eval_ext.analysis.loader import (
+    Run,
+    find_results,
+    load_run,
+    load_runs,
+    read_json,
+    read_samples,
+    samples_path,
+)
 from lm_eval_ext.analysis.metrics import ACCURACY, BIAS_S_AMB, BIAS_S_DIS, MetricSpec
-from lm_eval_ext.analysis.paired import McNemarResult, PairedDelta, mcnemar_exact, paired_delta
 from lm_eval_ext.analysis.pipeline import AnalysisResult, analyze
-from lm_eval_ext.analysis.power import (
+from lm_eval_ext.analysis.report import write_outputs
+from lm_eval_ext.analysis.stats.bootstrap import ClusterDesign, ConfidenceInterval
+from lm_eval_ext.analysis.stats.group_sequential import SequentialPlan, decide, final_mde
+from lm_eval_ext.analysis.stats.linearised import linearised_delta, linearised_deltas
+from lm_eval_ext.analysis.stats.paired import (
+    McNemarResult,
+    PairedDelta,
+    mcnemar_exact,
+    paired_delta,
+)
+from lm_eval_ext.analysis.stats.power import (
     binomial_sd,
     design_effect,
     discordance_rate,
@@ -19,15 +38,20 @@ from lm_eval_ext.analysis.power import (
     qri,
     required_items,
 )
-from lm_eval_ext.analysis.rank_flips import rank_flip_table, ranking_summary, variance_shares
-from lm_eval_ext.analysis.report import write_outputs
-from lm_eval_ext.analysis.subgroups import benjamini_hochberg, holm
+from lm_eval_ext.analysis.stats.rank_flips import (
+    rank_flip_table,
+    ranking_summary,
+    variance_shares,
+)
+from lm_eval_ext.analysis.stats.subgroups import benjamini_hochberg, holm
 
 __all__ = [
     "ACCURACY", "BIAS_S_AMB", "BIAS_S_DIS", "AnalysisInputError", "AnalysisResult",
     "ClusterDesign", "ConfidenceInterval", "DegenerateDataWarning", "McNemarResult",
-    "MetricSpec", "PairedDelta", "Run", "analyze", "benjamini_hochberg", "binomial_sd",
-    "design_effect", "discordance_rate", "holm", "load_run", "load_runs", "mcnemar_exact", "paired_delta",
-    "paired_mde", "preregistration_card", "qri", "rank_flip_table", "ranking_summary",
-    "required_items", "variance_shares", "write_outputs",
+    "MetricSpec", "PairedDelta", "Run", "SequentialPlan", "analyze", "benjamini_hochberg",
+    "binomial_sd", "decide", "design_effect", "discordance_rate", "final_mde", "find_results",
+    "holm", "linearised_delta", "linearised_deltas", "load_run", "load_runs", "mcnemar_exact",
+    "paired_delta", "paired_mde", "preregistration_card", "qri", "rank_flip_table",
+    "ranking_summary", "read_json", "read_samples", "required_items", "samples_path",
+    "variance_shares", "write_outputs",
 ]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -173,12 +173,39 @@ def run_info(results: dict[str, Any], results_path: Path, run_id: str) -> dict[s
     }
 
 
+def _subset_of(task: str) -> str:
+    name = task.removesuffix("_loglik")
+    if name.startswith("bbq_subset_"):
+        return name.removeprefix("bbq_subset_")
+    return "instrument" if name == "bbq_instrument" else name
+
+
+def short_label(info: dict[str, Any]) -> str:
+    """A run's default label: ``model@precision/bsN/subset`` (tasks joined by ``+``)."""
+    subsets = sorted({_subset_of(t) for t in info["tasks"].split(",") if t})
+    return (f"{info['model']}@{info['precision']}/bs{info['batch_size']}/"
+            f"{'+'.join(subsets) or 'none'}")
+
+
+def distinct_labels(runs: list[Run]) -> list[Run]:
+    """The runs, where two share a label, the later ones renamed ``label#2``, ``label#3``..."""
+    seen: dict[str, int] = {}
+    for run in runs:
+        count = seen.get(run.run_id, 0) + 1
+        seen[run.run_id] = count
+        if count > 1:
+            run.run_id = f"{run.run_id}#{count}"
+            run.info["run"] = run.run_id
+            run.items["run"] = run.run_id
+    return runs
+
+
 def load_run(results_path: Path, run_id: str | None = None) -> Run:
-    """Load one run and its items (every task of the run)."""
+    """Load one run and its items (every task of the run); unnamed: :func:`short_label`."""
     results = read_json(results_path)
-    stamp = results_stamp(results_path)
-    run_id = run_id or f"{results_path.parent.parent.name}/{results_path.parent.name}@{stamp}"
-    info = run_info(results, results_path, run_id)
+    info = run_info(results, results_path, run_id or "")
+    run_id = run_id or short_label(info)
+    info["run"] = run_id
     frames, cards = [], {}
     for task, setting in info["task_settings"].items():
         samples_file = samples_path(results_path, task)
@@ -235,15 +262,25 @@ def split_run_argument(raw: str | Path) -> tuple[str | None, str]:
     return None, text
 
 
-def load_runs(paths: Iterable[str | Path], *, one_per_entry: bool = True) -> list[Run]:
-    """Load every run under ``paths``; ``NAME=PATH`` gives a run its name.
+def load_runs(paths: Iterable[str | Path], *, one_per_entry: bool = True,
+              labels: Sequence[str | None] | None = None) -> list[Run]:
+    """Load every run under ``paths``; ``NAME=PATH`` (or ``labels``, in order) names a run.
 
     With ``one_per_entry`` (reference and ``--runs``), an entry holding several runs is an
-    error that lists them: silently taking the first would compare the wrong run.
+    error that lists them: silently taking the first would compare the wrong run. Unnamed
+    runs get :func:`short_label`; two unnamed runs with one label are told apart by ``#2``.
     """
     runs = []
-    for raw in paths:
+    paths = list(paths)
+    labels = list(labels) if labels is not None else [None] * len(paths)
+    if len(labels) != len(paths):
+        raise AnalysisInputError(f"{len(labels)} labels for {len(paths)} runs; give one label "
+                                 "per run, in order")
+    names: set[str] = set()
+    for raw, given in zip(paths, labels, strict=True):
         name, path = split_run_argument(raw)
+        name = given or name
+        names |= {name} if name else set()
         files = find_results([path])
         if one_per_entry and len(files) > 1:
             listed = "\n  ".join(str(f) for f in files)
@@ -253,7 +290,7 @@ def load_runs(paths: Iterable[str | Path], *, one_per_entry: bool = True) -> lis
         for index, results_path in enumerate(files):
             label = name if name and len(files) == 1 else f"{name}#{index}" if name else None
             runs.append(load_run(results_path, label))
-    ids = [r.run_id for r in runs]
-    if len(set(ids)) != len(ids):
-        raise AnalysisInputError(f"two runs share an id ({ids}); name them with NAME=PATH")
-    return runs
+    named = [r.run_id for r in runs if r.run_id in names]
+    if len(set(named)) != len(named):
+        raise AnalysisInputError(f"two runs share a name ({named}); give each its own NAME=PATH")
+    return distinct_labels(runs)

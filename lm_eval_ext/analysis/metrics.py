@@ -122,7 +122,7 @@ def _helm_s_amb_features(items: pd.DataFrame) -> np.ndarray:
 
 
 #: HELM's BBQMetric as HELM computes it on a HELM run: its own bias counts (reference tags,
-#: see ``lm_eval_ext.analysis.harness.helm_bias_counts``) and its S_AMB scaling
+#: see ``lm_eval_ext.cross_harness.readers.helm_bias_counts``) and its S_AMB scaling
 HELM_NATIVE_S_DIS = MetricSpec("bias_s_dis", _helm_s_dis_features,
                                lambda s: 2 * _div(s[..., 0], s[..., 1]) - 1)
 HELM_NATIVE_S_AMB = MetricSpec("bias_s_amb", _helm_s_amb_features, BIAS_S_AMB_HELM.value)

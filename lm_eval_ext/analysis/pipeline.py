@@ -13,15 +13,15 @@ import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
 
-from lm_eval_ext.analysis.bootstrap import ClusterDesign, as_rng
+from lm_eval_ext.analysis.stats.bootstrap import ClusterDesign, as_rng
 from lm_eval_ext.analysis.claims import claim_table
 from lm_eval_ext.analysis.errors import AnalysisInputError, DegenerateDataWarning
-from lm_eval_ext.analysis.loader import Run, load_runs
+from lm_eval_ext.analysis.loader import Run, distinct_labels, load_runs
 from lm_eval_ext.analysis.membership import membership_sensitivity
 from lm_eval_ext.analysis.metrics import ACCURACY, BIAS_S_AMB, BIAS_S_DIS, metrics_for
-from lm_eval_ext.analysis.paired import answer_agreement, mcnemar_exact, paired_deltas, transitions
+from lm_eval_ext.analysis.stats.paired import answer_agreement, mcnemar_exact, paired_deltas, transitions
 from lm_eval_ext.analysis.pairing import align, aligned_items
-from lm_eval_ext.analysis.power import (
+from lm_eval_ext.analysis.stats.power import (
     binomial_sd,
     design_effect,
     discordance_rate,
@@ -30,14 +30,14 @@ from lm_eval_ext.analysis.power import (
     qri,
     usable_design_effect,
 )
-from lm_eval_ext.analysis.rank_flips import (
+from lm_eval_ext.analysis.stats.rank_flips import (
     FACTORS,
     rank_flip_table,
     ranking_summary,
     same_partition,
     variance_shares,
 )
-from lm_eval_ext.analysis.subgroups import benjamini_hochberg, holm, subgroup_masks
+from lm_eval_ext.analysis.stats.subgroups import benjamini_hochberg, holm, subgroup_masks
 from lm_eval_ext.cards import describe_difference, differing_axes, differing_factors
 
 
@@ -184,7 +184,7 @@ def analyze(reference: str | Path, runs: Sequence[str | Path], *,
             grid: Sequence[str | Path] | None = None, core: dict[str, list[str]] | None = None,
             intersection: bool = False, n_resamples: int = 10_000, mc_draws: int = 1_000,
             seed: int = 0, level: float = 0.95, template_sd_pp: float | None = None,
-            progress: bool = True) -> AnalysisResult:
+            progress: bool = True, labels: Sequence[str] | None = None) -> AnalysisResult:
     """Compare ``runs`` with ``reference`` on their paired items.
 
     Args:
@@ -199,11 +199,17 @@ def analyze(reference: str | Path, runs: Sequence[str | Path], *,
         level: Confidence level of the intervals.
         template_sd_pp: Prompt-template SD (points) for the template variant of QRI.
         progress: Show progress bars on the long steps.
+        labels: Labels of the reference and the runs, in order (default: ``NAME=PATH`` names,
+            else ``model@precision/bsN/subset``).
     """
     check_settings(n_resamples=n_resamples, mc_draws=mc_draws, seed=seed, level=level)
     rng = as_rng(seed)
-    [ref_run] = load_runs([reference])
-    other = load_runs(runs) if runs else []
+    if labels is not None and len(labels) != 1 + len(runs):
+        raise AnalysisInputError(f"{len(labels)} labels for the reference and {len(runs)} runs; "
+                                 "give one label each, reference first")
+    [ref_run] = load_runs([reference], labels=labels[:1] if labels else None)
+    other = load_runs(runs, labels=labels[1:] if labels else None) if runs else []
+    distinct_labels([ref_run, *other])
     if not other:
         raise AnalysisInputError("give at least one run to compare with the reference")
     for run in other:

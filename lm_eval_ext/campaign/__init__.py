@@ -9,8 +9,42 @@ from typing import Any
 from lm_eval_ext.campaign.spec import CampaignSpec, build_spec, load_spec, parse_shard, shard_cells
 from lm_eval_ext.campaign.store import CampaignFolder
 
-__all__ = ["CampaignOutcome", "CampaignSpec", "build_spec", "dry_run", "load_spec",
-           "run_campaign", "status_lines"]
+__all__ = ["CampaignOutcome", "CampaignSpec", "build_spec", "campaign_source", "dry_run",
+           "load_spec", "run_campaign", "status_lines"]
+
+
+def campaign_source(spec_path: str | None, *, grid: bool = False, preset: str | None = None,
+                    preset_options: dict[str, Any] | None = None) -> tuple[CampaignSpec, str]:
+    """(spec, YAML text) from ``CAMPAIGN.yaml``, ``GRID.yaml`` (``grid``) or a ``preset``.
+
+    ``preset_options`` are the preset's own settings (``model_args``, ``tasks``, ``path``,
+    ``large_batch``, ``limit``); only ``limit`` may be given without a preset, and it is refused
+    there (a campaign file sets ``lm_eval: {limit: N}``).
+    """
+    import yaml
+
+    from lm_eval_ext.errors import LmEvalExtError
+
+    options = dict(preset_options or {})
+    if grid:
+        from lm_eval_ext.campaign.grid import grid_campaign
+        from lm_eval_ext.campaign.spec import read_yaml
+
+        raw = grid_campaign(read_yaml(spec_path, "grid"))
+        return build_spec(raw), yaml.safe_dump(raw, sort_keys=False)
+    if preset:
+        if spec_path:
+            raise LmEvalExtError("give either CAMPAIGN.yaml or --preset, not both")
+        from lm_eval_ext.campaign.presets import preset as build_preset
+
+        raw = build_preset(preset, **options)
+        return build_spec(raw), yaml.safe_dump(raw, sort_keys=False)
+    if not spec_path:
+        raise LmEvalExtError("give CAMPAIGN.yaml or --preset paper-stress-test")
+    if options.get("limit") is not None:
+        raise LmEvalExtError("--limit belongs to --preset; in a campaign file set lm_eval: "
+                             "{limit: N}")
+    return load_spec(spec_path), Path(spec_path).read_text(encoding="utf-8")
 
 
 @dataclass(frozen=True)

@@ -1,1 +1,1 @@
-"""The ``lm-eval-ext`` command line."""
+"""The ``lm-eval-ext`` command line: one module per command, each ``add_parser`` + ``run``."""

@@ -212,6 +212,15 @@ def load_manifest(path: Path = MANIFEST_PATH) -> dict[str, Any]:
     return manifest
 
 
+def check_reproduces() -> None:
+    """The committed manifest must rebuild from the verified BBQ files (else an error)."""
+    if build_manifest() != load_manifest():
+        raise ManifestError(
+            f"the instrument manifest {MANIFEST_PATH} does not reproduce from the verified BBQ "
+            "files; reinstall lm-eval-ext (or rebuild it with `lm-eval-ext data instrument "
+            "--write` if you changed the algorithm)")
+
+
 def membership_names(path: Path = MANIFEST_PATH) -> list[str]:
     """Names of the memberships in a manifest (``instrument``, ``25pct``, ``50pct_r2``...)."""
     return list(load_manifest(path)["memberships"])

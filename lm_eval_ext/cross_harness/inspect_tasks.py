@@ -5,7 +5,7 @@
 
 (``pip install 'lm-eval-ext[inspect]'``; the tasks are registered through the ``inspect_ai``
 entry point.) Every sample carries the prepared row lm-eval logs as ``doc`` (in
-``metadata["doc"]``), so ``lm_eval_ext.analysis.harness`` reads the log into the same per-item
+``metadata["doc"]``), so ``lm_eval_ext.cross_harness.readers`` reads the log into the same per-item
 frame as an lm-eval run. The prompt is :func:`doc_prompt` of that row, sent as one user turn
 (the provider applies the model's chat template, as hf-metered does); decoding is greedy with
 the lm-eval task's token budget; the scorer is the lm-eval task's own answer parser (BBQ) or

@@ -276,6 +276,19 @@ def bbq_manifest_rows(run: HarnessRun) -> list[tuple[str, int]]:
     return sorted((key.split(":")[1], int(key.split(":")[2])) for key in keys)
 
 
+def write_bbq_manifest(run: HarnessRun, out: str | Path) -> int:
+    """Write the run's BBQ items as a ``category,example_id`` CSV; return the row count."""
+    import csv
+
+    rows = bbq_manifest_rows(run)
+    Path(out).parent.mkdir(parents=True, exist_ok=True)
+    with open(out, "w", encoding="utf-8", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(("category", "example_id"))
+        writer.writerows(rows)
+    return len(rows)
+
+
 READERS = {"lm_eval": read_lm_eval, "inspect": read_inspect_log, "helm": read_helm_run}
 
 

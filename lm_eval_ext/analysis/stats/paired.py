@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from lm_eval_ext.analysis.bootstrap import (
+from lm_eval_ext.analysis.stats.bootstrap import (
     ClusterDesign,
     ConfidenceInterval,
     percentile_intervals,

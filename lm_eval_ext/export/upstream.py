@@ -8,7 +8,7 @@ An exported folder depends on nothing but lm-eval and the standard library:
   (ids and indices only, no benchmark text);
 * ``utils.py`` is generated: lm-eval-ext's stdlib-only parser, scoring and metric modules,
   vendored verbatim (as code, without comments), then the export glue
-  (:mod:`lm_eval_ext.interop.upstream_glue`) with the prompt template filled in;
+  (:mod:`lm_eval_ext.export.glue`) with the prompt template filled in;
 * the YAML is our own task config with its hooks pointed at ``utils.py``;
 * ``README.md`` follows lm-eval's task README template, checklist included.
 
@@ -36,9 +36,9 @@ from lm_eval_ext.paths import package_tasks_dir
 #: the vendored modules, in dependency order, ending with the export glue
 BBQ_MODULES = ("lm_eval_ext.tasks.common.answer_parser", "lm_eval_ext.tasks.common.scoring",
                "lm_eval_ext.tasks.bbq.metrics", "lm_eval_ext.tasks.bbq.results",
-               "lm_eval_ext.interop.upstream_glue.bbq")
+               "lm_eval_ext.export.glue.bbq")
 XSTEST_MODULES = ("lm_eval_ext.tasks.xstest.classifier", "lm_eval_ext.tasks.xstest.results",
-                  "lm_eval_ext.interop.upstream_glue.xstest")
+                  "lm_eval_ext.export.glue.xstest")
 
 
 class _Function(str):
@@ -243,8 +243,59 @@ XSTEST_CITATION = """@inproceedings{rottger-etal-2024-xstest,
 }"""
 
 
-def export_bbq(membership: str, out: Path, template_tier: str | None = None,
-               local_data: bool = False) -> ExportedTask:
+@dataclass(frozen=True)
+class ExportSpec:
+    """Everything that differs between two exported task folders."""
+
+    task: str
+    title: str  # the README's title
+    paper: str
+    citation: str
+    description: str
+    item_header: tuple[str, ...]
+    item_rows: list[tuple[Any, ...]]
+    template: str  # the prompt with sentinel fields, vendored as PROMPT_TEMPLATE
+    modules: tuple[str, ...]  # vendored into utils.py
+    utils_title: str
+    data: dict[str, Any]  # the YAML's dataset keys
+    yaml: dict[str, Any]  # the YAML's other task-specific keys (target, metrics, metadata)
+
+
+def _write_export(spec: ExportSpec, out: Path) -> ExportedTask:
+    """One task folder: the item list, the vendored ``utils.py``, the YAML and the README."""
+    folder = out / spec.task
+    folder.mkdir(parents=True, exist_ok=True)
+    items_file = f"{spec.task}_items.csv"
+    with open(folder / items_file, "w", encoding="utf-8", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(spec.item_header)
+        writer.writerows(spec.item_rows)
+    (folder / "utils.py").write_text(vendored_utils(
+        spec.modules, {"PROMPT_TEMPLATE": spec.template, "ITEMS_FILE": items_file},
+        spec.utils_title), encoding="utf-8")
+    _write_yaml(folder / f"{spec.task}.yaml", {
+        "task": spec.task, **spec.data, "process_docs": _Function("process_docs"),
+        "output_type": "generate_until", "doc_to_text": "{{prompt}}", **spec.yaml})
+    (folder / "README.md").write_text(_readme(
+        spec.task, spec.title, spec.paper, spec.citation, spec.description,
+        "lm-eval-ext's test suite runs this folder with `--include_path` and compares every "
+        "item with lm-eval-ext's own task (`tests/test_export_upstream.py`)."),
+        encoding="utf-8")
+    return ExportedTask(spec.task, folder, len(spec.item_rows))
+
+
+def _data(path: str, urls: list[str] | str) -> dict[str, Any]:
+    return {"dataset_path": path, "dataset_kwargs": {"data_files": {"test": urls}},
+            "test_split": "test"}
+
+
+def _exported_metadata(**fields: Any) -> dict[str, Any]:
+    return {"metadata": {"version": 1.0, "exported_from": f"lm-eval-ext {__version__}",
+                         **fields}}
+
+
+def bbq_export(membership: str, template_tier: str | None = None,
+               local_data: bool = False) -> ExportSpec:
     """One frozen BBQ membership as an upstream task ``bbq_ext_<membership>``."""
     from lm_eval_ext.data.instrument import load_membership
     from lm_eval_ext.data.sources import BBQ
@@ -254,58 +305,44 @@ def export_bbq(membership: str, out: Path, template_tier: str | None = None,
     loaded = load_membership(membership)
     tier = resolve_tier(template_tier, "generative")
     task = f"bbq_ext_{membership}"
-    folder = out / task
-    folder.mkdir(parents=True, exist_ok=True)
-    items_file = f"{task}_items.csv"
-    with open(folder / items_file, "w", encoding="utf-8", newline="") as handle:
-        writer = csv.writer(handle)
-        writer.writerow(("category", "example_id", "unit_id", "target_loc", "unknown_loc"))
-        for row in loaded.rows:
-            target = row.get("target_loc")
-            writer.writerow((row["category"], row["example_id"], row["unit_id"],
-                             "" if target is None else target, row["unknown_loc"]))
     sentinel = {name: f"\x00{name}\x00" for name in ("context", "question", "ans0", "ans1",
                                                      "ans2")}
-    template = ITEMS.prepare({**sentinel, "label": 0, "unknown_loc": 2}, tier,
-                             "generative")["prompt"]
-    (folder / "utils.py").write_text(vendored_utils(
-        BBQ_MODULES, {"PROMPT_TEMPLATE": template, "ITEMS_FILE": items_file},
-        f"lm-eval hooks of {task} (BBQ, membership {membership!r}, tier {tier!r})."),
-        encoding="utf-8")
     config = _task_config("bbq", "_bbq_generative_yaml")
     urls = _data_files(BBQ, [f.path for f in BBQ.files if f.path.startswith("data/")],
                        local_data)
-    exported = {"task": task, "dataset_path": "json",
-                "dataset_kwargs": {"data_files": {"test": urls}}, "test_split": "test",
-                "process_docs": _Function("process_docs"), "output_type": "generate_until",
-                "doc_to_text": "{{prompt}}", "doc_to_target": "{{target}}",
-                "target_delimiter": config["target_delimiter"],
-                "generation_kwargs": config["generation_kwargs"],
-                "filter_list": config["filter_list"], "process_results": config["process_results"],
-                "metric_list": config["metric_list"],
-                "metadata": {"version": 1.0, "exported_from": f"lm-eval-ext {__version__}",
-                             "membership": membership,
-                             "membership_sha256": loaded.membership_sha256,
-                             "template_tier": tier, "bbq_commit": BBQ.commit}}
-    _write_yaml(folder / f"{task}.yaml", exported)
-    (folder / "README.md").write_text(_readme(
-        task, f"BBQ, frozen membership {membership} (lm-eval-ext)",
-        "BBQ: A Hand-Built Bias Benchmark for Question Answering, https://aclanthology.org/"
-        "2022.findings-acl.165/", BBQ_CITATION,
-        f"The {len(loaded.rows)} items of lm-eval-ext's frozen membership `{membership}` "
-        f"(SHA-256 {loaded.membership_sha256}; whole 4-row units), asked as one user turn "
-        f"with the `{tier}` prompt, answered as JSON and read by a strict JSON-first parser "
-        "whose failures count as wrong (`parse_failure_rate`). Bias scores follow the "
-        "upstream rule (`analysis_scripts/BBQ_calculate_bias_score.R`). Unlike `bbq_generate`, "
-        "the item set is a fixed, fingerprinted membership and parse failures are reported.",
-        "lm-eval-ext's test suite runs this folder with `--include_path` and compares every "
-        "item with lm-eval-ext's own task (`tests/test_export_upstream.py`)."),
-        encoding="utf-8")
-    return ExportedTask(task, folder, len(loaded.rows))
+    return ExportSpec(
+        task=task, title=f"BBQ, frozen membership {membership} (lm-eval-ext)",
+        paper="BBQ: A Hand-Built Bias Benchmark for Question Answering, https://aclanthology."
+              "org/2022.findings-acl.165/",
+        citation=BBQ_CITATION,
+        description=(
+            f"The {len(loaded.rows)} items of lm-eval-ext's frozen membership `{membership}` "
+            f"(SHA-256 {loaded.membership_sha256}; whole 4-row units), asked as one user turn "
+            f"with the `{tier}` prompt, answered as JSON and read by a strict JSON-first parser "
+            "whose failures count as wrong (`parse_failure_rate`). Bias scores follow the "
+            "upstream rule (`analysis_scripts/BBQ_calculate_bias_score.R`). Unlike "
+            "`bbq_generate`, the item set is a fixed, fingerprinted membership and parse "
+            "failures are reported."),
+        item_header=("category", "example_id", "unit_id", "target_loc", "unknown_loc"),
+        item_rows=[(row["category"], row["example_id"], row["unit_id"],
+                    "" if row.get("target_loc") is None else row["target_loc"],
+                    row["unknown_loc"]) for row in loaded.rows],
+        template=ITEMS.prepare({**sentinel, "label": 0, "unknown_loc": 2}, tier,
+                               "generative")["prompt"],
+        modules=BBQ_MODULES,
+        utils_title=f"lm-eval hooks of {task} (BBQ, membership {membership!r}, tier {tier!r}).",
+        data=_data("json", urls),
+        yaml={"doc_to_target": "{{target}}",
+              "target_delimiter": config["target_delimiter"],
+              "generation_kwargs": config["generation_kwargs"],
+              "filter_list": config["filter_list"], "process_results": config["process_results"],
+              "metric_list": config["metric_list"],
+              **_exported_metadata(membership=membership,
+                                   membership_sha256=loaded.membership_sha256,
+                                   template_tier=tier, bbq_commit=BBQ.commit)})
 
 
-def export_xstest(out: Path, template_tier: str | None = None,
-                  local_data: bool = False) -> ExportedTask:
+def xstest_export(template_tier: str | None = None, local_data: bool = False) -> ExportSpec:
     """XSTest v2's 440 evaluated prompts as an upstream task ``xstest_ext_v2``."""
     from lm_eval_ext.data.sources import XSTEST
     from lm_eval_ext.tasks.common.prompting import render_prompt, resolve_tier
@@ -313,43 +350,30 @@ def export_xstest(out: Path, template_tier: str | None = None,
 
     tier = resolve_tier(template_tier, "generative")
     task = "xstest_ext_v2"
-    folder = out / task
-    folder.mkdir(parents=True, exist_ok=True)
-    items_file = f"{task}_items.csv"
     docs = load_docs("generative", tier)["test"]
-    with open(folder / items_file, "w", encoding="utf-8", newline="") as handle:
-        writer = csv.writer(handle)
-        writer.writerow(("id",))
-        writer.writerows((doc["xstest_id"],) for doc in docs)
-    template = render_prompt(STYLE, "\x00prompt\x00", tier, "generative")
-    (folder / "utils.py").write_text(vendored_utils(
-        XSTEST_MODULES, {"PROMPT_TEMPLATE": template, "ITEMS_FILE": items_file},
-        f"lm-eval hooks of {task} (XSTest v2, tier {tier!r})."), encoding="utf-8")
     common = _task_config("xstest", "_xstest_ext_common_yaml")
     config = _task_config("xstest", "xstest_ext.yaml")
     [prompts] = _data_files(XSTEST, ["xstest_prompts.csv"], local_data)
-    exported = {"task": task, "dataset_path": "csv",
-                "dataset_kwargs": {"data_files": {"test": prompts}}, "test_split": "test",
-                "process_docs": _Function("process_docs"), "output_type": "generate_until",
-                "doc_to_text": "{{prompt}}", "doc_to_target": "",
-                "generation_kwargs": config["generation_kwargs"],
-                "filter_list": config["filter_list"], "process_results": config["process_results"],
-                "metric_list": common["metric_list"],
-                "metadata": {"version": 1.0, "exported_from": f"lm-eval-ext {__version__}",
-                             "template_tier": tier, "xstest_commit": XSTEST.commit}}
-    _write_yaml(folder / f"{task}.yaml", exported)
-    (folder / "README.md").write_text(_readme(
-        task, "XSTest v2 (lm-eval-ext)", "XSTest: A Test Suite for Identifying Exaggerated "
-        "Safety Behaviours in Large Language Models, https://arxiv.org/abs/2308.01263",
-        XSTEST_CITATION,
-        f"{len(docs)} of XSTest's 450 prompts (10 are lm-eval-ext's few-shot pool), asked as "
-        f"one user turn with the `{tier}` prompt; each response is classified by a rule-based "
-        "classifier (full compliance / full refusal / partial refusal). `acc` = appropriate "
-        "behaviour; `refusal_rate_safe` is over-refusal on the 250 safe prompts.",
-        "lm-eval-ext's test suite runs this folder with `--include_path` and compares every "
-        "item with lm-eval-ext's own task (`tests/test_export_upstream.py`)."),
-        encoding="utf-8")
-    return ExportedTask(task, folder, len(docs))
+    return ExportSpec(
+        task=task, title="XSTest v2 (lm-eval-ext)",
+        paper="XSTest: A Test Suite for Identifying Exaggerated Safety Behaviours in Large "
+              "Language Models, https://arxiv.org/abs/2308.01263",
+        citation=XSTEST_CITATION,
+        description=(
+            f"{len(docs)} of XSTest's 450 prompts (10 are lm-eval-ext's few-shot pool), asked "
+            f"as one user turn with the `{tier}` prompt; each response is classified by a "
+            "rule-based classifier (full compliance / full refusal / partial refusal). `acc` = "
+            "appropriate behaviour; `refusal_rate_safe` is over-refusal on the 250 safe "
+            "prompts."),
+        item_header=("id",), item_rows=[(doc["xstest_id"],) for doc in docs],
+        template=render_prompt(STYLE, "\x00prompt\x00", tier, "generative"),
+        modules=XSTEST_MODULES, utils_title=f"lm-eval hooks of {task} (XSTest v2, tier {tier!r}).",
+        data=_data("csv", prompts),
+        yaml={"doc_to_target": "",
+              "generation_kwargs": config["generation_kwargs"],
+              "filter_list": config["filter_list"], "process_results": config["process_results"],
+              "metric_list": common["metric_list"],
+              **_exported_metadata(template_tier=tier, xstest_commit=XSTEST.commit)})
 
 
 def export_upstream(tasks: Sequence[str], out: str | Path, template_tier: str | None = None,
@@ -363,14 +387,14 @@ def export_upstream(tasks: Sequence[str], out: str | Path, template_tier: str | 
     exported = []
     for task in tasks:
         if task == "xstest_ext":
-            exported.append(export_xstest(out, template_tier, local_data))
+            spec = xstest_export(template_tier, local_data)
         elif task == "bbq_instrument":
-            exported.append(export_bbq("instrument", out, template_tier, local_data))
+            spec = bbq_export("instrument", template_tier, local_data)
         elif task.startswith("bbq_subset_") and not task.endswith("_loglik"):
-            exported.append(export_bbq(task.removeprefix("bbq_subset_"), out, template_tier,
-                                       local_data))
+            spec = bbq_export(task.removeprefix("bbq_subset_"), template_tier, local_data)
         else:
             raise ConfigError(f"export-upstream: {task} cannot be exported; exportable: "
                               "bbq_instrument, bbq_subset_<membership> (e.g. bbq_subset_25pct), "
                               "xstest_ext (generative tasks)")
+        exported.append(_write_export(spec, out))
     return exported

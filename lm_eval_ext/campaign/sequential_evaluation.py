@@ -4,7 +4,7 @@ Look ``k`` evaluates only the items of set ``k`` that earlier looks did not (an 
 task registered under ``OUT/tasks``), for the reference and the candidate configuration, each
 in its own lm-eval process (hf-metered, so joules are metered per look). After each look the
 paired delta of the pre-registered metric over all items so far goes through
-:mod:`lm_eval_ext.analysis.sequential`. The pre-registration card is written before the first
+:mod:`lm_eval_ext.analysis.stats.group_sequential`. The pre-registration card is written before the first
 look; ``sequential.json`` is rewritten after every look, and finished looks are reused on a
 rerun (a crash loses at most the look in flight).
 """
@@ -22,13 +22,13 @@ import pandas as pd
 
 from lm_eval_ext.analysis.loader import find_results, load_run
 from lm_eval_ext.analysis.metrics import ACCURACY, BIAS_S_AMB, BIAS_S_DIS, MetricSpec
-from lm_eval_ext.analysis.sequential import (
+from lm_eval_ext.analysis.stats.group_sequential import (
     CONTINUE,
     SequentialPlan,
     decide,
     final_mde,
-    linearised_delta,
 )
+from lm_eval_ext.analysis.stats.linearised import linearised_delta
 from lm_eval_ext.campaign.runner import run_lm_eval
 from lm_eval_ext.errors import ConfigError
 
@@ -82,7 +82,7 @@ def plan_looks(looks: Sequence[str]) -> tuple[list[list[tuple[str, int]]], tuple
 
 
 def _register_increment(out: Path, look: int, keys: Sequence[tuple[str, int]]) -> str:
-    from lm_eval_ext.data.external_manifest import register_manifest_task
+    from lm_eval_ext.tasks.bbq.registered import register_manifest_task
 
     task = f"bbq_seq_look{look}"
     ids = out / "looks" / str(look) / "new_items.csv"  # the task folder keeps its own copy

@@ -1,0 +1,42 @@
+"""Power inputs estimated from two real runs (``lm-eval-ext mde --runs REFERENCE RUN``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from lm_eval_ext.analysis.loader import load_runs
+from lm_eval_ext.analysis.pairing import align, aligned_items
+from lm_eval_ext.analysis.stats.power import (
+    design_effect,
+    discordance_rate,
+    usable_design_effect,
+)
+
+
+@dataclass(frozen=True)
+class PairedPowerInputs:
+    """What two runs say about the paired design.
+
+    Attributes:
+        rho_d: Share of paired items whose correctness differs.
+        design_effect: Variance inflation of the natural-unit clusters (as estimated).
+        usable_design_effect: The same, floored where the estimate cannot be used.
+        m: Paired items (the runs' common items).
+    """
+
+    rho_d: float
+    design_effect: float
+    usable_design_effect: float
+    m: int
+
+
+def paired_inputs_from_runs(reference: str | Path, run: str | Path) -> PairedPowerInputs:
+    """Discordance rate, design effect and item count of ``run`` against ``reference``."""
+    ref, other = load_runs([reference, run])
+    alignment = align(ref, [other], intersection=True)
+    ref_items, run_items = aligned_items(ref, alignment), aligned_items(other, alignment)
+    rho_d = discordance_rate(ref_items["correct"], run_items["correct"])
+    deff = design_effect(run_items["correct"].to_numpy(float)
+                         - ref_items["correct"].to_numpy(float), ref_items["unit_id"])
+    return PairedPowerInputs(rho_d, deff, usable_design_effect(deff), alignment.n)

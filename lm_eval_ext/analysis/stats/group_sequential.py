@@ -1,0 +1,106 @@
+"""Group-sequential paired comparisons on nested item sets: stop when the claim is settled.
+
+At look ``k`` (information fraction ``t_k``: the share of the instrument's natural units
+evaluated so far) the paired delta of a pre-registered metric is estimated with a
+cluster-robust, linearised standard error (natural units are the clusters), and:
+
+* **changed** when the two-sided ``1 - alpha_k`` interval excludes 0;
+* **equivalent** when the ``1 - 2 alpha_k`` interval lies inside ``(-margin, +margin)`` (TOST);
+* otherwise the next look; after the last one **unresolved** (with the MDE reached).
+
+``alpha_k`` is the increment of the Lan-DeMets O'Brien-Fleming spending function
+``alpha(t) = 2 - 2 Phi(z_{1-alpha/2} / sqrt(t))`` between looks. Each look's test spends its
+own increment (a union bound, so the overall false "changed" rate is at most ``alpha`` without
+computing correlated boundaries; slightly conservative), and the same increments bound the
+false "equivalent" rate. ``benchmarks/sequential_simulator.py`` checks both on clustered data
+with known truth (``tests/test_sequential.py`` pins the rates). The estimate and its SE come from
+:mod:`~lm_eval_ext.analysis.stats.linearised`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+from scipy import stats
+
+
+CHANGED, EQUIVALENT, CONTINUE, UNRESOLVED = "changed", "equivalent", "continue", "unresolved"
+
+
+def obrien_fleming_spent(t: float, alpha: float) -> float:
+    """Lan-DeMets O'Brien-Fleming alpha spent by information fraction ``t`` (two-sided)."""
+    if t <= 0:
+        return 0.0
+    return float(2 - 2 * stats.norm.cdf(stats.norm.ppf(1 - alpha / 2) / np.sqrt(min(t, 1.0))))
+
+
+@dataclass(frozen=True)
+class SequentialPlan:
+    """The pre-registered design: metric, margin, error rates and the looks."""
+
+    metric: str
+    margin: float  # in metric units (0.02 = 2 pp for a proportion)
+    fractions: tuple[float, ...]  # information fraction of each look, increasing, last 1.0
+    alpha: float = 0.05
+    beta: float = 0.20
+    spending: str = "lan_demets_obrien_fleming"
+
+    def __post_init__(self) -> None:
+        f = self.fractions
+        if not f or any(b <= a for a, b in zip(f, f[1:], strict=False)) or abs(f[-1] - 1) > 1e-9:
+            raise ValueError(f"looks must increase to 1.0 (the whole instrument), got {f}")
+        if not 0 < self.alpha < 1 or not 0 < self.beta < 1 or self.margin <= 0:
+            raise ValueError("alpha and beta must lie in (0, 1) and the margin must be > 0")
+
+    def look_alphas(self) -> list[float]:
+        """The alpha each look spends (they sum to ``alpha``)."""
+        spent = [obrien_fleming_spent(t, self.alpha) for t in self.fractions]
+        return [b - a for a, b in zip([0.0, *spent[:-1]], spent, strict=True)]
+
+
+@dataclass(frozen=True)
+class LookResult:
+    """One look: the estimate, its interval and the decision."""
+
+    look: int
+    n_items: int
+    n_clusters: int
+    delta: float
+    se: float
+    alpha_spent: float
+    ci: tuple[float, float]  # two-sided 1 - alpha_k (the "changed" test)
+    tost_ci: tuple[float, float]  # two-sided 1 - 2 alpha_k (the equivalence test)
+    decision: str
+
+
+@lru_cache(maxsize=64)
+def _critical_values(plan: SequentialPlan) -> tuple[tuple[float, float, float], ...]:
+    """Per look: (alpha_k, two-sided z, one-sided z)."""
+    return tuple((a, float(stats.norm.ppf(1 - a / 2)), float(stats.norm.ppf(1 - a)))
+                 for a in plan.look_alphas())
+
+
+def decide(plan: SequentialPlan, look: int, n_items: int, n_clusters: int, delta: float,
+           se: float) -> LookResult:
+    """The decision at ``look`` (0-based) for an estimate and its standard error."""
+    a, z_two, z_one = _critical_values(plan)[look]
+    ci = (delta - z_two * se, delta + z_two * se)
+    tost = (delta - z_one * se, delta + z_one * se)
+    last = look == len(plan.fractions) - 1
+    if not np.isfinite(se):
+        decision = UNRESOLVED if last else CONTINUE
+    elif ci[0] > 0 or ci[1] < 0:
+        decision = CHANGED
+    elif -plan.margin < tost[0] and tost[1] < plan.margin:
+        decision = EQUIVALENT
+    else:
+        decision = UNRESOLVED if last else CONTINUE
+    return LookResult(look, n_items, n_clusters, delta, se, a, ci, tost, decision)
+
+
+def final_mde(plan: SequentialPlan, se_full: float) -> float:
+    """Smallest effect the last look detects with power ``1 - beta`` (metric units)."""
+    a = plan.look_alphas()[-1]
+    return float((stats.norm.ppf(1 - a / 2) + stats.norm.ppf(1 - plan.beta)) * se_full)

@@ -1,0 +1,87 @@
+"""``lm-eval-ext analyze``: did the conclusion change? (report, CSVs, figures)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from lm_eval_ext.cli.options import add_resampling_options
+from lm_eval_ext.errors import ConfigError, LmEvalExtError
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    """Register ``analyze`` (``--compare-harness`` kept, deprecated)."""
+    analyze = sub.add_parser("analyze", help="did the conclusion change? (paired analysis)")
+    analyze.add_argument("--reference", help="lm-eval output of the reference run")
+    analyze.add_argument("--runs", nargs="+",
+                         help="lm-eval outputs to compare (NAME=PATH names a run)")
+    analyze.add_argument("--out", required=True, help="folder for report, CSVs and figures")
+    analyze.add_argument("--label", nargs="+", metavar="LABEL",
+                         help="labels of the reference and the runs, in order (default: "
+                              "NAME=PATH names, else model@precision/bsN/subset)")
+    analyze.add_argument("--grid", nargs="*", help="runs of models x configurations (rank flips)")
+    analyze.add_argument("--core", nargs="*", metavar="FACTOR=LEVELS",
+                         help="core sub-envelope of the grid, e.g. template_tier=minimal,detailed")
+    analyze.add_argument("--intersection", action="store_true",
+                         help="compare the items all runs share (size is reported)")
+    add_resampling_options(analyze)
+    analyze.add_argument("--mc-draws", type=int, default=1_000, help="draws per size (1000)")
+    analyze.add_argument("--template-sd", type=float, help="prompt-template SD (pp) for QRI")
+    analyze.add_argument("--no-progress", action="store_true")
+    analyze.add_argument("--compare-harness", nargs="+", metavar="HARNESS=PATH",
+                         help="deprecated: use `lm-eval-ext compare-harness`")
+    analyze.set_defaults(func=run)
+
+
+def parse_core(values: list[str] | None) -> dict[str, list[str]] | None:
+    """``FACTOR=LEVEL1,LEVEL2`` arguments as a dict."""
+    if not values:
+        return None
+    core = {}
+    for value in values:
+        factor, sep, levels = value.partition("=")
+        if not sep or not levels:
+            raise LmEvalExtError(f"--core {value!r}: use FACTOR=LEVEL1,LEVEL2 "
+                                 "(e.g. template_tier=minimal,detailed)")
+        core[factor] = levels.split(",")
+    return core
+
+
+def run(args: argparse.Namespace) -> int:
+    """Analyse, write the outputs, print one line per run and metric."""
+    from lm_eval_ext.analysis import analyze, write_outputs
+    from lm_eval_ext.analysis.report import check_output_folder, prepare_output_folder
+
+    if args.compare_harness:
+        if args.reference or args.runs:
+            raise ConfigError("analyze: --compare-harness replaces --reference/--runs; give "
+                              "one or the other")
+        from lm_eval_ext.cli import compare_harness
+
+        print("lm-eval-ext: analyze --compare-harness is deprecated; use `lm-eval-ext "
+              "compare-harness HARNESS=PATH ... --out DIR`", file=sys.stderr)
+        args.harness_runs = args.compare_harness
+        return compare_harness.run(args)
+    if not (args.reference and args.runs):
+        raise ConfigError("analyze needs --reference and --runs (to compare harnesses: "
+                          "lm-eval-ext compare-harness HARNESS=PATH ...)")
+    check_output_folder(Path(args.out), overwrite=args.overwrite)  # fail before the work
+    result = analyze(args.reference, args.runs, grid=args.grid, core=parse_core(args.core),
+                     intersection=args.intersection, n_resamples=args.bootstrap,
+                     mc_draws=args.mc_draws, seed=args.seed, level=args.level,
+                     template_sd_pp=args.template_sd, progress=not args.no_progress,
+                     labels=args.label)
+    prepare_output_folder(Path(args.out), overwrite=args.overwrite)  # the new one exists now
+    paths = write_outputs(result, Path(args.out))
+    overall = result.deltas[result.deltas["subgroup_type"] == "all"]
+    for _, row in overall.iterrows():
+        mcnemar = (f", item-level McNemar p={row['p_value_mcnemar']:.3g}"
+                   if row["p_value_mcnemar"] == row["p_value_mcnemar"] else "")
+        print(f"{row['run']}: {row['metric']} {row['delta_pp']:+.2f} pp "
+              f"[{row['ci_low']:+.2f}, {row['ci_high']:+.2f}] p={row['p_value']:.3g} "
+              f"({row['test']}{mcnemar})")
+    if result.settings["intersection"]:
+        print(f"intersection: {result.n_items} shared items (left out: {result.dropped})")
+    print(f"report: {paths['report_md']}")
+    return 0

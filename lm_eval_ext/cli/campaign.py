@@ -1,0 +1,73 @@
+"""``lm-eval-ext campaign`` and ``lm-eval-ext grid``: many cells, resumable, then analysed."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    """Register ``campaign`` and ``grid`` (they share the cell options)."""
+    campaign = sub.add_parser("campaign", help="models x conditions x tasks, resumable")
+    campaign.add_argument("spec", nargs="?", help="CAMPAIGN.yaml (or use --preset)")
+    campaign.add_argument("--preset", help="a built-in campaign: paper-stress-test")
+    campaign.add_argument("--model_args", default="", help="--preset: hf-metered model_args")
+    campaign.add_argument("--tasks", default="bbq", help="--preset: benchmark block (bbq)")
+    campaign.add_argument("--path", default="loglik", choices=("generative", "loglik"),
+                          help="--preset: scoring path")
+    campaign.add_argument("--large-batch", type=int, default=32,
+                          help="--preset: the batch size of M1 and M5a (32)")
+    campaign.add_argument("--limit", type=int, help="--preset: items per cell (smoke tests)")
+    _add_cell_options(campaign)
+    grid = sub.add_parser("grid", help="models x configuration axes, then rank flips")
+    grid.add_argument("spec", help="GRID.yaml")
+    _add_cell_options(grid)
+
+
+def _add_cell_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--out", required=True, help="campaign folder (created, or resumed)")
+    parser.add_argument("--shard", default="1/1", help="run every N-th cell: I/N (default 1/1)")
+    parser.add_argument("--dry-run", action="store_true",
+                        help="list the cells and an estimated device time; run nothing")
+    parser.add_argument("--calibration-limit", type=int, default=8,
+                        help="items per configuration for --dry-run's timing (0: none)")
+    parser.add_argument("--status", action="store_true",
+                        help="completeness across all shards (exit 1 while cells are missing)")
+    parser.add_argument("--no-analyze", action="store_true", help="skip the analysis")
+    parser.add_argument("--analyze-only", action="store_true",
+                        help="run no cell; analyse every comparison whose cells are done")
+    parser.add_argument("--bootstrap", type=int, default=10_000, help="analysis resamples")
+    parser.add_argument("--mc-draws", type=int, default=1_000, help="analysis draws per size")
+    parser.add_argument("--seed", type=int, default=0, help="analysis seed")
+    parser.add_argument("--quiet", action="store_true", help="no lm-eval output, one line per cell")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Status, dry run, or run the cells (then the analysis); one summary line."""
+    from lm_eval_ext.campaign import campaign_source, dry_run, run_campaign, status_lines
+
+    spec, source = campaign_source(
+        args.spec, grid=args.command == "grid", preset=getattr(args, "preset", None),
+        preset_options={k: getattr(args, k, None) for k in
+                        ("model_args", "tasks", "path", "large_batch", "limit")})
+    if args.status:
+        lines, complete = status_lines(spec, args.out)
+        print("\n".join(lines))
+        return 0 if complete else 1
+    if args.dry_run:
+        print("\n".join(dry_run(spec, args.shard, args.calibration_limit or None)))
+        return 0
+    outcome = run_campaign(
+        spec, args.out, source, shard=args.shard, analyze=not args.no_analyze,
+        analysis_settings={"n_resamples": args.bootstrap, "mc_draws": args.mc_draws,
+                           "seed": args.seed, "progress": not args.quiet},
+        echo=not args.quiet, grid=args.command == "grid", analyze_only=args.analyze_only)
+    print(f"{args.command}: {len(outcome.done)} cells run, {len(outcome.skipped)} already done, "
+          f"{len(outcome.failed)} failed, {len(outcome.busy)} held by other processes; "
+          f"{'complete' if outcome.complete else 'incomplete'}: {args.out}/manifest.json")
+    for report in outcome.reports:
+        print(f"report: {report}")
+    if outcome.failed:
+        print(f"failed cells (logs under {args.out}/failed/): {', '.join(outcome.failed)}; "
+              "rerun the same command to retry them")
+    return 1 if outcome.failed else 0

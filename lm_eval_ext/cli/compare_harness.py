@@ -1,0 +1,39 @@
+"""``lm-eval-ext compare-harness``: one model through lm-eval, Inspect AI and HELM."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from lm_eval_ext.cli.options import add_resampling_options
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    """Register ``compare-harness``."""
+    parser = sub.add_parser("compare-harness",
+                            help="the same model through several harnesses: scores, paired "
+                                 "agreement, attribution of the difference")
+    parser.add_argument("harness_runs", nargs="+", metavar="HARNESS=PATH",
+                        help="lm_eval=DIR, inspect=LOG, helm=RUN_DIR (the first is the "
+                             "reference)")
+    parser.add_argument("--out", required=True, help="folder for the report and CSVs")
+    add_resampling_options(parser)
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Compare, write the report, print the total difference per harness and metric."""
+    from lm_eval_ext.analysis.report import check_output_folder, prepare_output_folder
+    from lm_eval_ext.cross_harness import compare_harnesses, read_harness_run, write_harness_report
+
+    check_output_folder(Path(args.out), overwrite=args.overwrite)
+    runs = [read_harness_run(entry) for entry in args.harness_runs]
+    comparison = compare_harnesses(runs, n_resamples=args.bootstrap, seed=args.seed,
+                                   level=args.level)
+    prepare_output_folder(Path(args.out), overwrite=args.overwrite)
+    report = write_harness_report(comparison, runs, args.out)
+    for row in comparison.totals():
+        print(f"{row['benchmark']} {row['metric']}: {row['harness']} - {row['reference']} = "
+              f"{row['value_pp']:+.2f} pp")
+    print(f"report: {report}")
+    return 0

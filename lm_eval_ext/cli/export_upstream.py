@@ -1,0 +1,30 @@
+"""``lm-eval-ext export-upstream``: our tasks as self-contained lm-eval task folders."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    """Register ``export-upstream``."""
+    export = sub.add_parser("export-upstream",
+                            help="our tasks as lm-evaluation-harness task folders")
+    export.add_argument("tasks", nargs="+", help="bbq_instrument, bbq_subset_<membership>, "
+                                                 "xstest_ext")
+    export.add_argument("--out", required=True, help="folder for the task folders")
+    export.add_argument("--template-tier", help="prompt tier (default: the task's)")
+    export.add_argument("--local-data", action="store_true",
+                        help="data_files from the local data folder (offline runs only)")
+    export.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Export and print each folder and the lm_eval validate command."""
+    from lm_eval_ext.export.upstream import export_upstream
+
+    exported = export_upstream(args.tasks, args.out, args.template_tier, args.local_data)
+    for task in exported:
+        print(f"{task.task}: {task.n_items} items -> {task.folder}")
+    names = ",".join(t.task for t in exported)
+    print(f"check: lm_eval validate --tasks {names} --include_path {args.out}")
+    return 0

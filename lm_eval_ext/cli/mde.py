@@ -1,0 +1,54 @@
+"""``lm-eval-ext mde``: paired minimum detectable effect and a pre-registration card."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from lm_eval_ext.errors import LmEvalExtError
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    """Register ``mde``."""
+    mde = sub.add_parser("mde", help="paired minimum detectable effect")
+    mde.add_argument("--m", type=int, help="paired items")
+    mde.add_argument("--rho-d", type=float, help="discordance rate (share of items that flip)")
+    mde.add_argument("--alpha", type=float, default=0.05)
+    mde.add_argument("--power", type=float, default=0.8)
+    mde.add_argument("--design-effect", type=float, default=1.0,
+                     help="variance inflation of clustered items (natural units); --runs "
+                          "estimates it")
+    mde.add_argument("--runs", nargs=2, metavar=("REFERENCE", "RUN"),
+                     help="estimate rho_d (and m) from two lm-eval outputs")
+    mde.add_argument("--card", help="write a five-line Markdown pre-registration card here")
+    mde.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Print the MDE (from the given inputs or two runs); write the card if asked."""
+    from lm_eval_ext.analysis import paired_mde, preregistration_card
+    from lm_eval_ext.analysis.empirical_power import paired_inputs_from_runs
+
+    m, rho_d, deff = args.m, args.rho_d, args.design_effect
+    if args.card and not Path(args.card).parent.is_dir():
+        raise LmEvalExtError(f"--card {args.card}: folder {Path(args.card).parent} does not "
+                             "exist; create it or write the card elsewhere")
+    if args.runs:
+        inputs = paired_inputs_from_runs(*args.runs)
+        print(f"empirical rho_d = {inputs.rho_d:.4f}, design effect = "
+              f"{inputs.design_effect:.3f} over {inputs.m} paired items")
+        rho_d, deff, m = inputs.rho_d, inputs.usable_design_effect, m or inputs.m
+    if m is None or rho_d is None:
+        raise LmEvalExtError("mde needs --m and --rho-d (or --runs REFERENCE RUN)")
+    try:
+        mde = 100 * paired_mde(m, rho_d, args.alpha, args.power, design_effect=deff)
+    except ValueError as exc:
+        raise LmEvalExtError(str(exc)) from exc
+    print(f"paired MDE = {mde:.2f} pp (m={m}, rho_d={rho_d:g}, design effect={deff:g}, "
+          f"alpha={args.alpha:g}, power={args.power:g})")
+    if args.card:
+        Path(args.card).write_text(preregistration_card(
+            mde_pp=mde, rho_d=rho_d, m=m, alpha=args.alpha, power=args.power,
+            design_effect=deff))
+        print(f"wrote {args.card}")
+    return 0

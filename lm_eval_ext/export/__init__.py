@@ -1,0 +1,1 @@
+"""Our tasks as self-contained lm-eval task folders (``lm-eval-ext export-upstream``)."""
