@@ -6,7 +6,13 @@ import pandas as pd
 import pytest
 from conftest import run_cli
 
-from lm_eval_ext.analysis import ClusterDesign, analyze, paired_delta, paired_mde
+from lm_eval_ext.analysis import (
+    AnalysisInputError,
+    ClusterDesign,
+    analyze,
+    paired_delta,
+    paired_mde,
+)
 from lm_eval_ext.analysis.loader import load_runs
 from lm_eval_ext.analysis.membership import draw_matrix, membership_sensitivity
 from lm_eval_ext.analysis.metrics import ACCURACY, BIAS_S_DIS, judge_metric
@@ -148,3 +154,25 @@ def test_grid_rank_flips_and_core_envelope(instrument_rows, tmp_path):
     assert {"model", "precision", "Residual"} <= set(shares.index)
     assert "one run per cell" in shares.loc["model", "note"]  # 2x2, no replicates
     assert result.rankings.query("envelope == 'full'").iloc[0]["n_orderings"] == 2
+
+
+def test_runs_are_labelled_model_precision_batch_subset_and_told_apart(instrument_rows,
+                                                                        tmp_path):
+    rows = instrument_rows[:40]
+    preds = simulate_predictions(rows, 0.5, np.random.default_rng(7))
+    write_run(tmp_path / "a", "bbq_subset_25pct_loglik", rows, preds, precision="int8",
+              batch_size=32)
+    write_run(tmp_path / "b", "bbq_subset_25pct_loglik", rows, preds, precision="int8",
+              batch_size=32)
+    write_run(tmp_path / "c", "bbq_instrument_loglik", rows, preds)
+    runs = load_runs([tmp_path / "a", tmp_path / "b", f"named={tmp_path / 'c'}"])
+    assert [r.run_id for r in runs] == ["synthetic-model@int8/bs32/25pct",
+                                        "synthetic-model@int8/bs32/25pct#2", "named"]
+    assert set(runs[1].items["run"]) == {"synthetic-model@int8/bs32/25pct#2"}
+    [plain] = load_runs([tmp_path / "c"])
+    assert plain.run_id == "synthetic-model@bf16/bs1/instrument"
+    result = analyze(tmp_path / "c", [tmp_path / "a"], labels=["ref", "cheap"],
+                     n_resamples=100, mc_draws=10, progress=False)
+    assert set(result.deltas["run"]) == {"cheap"}
+    with pytest.raises(AnalysisInputError, match="3 labels for the reference and 1 runs"):
+        analyze(tmp_path / "c", [tmp_path / "a"], labels=["x", "y", "z"], progress=False)

@@ -121,3 +121,23 @@ def test_generative_run_logs_generation_parse_and_metadata(embedded_lm, task_man
     assert metadata["version"] == 2.0 and metadata["template_tier"] == "detailed"
     assert metadata["membership_sha256"] == load_manifest()["memberships"]["12p5pct"][
         "membership_sha256"]
+
+
+def test_lm_evals_custom_dataset_advice_is_logged_once_per_run(task_manager, caplog):
+    """lm-eval warns once per task built from a custom dataset; a run shows it once."""
+    import logging
+
+    from lm_eval_ext.registration import quiet_repeated_warnings
+
+    quiet_repeated_warnings()
+    quiet_repeated_warnings()  # idempotent: one filter
+    logger = logging.getLogger("lm_eval.api.task")
+    assert sum(type(f).__name__ == "_OncePerRun" for f in logger.filters) == 1
+    for f in logger.filters:
+        if type(f).__name__ == "_OncePerRun":
+            f.seen.clear()  # a fresh run
+    with caplog.at_level(logging.WARNING, logger="lm_eval.api.task"):
+        task_manager.load(["bbq_subset_25pct_loglik", "bbq_subset_12p5pct_loglik",
+                           "bbq_subset_37p5pct"])
+    advice = [r for r in caplog.records if "Custom kwargs can be passed" in r.getMessage()]
+    assert len(advice) == 1

@@ -184,13 +184,22 @@ def test_one_model_through_three_harnesses(helm_run, tmp_path, data_dir, embedde
         ie_items["correct"].mean() - _reparsed_accuracy(ie_items)))
 
     out = tmp_path / "report"
-    cli = run_cli(["lm-eval-ext", "analyze", "--compare-harness", f"lm_eval={tmp_path / 'lm'}",
+    cli = run_cli(["lm-eval-ext", "compare-harness", f"lm_eval={tmp_path / 'lm'}",
                    f"helm={helm_run}", "--out", str(out), "--bootstrap", "200"], env=env)
     assert cli.returncode == 0, cli.stderr[-2000:]
-    assert "bbq accuracy: helm - lm_eval" in cli.stdout
+    assert f"bbq accuracy: helm - lm_eval = {acc['total']:+.2f} pp" in cli.stdout
     assert {p.name for p in out.iterdir()} >= {"harness_report.md", "harness_scores.csv",
                                                "harness_agreement.csv",
                                                "harness_attribution.csv"}
+    # the old spelling still works, says it is deprecated, and writes the same tables
+    old = tmp_path / "report_old"
+    cli_old = run_cli(["lm-eval-ext", "analyze", "--compare-harness", f"lm_eval={tmp_path / 'lm'}",
+                       f"helm={helm_run}", "--out", str(old), "--bootstrap", "200"], env=env)
+    assert cli_old.returncode == 0, cli_old.stderr[-2000:]
+    assert "deprecated; use `lm-eval-ext compare-harness" in cli_old.stderr
+    assert cli_old.stdout.splitlines()[:-1] == cli.stdout.splitlines()[:-1]
+    for name in ("harness_scores.csv", "harness_attribution.csv", "harness_agreement.csv"):
+        assert (old / name).read_text() == (out / name).read_text()
 
 
 def _reparsed_accuracy(items: pd.DataFrame) -> float:
