@@ -38,3 +38,29 @@ def test_every_unit_is_four_cells_of_one_template(data_dir):
 def test_paper_frozen_set_fingerprint(data_dir):
     path = data_dir / "bbq" / "derived" / "vector_frozen_2000_ids.csv"
     assert manifest_fingerprint(path) == PAPER_SAMPLE_SHA256
+
+
+def test_prepared_rows_are_cached_by_content_and_a_bad_cache_is_ignored(data_dir, tmp_path,
+                                                                        monkeypatch):
+    from lm_eval_ext.data import bbq
+
+    monkeypatch.setenv("LM_EVAL_EXT_CACHE", str(tmp_path))
+    bbq._all_rows.cache_clear()
+    bbq._load.cache_clear()
+    try:
+        fresh = bbq._read_rows(data_dir / "bbq")
+        assert bbq.load_bbq_rows() == fresh
+        [cached] = (tmp_path / "prepared").glob("bbq_rows_*.pickle")
+        assert cached == bbq._prepared_cache_path()
+        bbq._all_rows.cache_clear()
+        bbq._load.cache_clear()
+        assert bbq.load_bbq_rows() == fresh  # from the file this time
+        cached.write_bytes(b"not a pickle")
+        bbq._all_rows.cache_clear()
+        bbq._load.cache_clear()
+        assert bbq.load_bbq_rows() == fresh  # a bad file is read around and replaced
+        units = frozenset({fresh[0]["unit_id"]})
+        assert bbq.load_bbq_unit_rows(units) == tuple(r for r in fresh if r["unit_id"] in units)
+    finally:
+        bbq._all_rows.cache_clear()
+        bbq._load.cache_clear()
