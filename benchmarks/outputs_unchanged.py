@@ -7,8 +7,8 @@ the old tree and on the new one, then ``compare OLD NEW`` checks per-sample resp
 exact, log-likelihoods within 1e-5), per-sample and task metrics, every key of
 ``config.metering`` (values that are measurements of time or energy, and their quality flags,
 are compared by shape: the same keys and nulls), and the analysis CSVs (the runs' measured
-columns and paths aside; the runs are named on the command line, so labels match). The JSON it prints (or writes with ``--json``) is the
-evidence.
+columns and paths aside; the runs are named on the command line, so labels match). The JSON
+it prints (or writes with ``--json``) is the evidence.
 
     python benchmarks/outputs_unchanged.py run --out out/before
     python benchmarks/outputs_unchanged.py run --out out/after
@@ -148,7 +148,7 @@ def compare(old: Path, new: Path) -> dict[str, Any]:
             [{k: v for k, v in row.items() if k not in MEASURED_COLUMNS}
              for row in csv.DictReader(path.open())] for path in (old / "analysis" / name, new_path))
         if a_rows != b_rows:
-            csv_problems.append(f"{name}: {sum(x != y for x, y in zip(a_rows, b_rows))} rows "
+            csv_problems.append(f"{name}: {sum(x != y for x, y in zip(a_rows, b_rows, strict=False))} rows "
                                 f"differ ({len(a_rows)} vs {len(b_rows)} rows)")
     report["analysis"] = {"csvs_compared": csvs, "differences": csv_problems}
     report["identical"] = not csv_problems and all(

@@ -15,7 +15,6 @@ config only), on the 2,000 frozen BBQ items (6,000 requests), median of ``--roun
 
 from __future__ import annotations
 
-
 import argparse
 import functools
 import statistics

@@ -57,8 +57,9 @@ def mean_difference_se(ref: np.ndarray, cand: np.ndarray, units: np.ndarray
                        ) -> tuple[float, float]:
     """Accuracy's paired delta and cluster-robust SE in closed form.
 
-    This is what :func:`~lm_eval_ext.analysis.stats.linearised.linearised_delta` gives for accuracy (``tests/test_sequential.py``
-    checks that they agree); the simulation uses it for speed.
+    This is what :func:`~lm_eval_ext.analysis.stats.linearised.linearised_delta` gives for
+    accuracy (``tests/test_sequential.py`` checks that they agree); the simulation uses it for
+    speed.
     """
     d = cand.astype(float) - ref.astype(float)
     totals = np.bincount(units, weights=d - d.mean())

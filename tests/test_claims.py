@@ -5,10 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
-from sequential_simulator import simulate_paired_units
 from scipy import stats
+from sequential_simulator import simulate_paired_units
 
-from lm_eval_ext.analysis.stats.bootstrap import ClusterDesign
 from lm_eval_ext.analysis.claims import (
     CHANGED,
     UNCHANGED,
@@ -19,6 +18,7 @@ from lm_eval_ext.analysis.claims import (
 )
 from lm_eval_ext.analysis.membership import FRACTIONS, draw_matrix
 from lm_eval_ext.analysis.metrics import ACCURACY, BIAS_S_AMB
+from lm_eval_ext.analysis.stats.bootstrap import ClusterDesign
 from lm_eval_ext.analysis.stats.linearised import linearised_delta, linearised_deltas
 from lm_eval_ext.analysis.stats.paired import paired_delta
 from lm_eval_ext.cards import task_card

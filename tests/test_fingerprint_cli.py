@@ -31,8 +31,8 @@ def test_registered_task_loads_exactly_the_manifest_items(data_dir, tmp_path, mo
     from lm_eval.tasks import TaskManager
 
     from lm_eval_ext.data.external_manifest import read_manifest_keys
-    from lm_eval_ext.tasks.bbq.registered import register_manifest_task
     from lm_eval_ext.paths import user_tasks_dir
+    from lm_eval_ext.tasks.bbq.registered import register_manifest_task
 
     manifest = data_dir / "bbq/derived/vector_frozen_2000_ids.csv"
     register_manifest_task(manifest, "bbq_paper_set")

@@ -20,13 +20,13 @@ from helm_fixture import rehydrate
 
 from lm_eval_ext.analysis import metrics as m
 from lm_eval_ext.analysis.errors import AnalysisInputError
+from lm_eval_ext.cross_harness.compare import compare_harnesses
 from lm_eval_ext.cross_harness.readers import (
     bbq_manifest_rows,
     read_harness_run,
     read_helm_run,
     read_inspect_log,
 )
-from lm_eval_ext.cross_harness.compare import compare_harnesses
 
 FIXTURE = REPO / "tests" / "fixtures" / "helm_bbq_smollm2"
 

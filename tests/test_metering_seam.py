@@ -8,7 +8,7 @@ from lm_eval.api.instance import Instance
 from lm_eval.models.dummy import DummyLM
 from test_metering import Clock, FakeNvml
 
-from lm_eval_ext.model_wrappers.metering import EnergyMeter, Metering, MeteredLM, NvmlSource
+from lm_eval_ext.model_wrappers.metering import EnergyMeter, MeteredLM, Metering, NvmlSource
 
 
 class EngineDummy(DummyLM):

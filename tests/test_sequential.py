@@ -9,10 +9,9 @@ import pandas as pd
 import pytest
 from conftest import run_cli
 from scipy import stats
-
-from lm_eval_ext.analysis.metrics import ACCURACY, BIAS_S_DIS
 from sequential_simulator import mean_difference_se, simulate, simulate_paired_units
 
+from lm_eval_ext.analysis.metrics import ACCURACY, BIAS_S_DIS
 from lm_eval_ext.analysis.stats.group_sequential import (
     CHANGED,
     EQUIVALENT,

@@ -31,12 +31,12 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from lm_eval_ext.analysis.stats.bootstrap import ClusterDesign, as_rng, cluster_sums
 from lm_eval_ext.analysis.errors import DegenerateDataWarning
 from lm_eval_ext.analysis.membership import FRACTIONS, cluster_categories, draw_matrix
 from lm_eval_ext.analysis.metrics import MetricSpec
-from lm_eval_ext.analysis.stats.paired import paired_deltas, valid_in_both
+from lm_eval_ext.analysis.stats.bootstrap import ClusterDesign, as_rng, cluster_sums
 from lm_eval_ext.analysis.stats.linearised import linearised_deltas
+from lm_eval_ext.analysis.stats.paired import paired_deltas, valid_in_both
 from lm_eval_ext.cards import FACTORS, differing_axes
 
 CHANGED, UNCHANGED = "changed", "no change detected"

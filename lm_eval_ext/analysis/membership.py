@@ -16,8 +16,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from lm_eval_ext.analysis.stats.bootstrap import as_rng, cluster_sums
 from lm_eval_ext.analysis.metrics import MetricSpec
+from lm_eval_ext.analysis.stats.bootstrap import as_rng, cluster_sums
 from lm_eval_ext.analysis.stats.power import binomial_sd
 from lm_eval_ext.data.instrument import SEED, balanced_quotas, category_order
 

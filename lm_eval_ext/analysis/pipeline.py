@@ -13,14 +13,14 @@ import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
 
-from lm_eval_ext.analysis.stats.bootstrap import ClusterDesign, as_rng
 from lm_eval_ext.analysis.claims import claim_table
 from lm_eval_ext.analysis.errors import AnalysisInputError, DegenerateDataWarning
 from lm_eval_ext.analysis.loader import Run, distinct_labels, load_runs
 from lm_eval_ext.analysis.membership import membership_sensitivity
 from lm_eval_ext.analysis.metrics import ACCURACY, BIAS_S_AMB, BIAS_S_DIS, metrics_for
-from lm_eval_ext.analysis.stats.paired import answer_agreement, mcnemar_exact, paired_deltas, transitions
 from lm_eval_ext.analysis.pairing import align, aligned_items
+from lm_eval_ext.analysis.stats.bootstrap import ClusterDesign, as_rng
+from lm_eval_ext.analysis.stats.paired import answer_agreement, mcnemar_exact, paired_deltas, transitions
 from lm_eval_ext.analysis.stats.power import (
     binomial_sd,
     design_effect,

@@ -1,6 +1,6 @@
-"""Run a campaign's cells: one ``lm-eval-ext run`` subprocess per cell, resumable.
+"""Run a campaign's cells: one lm-eval subprocess per cell (`lm_eval_ext.campaign.cell`), resumable.
 
-Each cell runs ``python -m lm_eval_ext.cli.main run --model hf-metered ... --output_path
+Each cell runs ``python -m lm_eval_ext.campaign.cell --model hf-metered ... --output_path
 <in-flight folder> --log_samples``; lm-eval's progress bars pass through, one line per cell
 reports its end and the ETA. A cell whose process fails is recorded under ``failed/`` and the
 campaign goes on; a rerun of the same command retries it and skips every finished cell.

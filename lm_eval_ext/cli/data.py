@@ -50,9 +50,9 @@ def run_verify(args: argparse.Namespace) -> int:
 def run_fingerprint(args: argparse.Namespace) -> int:
     """Print a manifest's fingerprint; with ``--register``, make it two tasks."""
     from lm_eval_ext.data.external_manifest import load_manifest_rows
-    from lm_eval_ext.tasks.bbq.registered import register_manifest_task
     from lm_eval_ext.data.fingerprints import sample_fingerprint
     from lm_eval_ext.registration import check_task_names_free
+    from lm_eval_ext.tasks.bbq.registered import register_manifest_task
 
     rows = load_manifest_rows(args.manifest)
     print(sample_fingerprint(rows))

@@ -30,9 +30,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from lm_eval_ext.analysis.stats.bootstrap import ClusterDesign
 from lm_eval_ext.analysis.errors import AnalysisInputError
-from lm_eval_ext.cross_harness.readers import FOREIGN_EXTRACTION, HarnessRun
 from lm_eval_ext.analysis.items import LETTERS
 from lm_eval_ext.analysis.metrics import (
     ACCURACY,
@@ -43,7 +41,9 @@ from lm_eval_ext.analysis.metrics import (
     HELM_NATIVE_S_DIS,
     MetricSpec,
 )
+from lm_eval_ext.analysis.stats.bootstrap import ClusterDesign
 from lm_eval_ext.analysis.stats.paired import answer_agreement, paired_delta
+from lm_eval_ext.cross_harness.readers import FOREIGN_EXTRACTION, HarnessRun
 from lm_eval_ext.tasks.common.answer_parser import AnswerParser
 
 #: how each harness scores, per metric name (where it differs from lm-eval-ext's definition)

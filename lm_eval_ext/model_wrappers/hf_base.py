@@ -1,5 +1,6 @@
-"""What the metered HF models share: the metering seam, precision and the chat-template policy
-wired into lm-eval's HF model classes (``hf-metered``, ``hf-multimodal-metered``).
+"""The metered HF models' shared wiring: metering, precision and the chat-template policy.
+
+Used by ``hf-metered`` and ``hf-multimodal-metered`` (lm-eval's HF model classes).
 
 Every ``--model_args`` key of the underlying lm-eval class works unchanged; the added keys are
 this class's ``__init__`` keywords (and ``mc_scoring`` on ``hf-metered``), documented in
@@ -28,7 +29,7 @@ from typing import Any
 from lm_eval_ext.errors import ConfigError
 from lm_eval_ext.model_wrappers import embedded_model
 from lm_eval_ext.model_wrappers.chat_template import ChatTemplatePolicy
-from lm_eval_ext.model_wrappers.metering import Metering, MeteredLM
+from lm_eval_ext.model_wrappers.metering import MeteredLM, Metering
 from lm_eval_ext.model_wrappers.metering.codecarbon_check import CodeCarbonCheck
 from lm_eval_ext.model_wrappers.model_args import (
     check_unknown_args,

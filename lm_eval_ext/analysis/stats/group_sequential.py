@@ -25,7 +25,6 @@ from functools import lru_cache
 import numpy as np
 from scipy import stats
 
-
 CHANGED, EQUIVALENT, CONTINUE, UNRESOLVED = "changed", "equivalent", "continue", "unresolved"
 
 

@@ -9,6 +9,8 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from lm_eval_ext.analysis.errors import DegenerateDataWarning
+from lm_eval_ext.analysis.metrics import MetricSpec
 from lm_eval_ext.analysis.stats.bootstrap import (
     ClusterDesign,
     ConfidenceInterval,
@@ -16,8 +18,6 @@ from lm_eval_ext.analysis.stats.bootstrap import (
     permutation_pvalues,
     resampled,
 )
-from lm_eval_ext.analysis.errors import DegenerateDataWarning
-from lm_eval_ext.analysis.metrics import MetricSpec
 
 #: The primary paired test of every metric (see :class:`PairedDelta`).
 PRIMARY_TEST = "cluster_permutation"

@@ -16,7 +16,7 @@ model backend.
 
 from lm_eval_ext.model_wrappers.metering.ledger import InferenceLedger
 from lm_eval_ext.model_wrappers.metering.meter import EnergyMeter, EnergyWindow
-from lm_eval_ext.model_wrappers.metering.seam import BOUNDARY, Metering, MeteredLM
+from lm_eval_ext.model_wrappers.metering.seam import BOUNDARY, MeteredLM, Metering
 from lm_eval_ext.model_wrappers.metering.sources import (
     NvmlSource,
     RaplSource,
