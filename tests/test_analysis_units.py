@@ -5,6 +5,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from conftest import run_cli
+from scipy import stats
 
 from lm_eval_ext.analysis import (
     AnalysisInputError,
@@ -115,10 +116,12 @@ def test_known_effect_is_found_and_cost_ratios_reported(instrument_rows, tmp_pat
         (base == np.array([r["label"] for r in rows])) != (worse == np.array(
             [r["label"] for r in rows]))))
     assert comparison["qri"] > 1
-    # the MDE is on effective items: m / design effect of the paired differences
-    assert 0.5 < comparison["design_effect"] < 2
-    assert comparison["mde_pp_at_observed_rho_d"] == pytest.approx(100 * paired_mde(
-        2000, comparison["rho_d"], design_effect=comparison["design_effect"]))
+    # the MDE is on effective items: m / design effect (floored at 1) of the paired
+    # differences; closed form (z_0.975 + z_0.8) * sqrt(deff * rho_d / m)
+    deff = max(comparison["design_effect"], 1.0)
+    z = stats.norm.ppf(0.975) + stats.norm.ppf(0.8)
+    assert comparison["mde_pp_at_observed_rho_d"] == pytest.approx(
+        100 * z * np.sqrt(deff * comparison["rho_d"] / 2000))
 
 
 def test_mde_command_prints_and_writes_card(tmp_path):
@@ -176,3 +179,38 @@ def test_runs_are_labelled_model_precision_batch_subset_and_told_apart(instrumen
     assert set(result.deltas["run"]) == {"cheap"}
     with pytest.raises(AnalysisInputError, match="3 labels for the reference and 1 runs"):
         analyze(tmp_path / "c", [tmp_path / "a"], labels=["x", "y", "z"], progress=False)
+
+
+def test_regression_a_design_effect_below_one_never_shrinks_the_mde():
+    """Issue 20: an estimated deff < 1 (noise around independent items) gave an MDE below
+    the independent-item closed form."""
+    from lm_eval_ext.analysis.stats.power import design_effect, usable_design_effect
+
+    codes = np.repeat(np.arange(100), 4)
+    rng = np.random.default_rng(4)  # independent items: the estimate lands below 1 here
+    diff = rng.choice([-1.0, 0.0, 1.0], size=400, p=[0.1, 0.8, 0.1])
+    deff = design_effect(diff, codes)
+    assert 0.5 < deff < 0.9
+    assert usable_design_effect(deff) == 1.0
+    assert usable_design_effect(float("nan")) == 1.0 and usable_design_effect(1.7) == 1.7
+    z = stats.norm.ppf(0.975) + stats.norm.ppf(0.8)
+    assert paired_mde(400, 0.5, design_effect=usable_design_effect(deff)) == pytest.approx(
+        z * np.sqrt(0.5 / 400))
+
+
+def test_mde_says_when_no_effect_is_detectable_and_refuses_rho_d_with_runs(capsys, tmp_path):
+    """Issue 20: ``--m 1 --rho-d 1`` printed 280.16 pp as if attainable; ``--rho-d`` beside
+    ``--runs`` was dropped without a word."""
+    from lm_eval_ext.cli.main import main
+
+    assert main(["mde", "--m", "1", "--rho-d", "1"]) == 0
+    out = capsys.readouterr().out
+    z = stats.norm.ppf(0.975) + stats.norm.ppf(0.8)
+    assert f"paired MDE = {100 * z:.2f} pp" in out  # 280.16: closed form at m = rho_d = 1
+    # (z / 0.5)^2 * rho_d items detect 50 pp
+    assert "unattainable" in out and f"m >= {int(np.ceil((z / 0.5) ** 2))}" in out
+    assert main(["mde", "--m", "500", "--rho-d", "0.1"]) == 0
+    assert "unattainable" not in capsys.readouterr().out
+    assert main(["mde", "--m", "500", "--rho-d", "0.1", "--runs", str(tmp_path),
+                 str(tmp_path)]) == 2
+    assert "give --rho-d or --runs, not both" in capsys.readouterr().err

@@ -57,6 +57,37 @@ def test_decisions_follow_the_look_alpha():
     assert decide(PLAN, 5, 2000, 500, 0.0, 0.02).decision == "unresolved"
 
 
+def test_regression_zero_se_with_identical_answers_is_not_equivalent_at_look_1():
+    """Issue 20: identical answers on 62 units gave SE 0, a [0, 0] TOST interval, "equivalent"."""
+    ref, cand = np.zeros(248, bool), np.zeros(248, bool)
+    ref[::3] = cand[::3] = True  # identical answers: no discordant pair
+    delta, se = linearised_delta(ACCURACY, pd.DataFrame({"correct": ref}),
+                                 pd.DataFrame({"correct": cand}), np.repeat(np.arange(62), 4))
+    assert (delta, se) == (0.0, 0.0)
+    look = decide(PLAN, 0, 248, 62, delta, se)
+    assert look.decision == "continue"
+    # the interval used is the exact Clopper-Pearson bound for 0 discordant units of 62, at the
+    # look's one-sided alpha (scipy's two-sided interval at 1 - 2 alpha has that upper limit)
+    a0 = PLAN.look_alphas()[0]
+    exact = stats.binomtest(0, 62).proportion_ci(confidence_level=1 - 2 * a0, method="exact")
+    assert look.tost_ci[1] == pytest.approx(exact.high, rel=1e-9) and exact.high > 0.2
+
+
+def test_zero_discordance_settles_only_when_the_exact_bound_is_inside_the_margin():
+    last = len(FRACTIONS) - 1
+    a_last = PLAN.look_alphas()[-1]
+    exact = stats.binomtest(0, 500).proportion_ci(confidence_level=1 - 2 * a_last,
+                                                  method="exact").high
+    assert exact < PLAN.margin  # 500 identical units bound |delta| within 2 pp
+    result = decide(PLAN, last, 2000, 500, 0.0, 0.0)
+    assert result.decision == EQUIVALENT and result.tost_ci[1] == pytest.approx(exact)
+    # an SE of 0 with a non-zero delta, or for a bias score, is undefined: no decision from it
+    assert decide(PLAN, 2, 1000, 250, 0.01, 0.0).decision == "continue"
+    assert decide(PLAN, last, 2000, 500, 0.01, 0.0).decision == "unresolved"
+    s_dis = SequentialPlan("bias_s_dis", margin=0.02, fractions=FRACTIONS)
+    assert decide(s_dis, 2, 1000, 250, 0.0, 0.0).decision == "continue"
+
+
 def test_error_rates_by_simulation_with_natural_unit_clusters():
     """2,000 datasets per effect; 500 units of 4 correlated items, as the instrument."""
     null = simulate(PLAN, 0.0, 500, 2000, seed=11)
@@ -121,9 +152,11 @@ def test_sequential_cpu_run_reuses_items_and_matches_a_hand_decision(tmp_path, d
     a = plan.look_alphas()[k]
     low = delta - stats.norm.ppf(1 - a) * se
     high = delta + stats.norm.ppf(1 - a) * se
-    hand = (CHANGED if abs(delta) > stats.norm.ppf(1 - a / 2) * se
+    undecided = "continue" if k == 0 else "unresolved"
+    hand = (undecided if se == 0  # fp32 at batch 1 and 4 answer alike: an SE of 0 decides nothing
+            else CHANGED if abs(delta) > stats.norm.ppf(1 - a / 2) * se
             else EQUIVALENT if -0.005 < low and high < 0.005
-            else "continue" if k == 0 else "unresolved")
+            else undecided)
     assert result["decision"] == hand
     again = run_cli(args)  # a rerun reuses the finished looks: nothing is evaluated again
     assert again.returncode == 0 and "Running loglikelihood" not in again.stderr

@@ -311,7 +311,7 @@ def _add_power(comparisons: pd.DataFrame, deltas: pd.DataFrame, membership: pd.D
     """MDE at the observed discordance and design effect; split-half SD; QRI (accuracy).
 
     The MDE uses the natural-unit design effect of the paired differences (the unit of the CI
-    and the test; 1 when undefined, e.g. no discordance). The split SD is the SD of accuracy
+    and the test), floored at 1 and 1 when undefined (e.g. no discordance). The split SD is the SD of accuracy
     over the Monte Carlo natural-unit draws of half the units, drawn without replacement from
     the reference's own items; its item-level reference is therefore the hypergeometric SD
     (binomial x finite-population correction) at the same item count, like with like. Their

@@ -26,13 +26,16 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Print the MDE (from the given inputs or two runs); write the card if asked."""
-    from lm_eval_ext.analysis import paired_mde, preregistration_card
+    from lm_eval_ext.analysis import paired_mde, preregistration_card, required_items
     from lm_eval_ext.analysis.empirical_power import paired_inputs_from_runs
 
     m, rho_d, deff = args.m, args.rho_d, args.design_effect
     if args.card and not Path(args.card).parent.is_dir():
         raise LmEvalExtError(f"--card {args.card}: folder {Path(args.card).parent} does not "
                              "exist; create it or write the card elsewhere")
+    if args.runs and args.rho_d is not None:
+        raise LmEvalExtError("mde: give --rho-d or --runs, not both (--runs estimates rho_d "
+                             "from the two runs)")
     if args.runs:
         inputs = paired_inputs_from_runs(*args.runs)
         print(f"empirical rho_d = {inputs.rho_d:.4f}, design effect = "
@@ -46,6 +49,10 @@ def run(args: argparse.Namespace) -> int:
         raise LmEvalExtError(str(exc)) from exc
     print(f"paired MDE = {mde:.2f} pp (m={m}, rho_d={rho_d:g}, design effect={deff:g}, "
           f"alpha={args.alpha:g}, power={args.power:g})")
+    if mde > 100:
+        need = required_items(0.5, rho_d, args.alpha, args.power, design_effect=deff)
+        print(f"unattainable: a paired difference is at most 100 pp, so no effect is detectable "
+              f"with m={m}; even 50 pp needs m >= {need}")
     if args.card:
         Path(args.card).write_text(preregistration_card(
             mde_pp=mde, rho_d=rho_d, m=m, alpha=args.alpha, power=args.power,

@@ -81,21 +81,44 @@ def _critical_values(plan: SequentialPlan) -> tuple[tuple[float, float, float], 
                  for a in plan.look_alphas())
 
 
+def no_discordance_bound(alpha: float, n_units: int) -> float:
+    """Exact one-sided ``1 - alpha`` upper bound on the share of discordant units, none seen.
+
+    With 0 of ``n_units`` natural units showing any changed answer, the Clopper-Pearson bound
+    is ``1 - alpha ** (1 / n_units)``. With units of equal size (BBQ's 4-row units) the
+    accuracy delta cannot exceed the share of discordant units, so this also bounds
+    ``|delta|``.
+    """
+    return float(1.0 - alpha ** (1.0 / n_units)) if n_units > 0 else 1.0
+
+
 def decide(plan: SequentialPlan, look: int, n_items: int, n_clusters: int, delta: float,
            se: float) -> LookResult:
-    """The decision at ``look`` (0-based) for an estimate and its standard error."""
+    """The decision at ``look`` (0-based) for an estimate and its standard error.
+
+    A standard error of 0 makes the Wald intervals a point, which would declare equivalence
+    from no evidence. So with ``se == 0``: for accuracy with no change at all (``delta == 0``:
+    no discordant pair) the equivalence interval is the exact bound of
+    :func:`no_discordance_bound`; otherwise the estimate is undefined and the plan continues
+    (``unresolved`` at the last look).
+    """
     a, z_two, z_one = _critical_values(plan)[look]
     ci = (delta - z_two * se, delta + z_two * se)
     tost = (delta - z_one * se, delta + z_one * se)
     last = look == len(plan.fractions) - 1
-    if not np.isfinite(se):
-        decision = UNRESOLVED if last else CONTINUE
+    undecided = UNRESOLVED if last else CONTINUE
+    if se == 0 and delta == 0 and plan.metric == "accuracy":
+        bound = no_discordance_bound(a, n_clusters)
+        tost = (-bound, bound)
+        decision = EQUIVALENT if bound < plan.margin else undecided
+    elif not np.isfinite(se) or se <= 0:
+        decision = undecided
     elif ci[0] > 0 or ci[1] < 0:
         decision = CHANGED
     elif -plan.margin < tost[0] and tost[1] < plan.margin:
         decision = EQUIVALENT
     else:
-        decision = UNRESOLVED if last else CONTINUE
+        decision = undecided
     return LookResult(look, n_items, n_clusters, delta, se, a, ci, tost, decision)
 
 

@@ -61,8 +61,13 @@ def design_effect(diff: np.ndarray, codes: np.ndarray) -> float:
 
 
 def usable_design_effect(deff: float) -> float:
-    """``deff`` where it is defined and positive, else 1 (independent items)."""
-    return deff if math.isfinite(deff) and deff > 0 else 1.0
+    """The design effect to plan with: ``deff`` floored at 1, and 1 where it is undefined.
+
+    Below 1 the estimate is noise around independent items (about half of independent-item
+    comparisons estimate deff < 1): planning with it would promise an MDE smaller than the
+    independent-item one.
+    """
+    return max(float(deff), 1.0) if math.isfinite(deff) else 1.0
 
 
 def required_items(mde: float, rho_d: float, alpha: float = 0.05, power: float = 0.8,
