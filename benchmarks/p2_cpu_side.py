@@ -45,11 +45,7 @@ def main() -> None:
     from lm_eval.models.huggingface import HFLM
 
     from lm_eval_ext.model_wrappers.hf_metered import HFMeteredLM
-    from lm_eval_ext.model_wrappers.shared_prefix import (
-        group_by_context,
-        pack,
-        split_to_fit,
-    )
+    from lm_eval_ext.model_wrappers.packing import group_by_context, pack, split_to_fit
 
     lm = HFMeteredLM(device="cpu", idle_seconds=0, mc_scoring="shared_prefix")
     requests = build_requests(args.task, None)

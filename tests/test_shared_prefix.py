@@ -12,14 +12,14 @@ from lm_eval import simple_evaluate
 from lm_eval.models.huggingface import HFLM
 
 from lm_eval_ext.model_wrappers import shared_prefix
-from lm_eval_ext.model_wrappers.shared_prefix import (
+from lm_eval_ext.model_wrappers.packing import (
     PackedItem,
     attention_mask,
     group_by_context,
     pack,
     split_to_fit,
-    support_problem,
 )
+from lm_eval_ext.model_wrappers.shared_prefix import support_problem
 
 #: every multiple-choice log-likelihood family the issue names, 6 items each
 TASKS = ["bbq_instrument_loglik", "truthfulqa_ext_mc1_loglik", "truthfulqa_ext_mc2_loglik",
