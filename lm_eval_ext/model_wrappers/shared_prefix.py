@@ -6,7 +6,8 @@ once, then every option's tokens after it. A 4-D attention mask lets each option
 context and its own earlier tokens only, and per-option position ids restart where the
 context ends, so each option is computed as if it followed the context alone (the row
 layout: :mod:`~lm_eval_ext.model_wrappers.packing`). Only the hidden states at the positions
-that predict option tokens go through the output head. The answer per request is lm-eval's ``(sum of log-probabilities, is_greedy)``.
+that predict option tokens go through the output head. The answer per request is lm-eval's
+``(sum of log-probabilities, is_greedy)``.
 
 :class:`SharedPrefixScorer` does the work and owns the ``mc_scoring`` model arg;
 :class:`SharedPrefixScoring` wires it into lm-eval's HF model over one seam
