@@ -199,6 +199,36 @@ def test_batch_size_in_model_args_and_cli_explains_the_clash():
 
     with pytest.raises(ConfigError, match="pass it once, as --batch_size 4"):
         HFMeteredLM.create_from_arg_string("batch_size=4", {"batch_size": 1})
+    # lm-eval's CLI passes --model_args as a dict (create_from_arg_obj): the same check
+    with pytest.raises(ConfigError, match="pass it once, as --batch_size 4"):
+        HFMeteredLM.create_from_arg_obj({"batch_size": 4}, {"batch_size": 8, "device": None})
+
+
+def test_the_same_batch_size_given_both_ways_is_taken_once():
+    from lm_eval_ext.model_wrappers.model_args import merge_model_args
+
+    merged = merge_model_args("hf-metered", {"batch_size": 8, "precision": "fp32"},
+                              {"batch_size": "8", "max_batch_size": None, "device": "cpu"})
+    assert merged == {"precision": "fp32", "batch_size": "8", "device": "cpu"}
+
+
+@pytest.mark.slow
+def test_regression_cli_batch_size_in_model_args_and_flag(tmp_path, embedded_checkpoint):
+    """Issue 21: ``--model_args batch_size=8 --batch_size 8`` (documented as accepted) and
+    ``batch_size=4 --batch_size 8`` (documented as a clear error) both crashed with
+    ``TypeError: ... got multiple values for keyword argument 'batch_size'``."""
+    common = ["lm-eval-ext", "run", "--model", "hf-metered", "--tasks",
+              "bbq_subset_12p5pct_loglik", "--limit", "1", "--output_path", str(tmp_path)]
+    clash = run_cli([*common, "--model_args", "batch_size=4,idle_seconds=0",
+                     "--batch_size", "8"])
+    assert clash.returncode == 2 and "Traceback" not in clash.stderr
+    assert clash.stderr.strip().splitlines()[-1] == (
+        "lm-eval-ext: error: hf-metered: batch_size=4 in --model_args conflicts with lm-eval's "
+        "--batch_size ('8'); pass it once, as --batch_size 4")
+    same = run_cli([*common, "--model_args", "batch_size=2,idle_seconds=0", "--batch_size", "2"])
+    assert same.returncode == 0, same.stderr[-2000:]
+    [results] = tmp_path.rglob("results_*.json")
+    assert json.loads(results.read_text())["config"]["metering"]["batch_size"] == 2
 
 
 def test_misspelled_metadata_key_is_rejected_before_the_model_loads():

@@ -34,6 +34,7 @@ from lm_eval_ext.model_wrappers.metering.codecarbon_check import CodeCarbonCheck
 from lm_eval_ext.model_wrappers.model_args import (
     check_unknown_args,
     merge_cli_args,
+    merge_model_args,
     validate_own_args,
 )
 from lm_eval_ext.model_wrappers.precision import plan_precision, verify_precision
@@ -55,6 +56,11 @@ class HFMeteredBase(MeteredLM):
     def create_from_arg_string(cls, arg_string: str, additional_config: dict | None = None):
         """lm-eval's constructor, with ``--model_args`` keys that clash with CLI flags explained."""
         return cls(**merge_cli_args(cls.MODEL_NAME, arg_string, additional_config))
+
+    @classmethod
+    def create_from_arg_obj(cls, arg_dict: dict, additional_config: dict | None = None):
+        """The same for lm-eval's CLI, which passes ``--model_args`` as a dict."""
+        return cls(**merge_model_args(cls.MODEL_NAME, arg_dict, additional_config))
 
     def __init__(self, pretrained: Any = None, chat_template: str = "auto",
                  precision: str | None = None, energy: str = "auto", idle_seconds: float = 3.0,

@@ -130,15 +130,22 @@ def check_unknown_args(model: str, cls: type, given: Iterable[str]) -> None:
 
 
 def merge_cli_args(model: str, arg_string: str, additional_config: dict | None) -> dict[str, Any]:
+    """``--model_args`` (a string) plus lm-eval's own flags: see :func:`merge_model_args`."""
+    from lm_eval.utils import simple_parse_args_string
+
+    return merge_model_args(model, simple_parse_args_string(arg_string or ""), additional_config)
+
+
+def merge_model_args(model: str, args: dict[str, Any],
+                     additional_config: dict | None) -> dict[str, Any]:
     """``--model_args`` plus lm-eval's own flags, with a key given both ways explained.
 
     The stock path fails with "got multiple values for keyword argument" when a key such as
     ``batch_size`` is in both ``--model_args`` and lm-eval's own flags (``--batch_size``
-    always has a value).
+    always has a value): the same value given twice is taken once, different values are an
+    error naming the fix.
     """
-    from lm_eval.utils import simple_parse_args_string
-
-    args = simple_parse_args_string(arg_string or "")
+    args = dict(args)
     extra = {k: v for k, v in (additional_config or {}).items() if v is not None}
     for key in sorted(set(args) & set(extra)):
         if str(args[key]) != str(extra[key]):
