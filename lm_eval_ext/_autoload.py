@@ -23,9 +23,10 @@ DISABLE_ENV = "LM_EVAL_EXT_DISABLE"
 
 
 def _run_models_hook(module: ModuleType) -> None:
-    from lm_eval_ext.registration import register_models
+    from lm_eval_ext.registration import install_one_line_errors, register_models
 
     register_models()
+    install_one_line_errors()
 
 
 def _run_task_manager_hook(module: ModuleType) -> None:

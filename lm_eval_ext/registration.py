@@ -229,3 +229,27 @@ def check_task_names_free(tasks: Sequence[str]) -> None:
         if owner is not None:
             raise LmEvalExtError(f"task name {task!r} is already defined by {owner}; choose "
                                  "another name")
+
+
+def install_one_line_errors() -> None:
+    """Our own errors in the stock ``lm_eval`` command: one line, not lm-eval's traceback.
+
+    lm-eval-ext's errors (:class:`~lm_eval_ext.errors.LmEvalExtError`: a bad model arg, a
+    missing file) already say what was wrong and the fix; every other exception keeps Python's
+    traceback. ``LM_EVAL_EXT_TRACEBACK=1`` shows ours in full too.
+    """
+    import os
+    import sys
+
+    original = sys.excepthook
+    if getattr(original, _PATCH_MARK, False) or os.environ.get("LM_EVAL_EXT_TRACEBACK"):
+        return
+
+    def excepthook(kind, value, traceback) -> None:
+        if isinstance(value, LmEvalExtError):
+            sys.stderr.write(f"lm_eval: error: {value}\n")
+        else:
+            original(kind, value, traceback)
+
+    setattr(excepthook, _PATCH_MARK, True)
+    sys.excepthook = excepthook

@@ -119,3 +119,20 @@ def test_explicit_fallback_needs_no_hook(tmp_path, embedded_checkpoint):
     assert proc.returncode == 0, proc.stderr[-3000:]
     results = json.loads(next(out.rglob("results_*.json")).read_text())
     assert results["n-samples"]["bbq_subset_12p5pct_loglik"]["effective"] == 4
+
+
+@pytest.mark.slow
+def test_regression_our_errors_in_stock_lm_eval_are_one_line(tmp_path):
+    """Issue 21: hf-metered's own messages arrived at the bottom of a long lm-eval traceback."""
+    proc = run_cli(["lm_eval", "--model", "hf-metered", "--model_args", "precision=int3",
+                    "--tasks", "bbq_subset_12p5pct_loglik", "--limit", "1", "--output_path",
+                    str(tmp_path)])
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    assert proc.stderr.strip().splitlines()[-1] == (
+        "lm_eval: error: hf-metered: precision='int3' is not valid; use one of bf16, fp16, "
+        "fp32, int8, nf4, fp4")
+    # other exceptions keep Python's traceback; LM_EVAL_EXT_TRACEBACK=1 shows ours in full
+    full = run_cli(["lm_eval", "--model", "hf-metered", "--model_args", "precision=int3",
+                    "--tasks", "bbq_subset_12p5pct_loglik", "--limit", "1"],
+                   env={"LM_EVAL_EXT_TRACEBACK": "1"})
+    assert "Traceback" in full.stderr and "PrecisionError" in full.stderr
