@@ -9,6 +9,8 @@ from __future__ import annotations
 import functools
 import inspect
 import logging
+import os
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -238,9 +240,6 @@ def install_one_line_errors() -> None:
     missing file) already say what was wrong and the fix; every other exception keeps Python's
     traceback. ``LM_EVAL_EXT_TRACEBACK=1`` shows ours in full too.
     """
-    import os
-    import sys
-
     original = sys.excepthook
     if getattr(original, _PATCH_MARK, False) or os.environ.get("LM_EVAL_EXT_TRACEBACK"):
         return

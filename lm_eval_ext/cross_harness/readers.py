@@ -16,6 +16,7 @@ and unmatched instances are reported, never guessed.
 
 from __future__ import annotations
 
+import csv
 import json
 import re
 import zipfile
@@ -278,8 +279,6 @@ def bbq_manifest_rows(run: HarnessRun) -> list[tuple[str, int]]:
 
 def write_bbq_manifest(run: HarnessRun, out: str | Path) -> int:
     """Write the run's BBQ items as a ``category,example_id`` CSV; return the row count."""
-    import csv
-
     rows = bbq_manifest_rows(run)
     Path(out).parent.mkdir(parents=True, exist_ok=True)
     with open(out, "w", encoding="utf-8", newline="") as handle:

@@ -26,6 +26,8 @@ import sys
 import time
 from typing import Any
 
+from lm_eval.utils import simple_parse_args_string
+
 from lm_eval_ext.errors import ConfigError
 from lm_eval_ext.model_wrappers import embedded_model
 from lm_eval_ext.model_wrappers.chat_template import ChatTemplatePolicy
@@ -33,7 +35,6 @@ from lm_eval_ext.model_wrappers.metering import MeteredLM, Metering
 from lm_eval_ext.model_wrappers.metering.codecarbon_check import CodeCarbonCheck
 from lm_eval_ext.model_wrappers.model_args import (
     check_unknown_args,
-    merge_cli_args,
     merge_model_args,
     validate_own_args,
 )
@@ -53,14 +54,15 @@ class HFMeteredBase(MeteredLM):
     EMBEDDED_DEFAULT = True  # no ``pretrained``: use the embedded SmolLM2
 
     @classmethod
-    def create_from_arg_string(cls, arg_string: str, additional_config: dict | None = None):
+    def create_from_arg_obj(cls, arg_dict: dict, additional_config: dict | None = None):
         """lm-eval's constructor, with ``--model_args`` keys that clash with CLI flags explained."""
-        return cls(**merge_cli_args(cls.MODEL_NAME, arg_string, additional_config))
+        return cls(**merge_model_args(cls.MODEL_NAME, arg_dict, additional_config))
 
     @classmethod
-    def create_from_arg_obj(cls, arg_dict: dict, additional_config: dict | None = None):
-        """The same for lm-eval's CLI, which passes ``--model_args`` as a dict."""
-        return cls(**merge_model_args(cls.MODEL_NAME, arg_dict, additional_config))
+    def create_from_arg_string(cls, arg_string: str, additional_config: dict | None = None):
+        """The same from ``--model_args`` as a string (lm-eval's Python API)."""
+        return cls.create_from_arg_obj(simple_parse_args_string(arg_string or ""),
+                                       additional_config)
 
     def __init__(self, pretrained: Any = None, chat_template: str = "auto",
                  precision: str | None = None, energy: str = "auto", idle_seconds: float = 3.0,

@@ -129,13 +129,6 @@ def check_unknown_args(model: str, cls: type, given: Iterable[str]) -> None:
                           f"valid: {', '.join(sorted(valid))}")
 
 
-def merge_cli_args(model: str, arg_string: str, additional_config: dict | None) -> dict[str, Any]:
-    """``--model_args`` (a string) plus lm-eval's own flags: see :func:`merge_model_args`."""
-    from lm_eval.utils import simple_parse_args_string
-
-    return merge_model_args(model, simple_parse_args_string(arg_string or ""), additional_config)
-
-
 def merge_model_args(model: str, args: dict[str, Any],
                      additional_config: dict | None) -> dict[str, Any]:
     """``--model_args`` plus lm-eval's own flags, with a key given both ways explained.
