@@ -6,7 +6,8 @@ which imports this module at interpreter start (installed top-level as
 It only installs a ``sys.meta_path``
 finder (no lm_eval or torch import happens here). When ``lm_eval.models`` or
 ``lm_eval.tasks.manager`` finish importing, :mod:`lm_eval_ext.registration` registers
-``hf-metered`` and adds the package's task folders to every ``TaskManager``.
+``hf-metered`` and adds the package's task folders to every ``TaskManager``; in the ``lm_eval``
+command, a run of our tasks alone skips lm-eval's own task index (same tasks, ~10 s sooner).
 
 Set ``LM_EVAL_EXT_DISABLE=1`` to turn the hook off; ``lm-eval-ext run ...`` still works.
 """
@@ -29,10 +30,18 @@ def _run_models_hook(module: ModuleType) -> None:
     install_one_line_errors()
 
 
+def _is_lm_eval_command() -> bool:
+    """Whether this process is the stock ``lm_eval``/``lm-eval`` command (or ``python -m lm_eval``)."""
+    program = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else ""
+    return program in {"lm_eval", "lm-eval"} or sys.argv[0].endswith(os.path.join("lm_eval", "__main__.py"))
+
+
 def _run_task_manager_hook(module: ModuleType) -> None:
-    from lm_eval_ext.registration import patch_task_manager
+    from lm_eval_ext.registration import narrow_to_command_line, patch_task_manager
 
     patch_task_manager(module.TaskManager)
+    if _is_lm_eval_command():
+        narrow_to_command_line(sys.argv[1:])
 
 
 def _run_tracker_hook(module: ModuleType) -> None:

@@ -6,6 +6,7 @@ Used by the start-up hook (:mod:`lm_eval_ext._autoload`) and explicitly by
 
 from __future__ import annotations
 
+import argparse
 import functools
 import inspect
 import logging
@@ -130,6 +131,8 @@ def patch_task_manager(task_manager_cls=None) -> None:
             bound.arguments.get("include_path")
         )
         check_setting_keys(bound.arguments.get("metadata"))
+        if "include_defaults" not in bound.arguments and lm_eval_index_skipped():
+            bound.arguments["include_defaults"] = False
         original(*bound.args, **bound.kwargs)
 
     setattr(__init__, _PATCH_MARK, True)
@@ -191,25 +194,42 @@ def narrow_task_manager(tasks: list[str], extra_paths: list[str] | tuple = ()):
     return manager if tasks and all(task in manager.all_tasks for task in tasks) else None
 
 
-def narrow_task_index(tasks: list[str]) -> bool:
-    """Make every later TaskManager skip lm-eval's own tasks when every task is ours.
+#: (task names, --include_path) of this process's lm-eval command line; see narrow_to_command_line
+_COMMAND_TASKS: tuple[tuple[str, ...], str | None] | None = None
 
-    A campaign cell pays lm-eval's whole-tree index once per run, with the GPU idle. Returns
-    whether the index was narrowed (see :func:`narrow_task_manager`).
+
+def command_line_tasks(argv: Sequence[str]) -> tuple[tuple[str, ...], str | None]:
+    """Task names (``--tasks``/``-t``, space or comma separated) and ``--include_path`` of argv."""
+    parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    parser.add_argument("--tasks", "-t", nargs="+", default=[])
+    parser.add_argument("--include_path", default=None)
+    known, _ = parser.parse_known_args(list(argv))
+    tasks = tuple(name for value in known.tasks for name in value.split(",") if name)
+    return tasks, known.include_path
+
+
+def narrow_to_command_line(argv: Sequence[str]) -> None:
+    """Let this process's TaskManagers skip lm-eval's own task index when every task is ours.
+
+    lm-eval indexes its whole task tree (about 8-12 s on 2 cores) for every TaskManager. When
+    every task named on the lm-eval command line ``argv`` is in our folders (or in its
+    ``--include_path``), the index holds nothing the run can load, so it is skipped: the same
+    YAML files load, the same tasks run. Decided at the first TaskManager; a command naming any
+    other task (or none, e.g. ``--config``) keeps lm-eval's full index.
     """
-    from lm_eval.tasks import TaskManager
+    global _COMMAND_TASKS
+    _COMMAND_TASKS = command_line_tasks(argv)
+    _command_tasks_are_ours.cache_clear()
 
-    if narrow_task_manager(tasks) is None:
-        return False
-    original = TaskManager.__init__
 
-    @functools.wraps(original)
-    def __init__(self, *args, **kwargs):
-        kwargs.setdefault("include_defaults", False)
-        original(self, *args, **kwargs)
+@functools.cache
+def _command_tasks_are_ours(tasks: tuple[str, ...], include_path: str | None) -> bool:
+    return narrow_task_manager(list(tasks), [include_path] if include_path else ()) is not None
 
-    TaskManager.__init__ = __init__
-    return True
+
+def lm_eval_index_skipped() -> bool:
+    """Whether this process's TaskManagers skip lm-eval's own index (see narrow_to_command_line)."""
+    return _COMMAND_TASKS is not None and _command_tasks_are_ours(*_COMMAND_TASKS)
 
 
 def existing_task_owner(task: str) -> str | None:

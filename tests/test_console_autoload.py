@@ -55,6 +55,32 @@ def test_opt_out_disables_the_hook():
     assert _python(code, LM_EVAL_EXT_DISABLE="1").stdout.strip() == "missing"
 
 
+@pytest.mark.parametrize(("argv0", "tasks", "skipped"), [
+    ("lm_eval", "bbq_subset_25pct,crows_pairs_ext", "True"),  # our tasks alone
+    ("lm_eval", "bbq_subset_25pct,arc_easy", "False"),  # one of lm-eval's own: full index
+    ("python-script", "bbq_subset_25pct", "False"),  # not the lm_eval command: untouched
+])
+def test_lm_eval_skips_its_own_task_index_only_for_our_tasks_alone(argv0, tasks, skipped):
+    # (a TaskManager over lm-eval's whole index takes ~8 s, so only the narrowed one is built)
+    code = (f"import sys; sys.argv = [{argv0!r}, 'validate', '--tasks', {tasks!r}]\n"
+            "from lm_eval.tasks import TaskManager\n"
+            "from lm_eval_ext.registration import lm_eval_index_skipped\n"
+            "skipped = lm_eval_index_skipped(); print(skipped)\n"
+            "if skipped: print(sorted({'bbq_subset_25pct', 'arc_easy'} & set(TaskManager().all_tasks)))")
+    proc = _python(code)
+    expected = [skipped, "['bbq_subset_25pct']"] if skipped == "True" else [skipped]
+    assert proc.stdout.splitlines() == expected, proc.stderr
+
+
+def test_command_line_tasks_are_read_as_lm_eval_reads_them(tmp_path):
+    from lm_eval_ext.registration import command_line_tasks
+
+    assert command_line_tasks(["run", "--model", "hf", "-t", "a,b", "c", "--limit", "2",
+                               "--include_path", "dir"]) == (("a", "b", "c"), "dir")
+    assert command_line_tasks(["--config", "run.yaml"]) == ((), None)
+    assert command_line_tasks(["--task", "a"]) == ((), None)  # no abbreviations guessed
+
+
 @pytest.mark.slow
 def test_lm_eval_validate_sees_our_tasks_and_opt_out_hides_them():
     from lm_eval.tasks._index import TaskIndex

@@ -1,8 +1,7 @@
 """One campaign cell: ``python -m lm_eval_ext.campaign.cell LM_EVAL_ARGS...``.
 
-lm-eval's own CLI with hf-metered and our tasks registered (as ``lm-eval-ext run``); when every
-task of the cell is one of ours and no ``--include_path`` is given, lm-eval's task index is
-narrowed to our task folders (see :func:`lm_eval_ext.registration.narrow_task_index`).
+lm-eval's own CLI with hf-metered and our tasks registered, as ``lm-eval-ext run`` (lm-eval's task
+index narrowed when every task is ours: :func:`lm_eval_ext.registration.narrow_to_command_line`).
 """
 
 from __future__ import annotations
@@ -12,11 +11,10 @@ import sys
 
 def main(argv: list[str]) -> int:
     """Run lm-eval's CLI on ``argv``."""
-    from lm_eval_ext.registration import activate, narrow_task_index
+    from lm_eval_ext.registration import activate, narrow_to_command_line
 
     activate()
-    if "--tasks" in argv and "--include_path" not in argv:
-        narrow_task_index(argv[argv.index("--tasks") + 1].split(","))
+    narrow_to_command_line(argv)
     from lm_eval.__main__ import cli_evaluate
 
     sys.argv = ["lm_eval", *argv]

@@ -16,9 +16,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Hand the arguments to lm-eval's own CLI after registering the extension."""
-    from lm_eval_ext.registration import activate
+    from lm_eval_ext.registration import activate, narrow_to_command_line
 
     activate()
+    narrow_to_command_line(args.lm_eval_args)
     from lm_eval.__main__ import cli_evaluate
 
     sys.argv = ["lm_eval", *args.lm_eval_args]
