@@ -26,6 +26,8 @@ MODELS = {
 }
 
 _PATCH_MARK = "_lm_eval_ext_patched"
+#: set to 1 to see the full traceback of an error that is otherwise printed as one line
+TRACEBACK_ENV = "LM_EVAL_EXT_TRACEBACK"
 
 
 def register_models() -> None:
@@ -261,7 +263,7 @@ def install_one_line_errors() -> None:
     traceback. ``LM_EVAL_EXT_TRACEBACK=1`` shows ours in full too.
     """
     original = sys.excepthook
-    if getattr(original, _PATCH_MARK, False) or os.environ.get("LM_EVAL_EXT_TRACEBACK"):
+    if getattr(original, _PATCH_MARK, False) or os.environ.get(TRACEBACK_ENV):
         return
 
     def excepthook(kind, value, traceback) -> None:

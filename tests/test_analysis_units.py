@@ -132,7 +132,9 @@ def test_mde_command_prints_and_writes_card(tmp_path):
     lines = card.read_text().strip().splitlines()
     assert len(lines) == 5 and "3.96 pp" in lines[0]
     bad = run_cli(["lm-eval-ext", "mde", "--m", "500", "--rho-d", "0"])
-    assert bad.returncode == 2 and "rho_d" in bad.stderr
+    assert bad.returncode == 2 and bad.stderr.strip().splitlines() == [
+        "lm-eval-ext mde: error: argument --rho-d: 0 is not a share above 0 and at most 1 "
+        "(see lm-eval-ext mde --help)"]
 
 
 def test_grid_rank_flips_and_core_envelope(instrument_rows, tmp_path):

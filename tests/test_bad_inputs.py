@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import warnings
 
 import numpy as np
@@ -181,6 +182,10 @@ def test_energy_ratio_refused_across_gpus(rows, tmp_path):
     ({"batch_size": "abc"}, "batch_size='abc' is not valid"),
     ({"pretrained": "/nonexistent/model"}, "the local path /nonexistent/model does not exist"),
     ({"energy": "nvml", "device": "cpu"}, "energy=nvml needs the model on a CUDA GPU"),
+    ({"precison": "bf16"}, "unknown model arg(s) precison (did you mean precision?)"),
+    ({"precision": "int3"}, "precision='int3' is not valid; use one of bf16"),
+    ({"mc_scoring": "packed"}, "mc_scoring='packed' is not valid; use one of standard"),
+    ({"chat_template": "of"}, "chat_template='of' is not valid; use one of auto, off"),
 ])
 def test_bad_model_args_fail_before_the_model_loads(args, message, monkeypatch):
     from lm_eval_ext.model_wrappers import embedded_model
@@ -190,8 +195,12 @@ def test_bad_model_args_fail_before_the_model_loads(args, message, monkeypatch):
         raise AssertionError("the model must not be touched before the args are valid")
 
     monkeypatch.setattr(embedded_model, "ensure_checkpoint", no_load)
-    with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
+    pattern = re.escape(message)
+    with pytest.raises(ConfigError, match=pattern):
         HFMeteredLM(**args)
+    # the dry-run check (campaign, grid, sequential) refuses the same args the same way
+    with pytest.raises(ConfigError, match=pattern):
+        HFMeteredLM.check_model_args(",".join(f"{k}={v}" for k, v in args.items()))
 
 
 def test_batch_size_in_model_args_and_cli_explains_the_clash():

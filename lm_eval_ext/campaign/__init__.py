@@ -8,6 +8,7 @@ from typing import Any
 
 from lm_eval_ext.campaign.spec import CampaignSpec, build_spec, load_spec, parse_shard, shard_cells
 from lm_eval_ext.campaign.store import CampaignFolder
+from lm_eval_ext.errors import ConfigError
 
 __all__ = ["CampaignOutcome", "CampaignSpec", "build_spec", "campaign_source", "dry_run",
            "load_spec", "run_campaign", "status_lines"]
@@ -69,9 +70,15 @@ def run_campaign(spec: CampaignSpec, out: str | Path, source_yaml: str, *, shard
     ``analyze_only``: run no cell; analyse every comparison whose cells are done.
     """
     from lm_eval_ext.campaign.analysis import run_comparisons, run_grid_analysis
+    from lm_eval_ext.campaign.preflight import check_cells
     from lm_eval_ext.campaign.runner import run_cells
 
     index, count = parse_shard(shard)
+    if analyze_only and not CampaignFolder(out).identity_path.is_file():
+        raise ConfigError(f"--analyze-only: {out} holds no campaign (no campaign.json); run the "
+                          "campaign first, or check --out")
+    if not analyze_only:
+        check_cells(spec.cells)
     folder = CampaignFolder(out)
     folder.bind(spec, source_yaml)
     cells = shard_cells(spec.cells, index, count)
@@ -93,9 +100,11 @@ def run_campaign(spec: CampaignSpec, out: str | Path, source_yaml: str, *, shard
 def dry_run(spec: CampaignSpec, shard: str = "1/1", calibration_limit: int | None = 8,
             echo: bool = False) -> list[str]:
     """Lines: each cell of the shard with its items and estimated device seconds."""
+    from lm_eval_ext.campaign.preflight import check_cells
     from lm_eval_ext.campaign.sizes import calibrate, cell_items, estimate_seconds, task_sizes
 
     index, count = parse_shard(shard)
+    check_cells(spec.cells)
     cells = shard_cells(spec.cells, index, count)
     sizes = task_sizes(cells)
     calibration = calibrate(cells, calibration_limit, echo=echo) if calibration_limit else {}

@@ -29,6 +29,7 @@ from lm_eval_ext.analysis.stats.group_sequential import (
     final_mde,
 )
 from lm_eval_ext.analysis.stats.linearised import linearised_delta
+from lm_eval_ext.campaign.preflight import check_model_args
 from lm_eval_ext.campaign.runner import run_lm_eval
 from lm_eval_ext.errors import ConfigError
 
@@ -47,13 +48,17 @@ class Arm:
 
 
 def _look_keys(look: str) -> list[tuple[str, int]]:
-    """(category, example_id) of a membership name or a category,example_id CSV."""
+    """(category, example_id) of a membership name or a category,example_id CSV (checked)."""
     if Path(look).suffix == ".csv":
-        from lm_eval_ext.data.external_manifest import read_manifest_keys
+        from lm_eval_ext.data.external_manifest import load_manifest_rows
 
-        return read_manifest_keys(look)
-    from lm_eval_ext.data.instrument import load_membership
+        return [(r["category"], int(r["example_id"])) for r in load_manifest_rows(look)]
+    from lm_eval_ext.data.instrument import load_membership, membership_names
 
+    known = ["full", *membership_names()]
+    if look not in known:
+        raise ConfigError(f"sequential: --looks: {look!r} is neither a BBQ membership ("
+                          f"{', '.join(known)}) nor a category,example_id .csv file")
     return [(r["category"], int(r["example_id"])) for r in load_membership(look).rows]
 
 
@@ -147,9 +152,11 @@ def run_sequential(out: str | Path, reference: Arm, candidate: Arm, *, metric: s
     if path not in ("loglik", "generative"):
         raise ConfigError("sequential: --path must be loglik or generative")
     out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
     increments, fractions = plan_looks(looks)
     plan = SequentialPlan(metric, margin_pp / 100, fractions, alpha, beta)
+    for role, arm in (("reference", reference), ("candidate", candidate)):
+        check_model_args(arm.model_args, arm.batch_size, f"sequential: --{role}-args")
+    out.mkdir(parents=True, exist_ok=True)  # only once everything above is valid
     spec: MetricSpec = METRICS[metric]
     arms = {"reference": reference, "candidate": candidate}
     card = preregistration(plan, looks, arms, path)

@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from lm_eval_ext.cli.options import add_resampling_options
+from lm_eval_ext.cli.options import add_resampling_options, folder, positive_float, positive_int
 from lm_eval_ext.errors import ConfigError, LmEvalExtError
 
 
@@ -16,7 +16,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     analyze.add_argument("--reference", help="lm-eval output of the reference run")
     analyze.add_argument("--runs", nargs="+",
                          help="lm-eval outputs to compare (NAME=PATH names a run)")
-    analyze.add_argument("--out", required=True, help="folder for report, CSVs and figures")
+    analyze.add_argument("--out", required=True, type=folder, help="folder for report, CSVs and figures")
     analyze.add_argument("--label", nargs="+", metavar="LABEL",
                          help="labels of the reference and the runs, in order (default: "
                               "NAME=PATH names, else model@precision/bsN/subset)")
@@ -26,9 +26,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     analyze.add_argument("--intersection", action="store_true",
                          help="compare the items all runs share (size is reported)")
     add_resampling_options(analyze)
-    analyze.add_argument("--mc-draws", type=int, default=1_000, help="draws per size (1000)")
-    analyze.add_argument("--template-sd", type=float, help="prompt-template SD (pp) for QRI")
-    analyze.add_argument("--no-progress", action="store_true")
+    analyze.add_argument("--mc-draws", type=positive_int, default=1_000, help="draws per size")
+    analyze.add_argument("--template-sd", type=positive_float, help="prompt-template SD (pp) for QRI")
+    analyze.add_argument("--no-progress", action="store_true", help="no progress bars")
     analyze.add_argument("--compare-harness", nargs="+", metavar="HARNESS=PATH",
                          help="deprecated: use `lm-eval-ext compare-harness`")
     analyze.set_defaults(func=run)

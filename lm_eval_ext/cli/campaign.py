@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from lm_eval_ext.cli.options import folder, non_negative_int, positive_int
+
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     """Register ``campaign`` and ``grid`` (they share the cell options)."""
@@ -14,9 +16,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     campaign.add_argument("--tasks", default="bbq", help="--preset: benchmark block (bbq)")
     campaign.add_argument("--path", default="loglik", choices=("generative", "loglik"),
                           help="--preset: scoring path")
-    campaign.add_argument("--large-batch", type=int, default=32,
-                          help="--preset: the batch size of M1 and M5a (32)")
-    campaign.add_argument("--limit", type=int, help="--preset: items per cell (smoke tests)")
+    campaign.add_argument("--large-batch", type=positive_int, default=32,
+                          help="--preset: the batch size of M1 and M5a")
+    campaign.add_argument("--limit", type=positive_int, help="--preset: items per cell (smoke tests)")
     _add_cell_options(campaign)
     grid = sub.add_parser("grid", help="models x configuration axes, then rank flips")
     grid.add_argument("spec", help="GRID.yaml")
@@ -24,19 +26,19 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def _add_cell_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--out", required=True, help="campaign folder (created, or resumed)")
-    parser.add_argument("--shard", default="1/1", help="run every N-th cell: I/N (default 1/1)")
+    parser.add_argument("--out", required=True, type=folder, help="campaign folder (created, or resumed)")
+    parser.add_argument("--shard", default="1/1", help="run every N-th cell: I/N")
     parser.add_argument("--dry-run", action="store_true",
                         help="list the cells and an estimated device time; run nothing")
-    parser.add_argument("--calibration-limit", type=int, default=8,
+    parser.add_argument("--calibration-limit", type=non_negative_int, default=8,
                         help="items per configuration for --dry-run's timing (0: none)")
     parser.add_argument("--status", action="store_true",
                         help="completeness across all shards (exit 1 while cells are missing)")
     parser.add_argument("--no-analyze", action="store_true", help="skip the analysis")
     parser.add_argument("--analyze-only", action="store_true",
                         help="run no cell; analyse every comparison whose cells are done")
-    parser.add_argument("--bootstrap", type=int, default=10_000, help="analysis resamples")
-    parser.add_argument("--mc-draws", type=int, default=1_000, help="analysis draws per size")
+    parser.add_argument("--bootstrap", type=positive_int, default=10_000, help="analysis resamples")
+    parser.add_argument("--mc-draws", type=positive_int, default=1_000, help="analysis draws per size")
     parser.add_argument("--seed", type=int, default=0, help="analysis seed")
     parser.add_argument("--quiet", action="store_true", help="no lm-eval output, one line per cell")
     parser.set_defaults(func=run)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from lm_eval_ext.cli.options import add_resampling_options
+from lm_eval_ext.cli.options import add_resampling_options, folder
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -16,7 +16,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("harness_runs", nargs="+", metavar="HARNESS=PATH",
                         help="lm_eval=DIR, inspect=LOG, helm=RUN_DIR (the first is the "
                              "reference)")
-    parser.add_argument("--out", required=True, help="folder for the report and CSVs")
+    parser.add_argument("--out", required=True, type=folder, help="folder for the report and CSVs")
     add_resampling_options(parser)
     parser.set_defaults(func=run)
 

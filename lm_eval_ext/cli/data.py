@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from lm_eval_ext.cli.options import output_file
+
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     """Register ``data`` and its subcommands."""
@@ -22,7 +24,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "manifest", help="the BBQ items a harness run evaluated, as a category,example_id CSV")
     manifest.add_argument("run", metavar="HARNESS=PATH",
                           help="lm_eval=DIR, inspect=LOG or helm=RUN_DIR")
-    manifest.add_argument("--out", required=True, help="CSV to write")
+    manifest.add_argument("--out", required=True, type=output_file, help="CSV file to write")
     manifest.set_defaults(func=run_manifest)
     instrument = data_sub.add_parser("instrument", help="rebuild the frozen BBQ instrument")
     instrument.add_argument("--write", action="store_true",

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from lm_eval_ext.cli.options import folder
+
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     """Register ``export-upstream``."""
@@ -11,7 +13,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                             help="our tasks as lm-evaluation-harness task folders")
     export.add_argument("tasks", nargs="+", help="bbq_instrument, bbq_subset_<membership>, "
                                                  "xstest_ext")
-    export.add_argument("--out", required=True, help="folder for the task folders")
+    export.add_argument("--out", required=True, type=folder, help="folder for the task folders")
     export.add_argument("--template-tier", help="prompt tier (default: the task's)")
     export.add_argument("--local-data", action="store_true",
                         help="data_files from the local data folder (offline runs only)")

@@ -4,19 +4,23 @@ from __future__ import annotations
 
 import argparse
 
+from lm_eval_ext.cli.options import positive_int
+
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     """Register ``judge``."""
     judge = sub.add_parser("judge", help="Bias Score and Reasoning Quality of generated reasoning")
     judge.add_argument("run_dir", help="lm-eval output of a generative run (--log_samples)")
     judge.add_argument("--judge-model", default="hf-metered", help="any lm-eval model name")
-    judge.add_argument("--judge-model_args", default="",
-                       help="its model_args (default: the embedded model)")
-    judge.add_argument("--batch-size", type=int, default=8)
-    judge.add_argument("--device", help="e.g. cuda:0 or cpu")
-    judge.add_argument("--max-gen-toks", type=int, default=96)
-    judge.add_argument("--limit", type=int, help="judge the first N items per task")
-    judge.add_argument("--rubrics", default="bias_score,reasoning_quality")
+    judge.add_argument("--judge-model-args", "--judge-model_args", dest="judge_model_args", default="",
+                       help="its model_args (empty: the embedded model)")
+    judge.add_argument("--batch-size", type=positive_int, default=8, help="judge prompts per batch")
+    judge.add_argument("--device", help="e.g. cuda:0 or cpu (default: the model's)")
+    judge.add_argument("--max-gen-toks", type=positive_int, default=96,
+                       help="tokens the judge may generate per verdict")
+    judge.add_argument("--limit", type=positive_int, help="judge the first N items per task")
+    judge.add_argument("--rubrics", default="bias_score,reasoning_quality",
+                       help="comma-separated rubric names")
     judge.add_argument("--overwrite", action="store_true", help="replace earlier judge scores")
     judge.set_defaults(func=run)
 

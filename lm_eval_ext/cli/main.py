@@ -17,6 +17,7 @@ Subcommands (one module each in this package):
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 
@@ -32,7 +33,9 @@ from lm_eval_ext.cli import (
     run,
     sequential,
 )
+from lm_eval_ext.cli.options import CommandParser
 from lm_eval_ext.errors import LmEvalExtError
+from lm_eval_ext.registration import TRACEBACK_ENV
 
 COMMANDS = (run, data, model, analyze, compare_harness, mde, sequential, campaign, judge,
             export_upstream)
@@ -41,7 +44,7 @@ COMMANDS = (run, data, model, analyze, compare_harness, mde, sequential, campaig
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of ``lm-eval-ext``."""
     parser = argparse.ArgumentParser(prog="lm-eval-ext", description=__doc__.split("\n")[0])
-    sub = parser.add_subparsers(dest="command", required=True)
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=CommandParser)
     for command in COMMANDS:
         command.add_parser(sub)
     return parser
@@ -50,6 +53,9 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``lm-eval-ext``."""
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["run"] and argv[1:] in ([], ["-h"], ["--help"]):
+        print(run.HELP)
+        return 0
     if argv[:1] == ["run"]:  # everything after `run` belongs to lm_eval, options included
         args = argparse.Namespace(func=run.run, lm_eval_args=argv[1:])
     else:
@@ -59,6 +65,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except LmEvalExtError as exc:
         print(f"lm-eval-ext: error: {exc}", file=sys.stderr)
         return 2
+    except Exception as exc:  # a bug of ours, or lm-eval's own error inside `run`
+        if args.func is run.run or os.environ.get(TRACEBACK_ENV):
+            raise
+        print(f"lm-eval-ext {argv[0]}: unexpected {type(exc).__name__}: {exc} (this is a bug; "
+              f"please report it with the command; {TRACEBACK_ENV}=1 shows the traceback)",
+              file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

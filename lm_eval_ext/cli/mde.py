@@ -5,22 +5,23 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from lm_eval_ext.cli.options import output_file, positive_float, positive_int, probability, share
 from lm_eval_ext.errors import LmEvalExtError
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     """Register ``mde``."""
     mde = sub.add_parser("mde", help="paired minimum detectable effect")
-    mde.add_argument("--m", type=int, help="paired items")
-    mde.add_argument("--rho-d", type=float, help="discordance rate (share of items that flip)")
-    mde.add_argument("--alpha", type=float, default=0.05)
-    mde.add_argument("--power", type=float, default=0.8)
-    mde.add_argument("--design-effect", type=float, default=1.0,
+    mde.add_argument("--m", type=positive_int, help="paired items")
+    mde.add_argument("--rho-d", type=share, help="discordance rate (share of items that flip)")
+    mde.add_argument("--alpha", type=probability, default=0.05, help="two-sided type-I error")
+    mde.add_argument("--power", type=probability, default=0.8, help="power at the MDE")
+    mde.add_argument("--design-effect", type=positive_float, default=1.0,
                      help="variance inflation of clustered items (natural units); --runs "
                           "estimates it")
     mde.add_argument("--runs", nargs=2, metavar=("REFERENCE", "RUN"),
                      help="estimate rho_d (and m) from two lm-eval outputs")
-    mde.add_argument("--card", help="write a five-line Markdown pre-registration card here")
+    mde.add_argument("--card", type=output_file, help="write a five-line Markdown pre-registration card here")
     mde.set_defaults(func=run)
 
 

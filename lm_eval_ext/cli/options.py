@@ -1,14 +1,106 @@
-"""Options that several commands share."""
+"""Options and value types that several commands share.
+
+The value types check a flag as argparse reads it, so a bad value is one line naming the flag
+(``argument --alpha: 1.2 is not a probability strictly between 0 and 1``), exit code 2, before
+anything is loaded or written.
+"""
 
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
+
+
+class _DefaultsShown(argparse.ArgumentDefaultsHelpFormatter):
+    """Shows a flag's default where it has one (not for required flags, switches or None)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        if action.required or action.default is None or action.default is False:
+            return action.help
+        return super()._get_help_string(action)
+
+
+class CommandParser(argparse.ArgumentParser):
+    """Every command's parser: help shows each flag's default; a usage error is one line."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        kwargs.setdefault("formatter_class", _DefaultsShown)
+        super().__init__(*args, **kwargs)
+
+    def error(self, message: str):
+        """One line naming the problem and where help is (exit code 2)."""
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def _number(text: str, kind: type) -> float | int:
+    try:
+        return kind(text)
+    except ValueError:
+        name = "an integer" if kind is int else "a number"
+        raise argparse.ArgumentTypeError(f"{text!r} is not {name}") from None
+
+
+def probability(text: str) -> float:
+    """A float strictly between 0 and 1 (alpha, beta, power, level)."""
+    value = _number(text, float)
+    if not 0 < value < 1:
+        raise argparse.ArgumentTypeError(f"{text} is not a probability strictly between 0 and 1")
+    return value
+
+
+def share(text: str) -> float:
+    """A float above 0 and at most 1 (a rate such as rho_d)."""
+    value = _number(text, float)
+    if not 0 < value <= 1:
+        raise argparse.ArgumentTypeError(f"{text} is not a share above 0 and at most 1")
+    return value
+
+
+def positive_float(text: str) -> float:
+    """A float above 0."""
+    value = _number(text, float)
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"{text} must be above 0")
+    return value
+
+
+def positive_int(text: str) -> int:
+    """An integer of at least 1."""
+    value = _number(text, int)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text} must be at least 1")
+    return value
+
+
+def non_negative_int(text: str) -> int:
+    """An integer of at least 0."""
+    value = _number(text, int)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text} must be 0 or more")
+    return value
+
+
+def folder(text: str) -> Path:
+    """An output folder: new or existing, but not an existing file."""
+    path = Path(text)
+    if path.exists() and not path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text} is a file; name a folder (it is created)")
+    return path
+
+
+def output_file(text: str) -> Path:
+    """A file to write: not an existing folder."""
+    path = Path(text)
+    if path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text} is a folder; name the file to write")
+    return path
 
 
 def add_resampling_options(parser: argparse.ArgumentParser) -> None:
     """``--bootstrap``, ``--seed``, ``--level`` and ``--overwrite`` (analyze, compare-harness)."""
-    parser.add_argument("--bootstrap", type=int, default=10_000, help="resamples (10000)")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--level", type=float, default=0.95)
+    parser.add_argument("--bootstrap", type=positive_int, default=10_000, help="resamples")
+    parser.add_argument("--seed", type=int, default=0, help="random seed of the resampling")
+    parser.add_argument("--level", type=probability, default=0.95,
+                        help="confidence level of the intervals")
     parser.add_argument("--overwrite", action="store_true",
                         help="replace an earlier analysis in --out (never mixed with it)")

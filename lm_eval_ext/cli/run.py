@@ -5,6 +5,16 @@ from __future__ import annotations
 import argparse
 import sys
 
+HELP = """usage: lm-eval-ext run LM_EVAL_ARGUMENTS...
+
+Runs lm-eval's own `lm_eval run` with hf-metered and this package's tasks registered, without
+the start-up hook (for `python -S`, editable installs, or LM_EVAL_EXT_DISABLE=1). Every argument
+after `run` goes to lm-eval unchanged, for example:
+
+  lm-eval-ext run --model hf-metered --tasks bbq_subset_25pct --limit 8 --output_path OUT
+
+lm-eval's own options: `lm_eval run --help`. hf-metered's --model_args: docs/hf-metered.md."""
+
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     """Register ``run`` (everything after it goes to lm_eval unparsed)."""

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from lm_eval_ext.cli.options import folder, positive_float, probability
+
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     """Register ``sequential``."""
@@ -12,16 +14,20 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                                             "settled (group-sequential paired comparison)")
     seq.add_argument("--reference-args", required=True, help="hf-metered --model_args")
     seq.add_argument("--candidate-args", required=True, help="hf-metered --model_args")
-    seq.add_argument("--reference-batch", default="1")
-    seq.add_argument("--candidate-batch", default="1")
-    seq.add_argument("--metric", default="accuracy", help="accuracy, bias_s_dis or bias_s_amb")
-    seq.add_argument("--margin", type=float, default=2.0, help="equivalence margin in points")
-    seq.add_argument("--alpha", type=float, default=0.05)
-    seq.add_argument("--beta", type=float, default=0.2)
+    seq.add_argument("--reference-batch", default="1", help="lm-eval --batch_size of the reference")
+    seq.add_argument("--candidate-batch", default="1", help="lm-eval --batch_size of the candidate")
+    seq.add_argument("--metric", default="accuracy", choices=("accuracy", "bias_s_dis", "bias_s_amb"),
+                     help="the pre-registered metric")
+    seq.add_argument("--margin", type=positive_float, default=2.0,
+                     help="equivalence margin in percentage points")
+    seq.add_argument("--alpha", type=probability, default=0.05, help="total type-I error")
+    seq.add_argument("--beta", type=probability, default=0.2, help="type-II error (1 - power)")
     seq.add_argument("--looks", default="12p5pct,25pct,37p5pct,50pct,75pct,instrument",
                      help="nested BBQ memberships or category,example_id CSVs, smallest first")
-    seq.add_argument("--path", default="loglik", help="loglik or generative")
-    seq.add_argument("--out", required=True)
+    seq.add_argument("--path", default="loglik", choices=("loglik", "generative"),
+                     help="scoring path")
+    seq.add_argument("--out", required=True, type=folder,
+                     help="folder for the card, the looks and sequential.json")
     seq.add_argument("--quiet", action="store_true", help="do not echo lm-eval's output")
     seq.set_defaults(func=run)
 

@@ -22,6 +22,7 @@ automatic batch-size probes are cut out; ``--use_cache`` hits never reach the mo
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import sys
 import time
 from typing import Any
@@ -34,12 +35,16 @@ from lm_eval_ext.model_wrappers.chat_template import ChatTemplatePolicy
 from lm_eval_ext.model_wrappers.metering import MeteredLM, Metering
 from lm_eval_ext.model_wrappers.metering.codecarbon_check import CodeCarbonCheck
 from lm_eval_ext.model_wrappers.model_args import (
+    OwnArgs,
     check_unknown_args,
     merge_model_args,
     validate_own_args,
 )
-from lm_eval_ext.model_wrappers.precision import plan_precision, verify_precision
+from lm_eval_ext.model_wrappers.precision import PrecisionPlan, plan_precision, verify_precision
 from lm_eval_ext.model_wrappers.shared_prefix import SharedPrefixStats
+
+#: constructor keywords that only configure reporting (nothing to check before a load)
+_NOT_CHECKED = ("self", "kwargs", "codecarbon_country", "codecarbon_region")
 
 
 def parameter_cuda_devices(model: Any) -> list[int]:
@@ -69,18 +74,12 @@ class HFMeteredBase(MeteredLM):
                  sync: bool = True, codecarbon: bool = False, codecarbon_country: str = "CAN",
                  codecarbon_region: str | None = "ontario",
                  carbon_intensity: float | None = None, **kwargs: Any):
-        check_unknown_args(self.MODEL_NAME, type(self), kwargs)
-        self._chat = ChatTemplatePolicy(chat_template, self.MODEL_NAME)
-        own = validate_own_args(
-            self.MODEL_NAME, pretrained=pretrained, energy=energy, idle_seconds=idle_seconds,
-            sync=sync, codecarbon=codecarbon, carbon_intensity=carbon_intensity,
-            batch_size=kwargs.get("batch_size", 1), device=kwargs.get("device"))
-        self._plan = plan_precision(precision, kwargs.pop("dtype", "auto"), kwargs)
+        self._chat, own, self._plan = self._checked_args(
+            pretrained, chat_template, precision, energy, idle_seconds, sync, codecarbon,
+            carbon_intensity, kwargs)
+        self._check_mixin_args(kwargs)  # before the embedded model is converted or loaded
         self._probed_batch_sizes: list[int] = []  # generate_until keeps its probe result local
         self._embedded = pretrained is None
-        if self._embedded and not self.EMBEDDED_DEFAULT:
-            raise ConfigError(f"{self.MODEL_NAME}: pass --model_args pretrained=<model> "
-                              "(there is no embedded default for this model type)")
         if self._embedded:
             pretrained = str(embedded_model.ensure_checkpoint())
         started = time.perf_counter()
@@ -94,6 +93,59 @@ class HFMeteredBase(MeteredLM):
                 cuda or None, country_iso_code=codecarbon_country, region=codecarbon_region,
                 carbon_intensity_g_per_kwh=own.carbon_intensity) if own.codecarbon else None)
         print(self.header(), file=sys.stderr, flush=True)
+
+    @classmethod
+    def _checked_args(cls, pretrained: Any, chat_template: str, precision: str | None, energy: str,
+                      idle_seconds: Any, sync: Any, codecarbon: Any, carbon_intensity: Any,
+                      kwargs: dict[str, Any]) -> tuple[ChatTemplatePolicy, OwnArgs, PrecisionPlan]:
+        """Every check of this class's own args (pops ``dtype`` from ``kwargs``); loads nothing."""
+        check_unknown_args(cls.MODEL_NAME, cls, kwargs)
+        chat = ChatTemplatePolicy(chat_template, cls.MODEL_NAME)
+        own = validate_own_args(
+            cls.MODEL_NAME, pretrained=pretrained, energy=energy, idle_seconds=idle_seconds,
+            sync=sync, codecarbon=codecarbon, carbon_intensity=carbon_intensity,
+            batch_size=kwargs.get("batch_size", 1), device=kwargs.get("device"))
+        plan = plan_precision(precision, kwargs.pop("dtype", "auto"), kwargs)
+        if pretrained is None and not cls.EMBEDDED_DEFAULT:
+            raise ConfigError(f"{cls.MODEL_NAME}: pass --model_args pretrained=<model> "
+                              "(there is no embedded default for this model type)")
+        return chat, own, plan
+
+    @classmethod
+    def check_own_model_args(cls, args: dict[str, Any]) -> None:
+        """This class's part of :meth:`check_model_args`."""
+        bound = inspect.signature(HFMeteredBase.__init__).bind(None, **args)
+        bound.apply_defaults()
+        given = {k: v for k, v in bound.arguments.items() if k not in _NOT_CHECKED}
+        cls._checked_args(**given, kwargs=dict(bound.arguments["kwargs"]))
+
+    @classmethod
+    def check_model_args(cls, model_args: str | dict[str, Any]) -> None:
+        """Validate ``--model_args`` as the constructor would, loading nothing.
+
+        For dry runs and for commands that start many runs (campaign, grid, sequential): each
+        class along the MRO that owns args checks them (``check_own_model_args``).
+
+        Raises:
+            ConfigError: The first problem, with the fix.
+        """
+        if isinstance(model_args, str):
+            parts = [part for part in model_args.split(",") if part.strip()]
+            bad = [part for part in parts if "=" not in part]
+            if bad:
+                raise ConfigError(f"{cls.MODEL_NAME}: model_args part {bad[0]!r} is not "
+                                  "KEY=VALUE (e.g. precision=bf16,batch_size=8)")
+            model_args = simple_parse_args_string(model_args)
+        HFMeteredBase.check_own_model_args.__func__(cls, dict(model_args))
+        cls._check_mixin_args(model_args)
+
+    @classmethod
+    def _check_mixin_args(cls, args: dict[str, Any]) -> None:
+        """The args owned by the other classes along the MRO (e.g. ``mc_scoring``)."""
+        for klass in cls.__mro__:
+            check = klass.__dict__.get("check_own_model_args")
+            if check is not None and klass is not HFMeteredBase:
+                check.__func__(cls, dict(args))
 
     def scoring_stats(self) -> SharedPrefixStats:
         """What log-likelihood scoring did (lm-eval's own path unless a subclass packs)."""

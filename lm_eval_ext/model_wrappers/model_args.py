@@ -11,6 +11,7 @@ costs no model load.
 
 from __future__ import annotations
 
+import difflib
 import inspect
 import math
 from collections.abc import Iterable
@@ -125,7 +126,9 @@ def check_unknown_args(model: str, cls: type, given: Iterable[str]) -> None:
     valid = init_params(cls) | set(PASSTHROUGH_ARGS)
     unknown = sorted(set(given) - valid)
     if unknown:
-        raise ConfigError(f"{model}: unknown model arg(s) {', '.join(unknown)}; "
+        close = {u: difflib.get_close_matches(u, valid, n=1) for u in unknown}
+        named = ", ".join(f"{u} (did you mean {close[u][0]}?)" if close[u] else u for u in unknown)
+        raise ConfigError(f"{model}: unknown model arg(s) {named}; "
                           f"valid: {', '.join(sorted(valid))}")
 
 

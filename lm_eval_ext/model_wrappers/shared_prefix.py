@@ -322,6 +322,11 @@ class SharedPrefixScoring:
     windows, with the rest of the request loop) and before ``HFLM``.
     """
 
+    @classmethod
+    def check_own_model_args(cls, args: dict[str, Any]) -> None:
+        """``mc_scoring``'s value (for a dry run; the scorer checks it again at load)."""
+        check_choice("model arg mc_scoring", args.get("mc_scoring", "standard"), MC_SCORING)
+
     def __init__(self, *args: Any, mc_scoring: str = "standard", **kwargs: Any):
         self.shared_prefix = SharedPrefixScorer(
             mc_scoring, getattr(self, "MODEL_NAME", type(self).__name__),

@@ -1,0 +1,82 @@
+"""Checks made once, before a campaign, grid or sequential run starts any lm-eval process.
+
+A misspelled model arg, an unknown task or an invalid task setting would otherwise surface
+once per cell, each after a model load, or only in ``failed/*.log``. Nothing is loaded here
+except the task index (narrowed to our folders when every task is ours).
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from lm_eval_ext.errors import ConfigError, check_choice
+from lm_eval_ext.tasks.common.prompting import TIERS
+
+#: task settings (``--metadata`` keys) whose values are checked here, with their choices
+SETTING_CHOICES = {"template_tier": TIERS}
+
+
+def check_model_args(model_args: str, batch_size: Any, where: str) -> None:
+    """hf-metered's ``--model_args`` and the batch size, as the model would check them at load."""
+    from lm_eval_ext.model_wrappers.hf_metered import HFMeteredLM
+    from lm_eval_ext.model_wrappers.model_args import check_batch_size
+
+    try:
+        HFMeteredLM.check_model_args(model_args)
+        check_batch_size(HFMeteredLM.MODEL_NAME, batch_size)
+    except ConfigError as exc:
+        raise ConfigError(f"{where}: {exc}") from None
+
+
+def check_task_settings(metadata: Mapping[str, Any] | None, where: str) -> None:
+    """Values of our task settings (e.g. ``template_tier``) in a run's ``metadata``."""
+    for key, choices in SETTING_CHOICES.items():
+        if metadata and key in metadata:
+            try:
+                check_choice(key, metadata[key], choices)
+            except ConfigError as exc:
+                raise ConfigError(f"{where}: {exc}") from None
+
+
+@functools.cache
+def _all_task_names(include_path: str | None) -> frozenset[str]:
+    """Every task lm-eval knows, with our folders and ``include_path`` (its whole index, ~8 s)."""
+    from lm_eval.tasks import TaskManager
+
+    return frozenset(TaskManager(include_path=[include_path] if include_path else None).all_tasks)
+
+
+def check_task_names(tasks: Iterable[str], include_path: str | None = None) -> None:
+    """Every task is known to lm-eval (with our folders and ``include_path``), else the closest."""
+    from lm_eval_ext.registration import narrow_task_manager
+
+    names = sorted(set(tasks))
+    extra = [include_path] if include_path else []
+    if narrow_task_manager(names, extra) is not None:
+        return
+    known = _all_task_names(include_path)
+    unknown = [name for name in names if name not in known]
+    if unknown:
+        hints = {name: difflib.get_close_matches(name, known, n=1) for name in unknown}
+        named = ", ".join(f"{n} (did you mean {hints[n][0]}?)" if hints[n] else n for n in unknown)
+        raise ConfigError(f"unknown task(s) {named}; `lm-eval ls tasks` lists lm-eval's, "
+                          "docs/tasks.md ours")
+
+
+def check_cells(cells: Sequence[Any]) -> None:
+    """Model args, batch sizes, task settings and task names of a campaign's cells, once each."""
+    seen: set[tuple[str, str]] = set()
+    for cell in cells:
+        batch_size = cell.options.get("batch_size", 1)
+        if (cell.model_args, str(batch_size)) not in seen:
+            seen.add((cell.model_args, str(batch_size)))
+            check_model_args(cell.model_args, batch_size, f"cell {cell.cell_id}")
+        check_task_settings(cell.options.get("metadata"), f"cell {cell.cell_id}")
+    by_path: dict[str | None, set[str]] = {}
+    for cell in cells:
+        by_path.setdefault(cell.options.get("include_path"), set()).add(cell.task)
+    for include_path, tasks in by_path.items():
+        check_task_names(tasks, include_path)

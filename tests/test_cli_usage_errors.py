@@ -1,0 +1,142 @@
+"""Issue 21: every bad value on the newer commands is one line naming the flag and the fix.
+
+Run in process through ``lm_eval_ext.cli.main.main`` (the console script's own function): a
+usage error exits with code 2 before anything is loaded or written.
+"""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from lm_eval_ext.cli import main as cli_main
+from lm_eval_ext.cli import mde
+
+SEQUENTIAL = ["sequential", "--reference-args", "idle_seconds=0", "--candidate-args",
+              "idle_seconds=0"]
+
+
+def _usage_error(argv: list[str], capsys) -> str:
+    with pytest.raises(SystemExit) as exit_info:
+        cli_main.main(argv)
+    assert exit_info.value.code == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1, lines
+    return lines[0]
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    ([*SEQUENTIAL, "--out", "{new}", "--alpha", "1.2"],
+     "lm-eval-ext sequential: error: argument --alpha: 1.2 is not a probability strictly "
+     "between 0 and 1 (see lm-eval-ext sequential --help)"),
+    ([*SEQUENTIAL, "--out", "{new}", "--margin", "-2"], "argument --margin: -2 must be above 0"),
+    ([*SEQUENTIAL, "--out", "{new}", "--beta", "1"], "argument --beta: 1 is not a probability"),
+    ([*SEQUENTIAL, "--out", "{file}"], "argument --out: {file} is a file; name a folder"),
+    (["judge", "{new}", "--limit", "0"], "argument --limit: 0 must be at least 1"),
+    (["judge", "{new}", "--batch-size", "x"], "argument --batch-size: 'x' is not an integer"),
+    (["mde", "--m", "500", "--rho-d", "0.1", "--card", "{folder}"],
+     "argument --card: {folder} is a folder; name the file to write"),
+    (["mde", "--m", "0", "--rho-d", "0.1"], "argument --m: 0 must be at least 1"),
+    (["export-upstream", "bbq_instrument", "--out", "{file}"], "argument --out: {file} is a file"),
+    (["campaign", "--preset", "paper-stress-test", "--out", "{file}"], "{file} is a file"),
+    (["grid", "g.yaml", "--out", "{new}", "--bootstrap", "0"], "argument --bootstrap: 0 must be"),
+    (["analyze", "--reference", "a", "--runs", "b", "--out", "{new}", "--level", "95"],
+     "argument --level: 95 is not a probability"),
+    (["compare-harness", "lm_eval=a", "--out", "{file}"], "argument --out: {file} is a file"),
+])
+def test_bad_values_are_one_line_naming_the_flag_and_nothing_is_written(argv, message, tmp_path,
+                                                                         capsys):
+    places = {"new": tmp_path / "new", "file": tmp_path / "file.txt", "folder": tmp_path}
+    places["file"].write_text("x")
+    argv = [a.format(**places) for a in argv]
+    line = _usage_error(argv, capsys)
+    assert message.format(**places) in line and line.startswith("lm-eval-ext ")
+    assert not places["new"].exists()
+
+
+def test_help_shows_every_default(capsys):
+    with pytest.raises(SystemExit):
+        cli_main.main(["sequential", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    for shown in ("equivalence margin in percentage points (default: 2.0)",
+                  "total type-I error (default: 0.05)", "(default: 12p5pct,25pct,"):
+        assert shown in text
+
+
+def test_run_help_explains_run_itself(capsys):
+    assert cli_main.main(["run", "--help"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("usage: lm-eval-ext run LM_EVAL_ARGUMENTS") and "lm_eval run --help" in out
+
+
+def test_an_unexpected_error_is_one_line_and_the_traceback_is_on_request(monkeypatch, capsys):
+    def broken(args):
+        raise KeyError("judge_bias_score")
+
+    monkeypatch.setattr(mde, "run", broken)
+    assert cli_main.main(["mde", "--m", "500", "--rho-d", "0.1"]) == 1
+    [line] = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith("lm-eval-ext mde: unexpected KeyError: 'judge_bias_score' (this is a bug")
+    monkeypatch.setenv("LM_EVAL_EXT_TRACEBACK", "1")
+    with pytest.raises(KeyError):
+        cli_main.main(["mde", "--m", "500", "--rho-d", "0.1"])
+
+
+@pytest.mark.parametrize(("looks", "args", "message"), [
+    ("12p5pct,25pcx", "idle_seconds=0",
+     "sequential: --looks: '25pcx' is neither a BBQ membership (full, 12p5pct"),
+    ("{csv},instrument", "idle_seconds=0", "item ('Agez', 2) is not in BBQ"),
+    ("12p5pct,25pct", "precison=bf16",
+     "sequential: --reference-args: hf-metered: unknown model arg(s) precison (did you mean "
+     "precision?)"),
+    ("12p5pct,25pct", "idle_seconds", "model_args part 'idle_seconds' is not KEY=VALUE"),
+])
+def test_sequential_checks_looks_and_arms_before_writing_anything(looks, args, message, tmp_path,
+                                                                  capsys, data_dir):
+    csv = tmp_path / "look.csv"
+    csv.write_text("category,example_id\nAge,1\nAgez,2\n")
+    out = tmp_path / "seq"
+    code = cli_main.main(["sequential", "--reference-args", args, "--candidate-args",
+                          "idle_seconds=0", "--looks", looks.format(csv=csv), "--out", str(out)])
+    [line] = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and message in line, line
+    assert not out.exists()
+
+
+SMALL = {"name": "small", "models": {"smollm2": "idle_seconds=0"},
+         "tasks": ["bbq_subset_12p5pct_loglik"], "lm_eval": {"limit": 5},
+         "conditions": {"M0": {"batch_size": 1}, "M1": {"batch_size": 4}},
+         "compare": {"batching": {"reference": "M0", "runs": ["M1"]}}}
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    ({"models": {"smollm2": "idle_seconds=0,precison=bf16"}},
+     "cell smollm2__M0__bbq_subset_12p5pct_loglik: hf-metered: unknown model arg(s) precison "
+     "(did you mean precision?)"),
+    ({"tasks": ["bbq_subset_12p5pc_loglik"]},
+     "unknown task(s) bbq_subset_12p5pc_loglik (did you mean bbq_subset_12p5pct_loglik?)"),
+    ({"conditions": {"M0": {"batch_size": 1, "metadata": {"template_tier": "fancy"}},
+                     "M1": {"batch_size": 4}}},
+     "template_tier='fancy' is not valid; use one of minimal, role, detailed, cot"),
+    ({"conditions": {"M0": {"batch_size": 0}, "M1": {"batch_size": 4}}},
+     "batch_size=0 is not valid"),
+])
+def test_campaign_dry_run_and_run_refuse_bad_cells_before_any_cell(change, message, tmp_path,
+                                                                   capsys, data_dir):
+    spec = tmp_path / "c.yaml"
+    spec.write_text(yaml.safe_dump({**SMALL, **change}))
+    out = tmp_path / "out"
+    for extra in (["--dry-run"], ["--quiet"]):
+        code = cli_main.main(["campaign", str(spec), "--out", str(out), *extra])
+        [line] = capsys.readouterr().err.strip().splitlines()
+        assert code == 2 and message in line, line
+        assert not out.exists()
+
+
+def test_analyze_only_on_a_missing_folder_is_an_error(tmp_path, capsys, data_dir):
+    spec = tmp_path / "c.yaml"
+    spec.write_text(yaml.safe_dump(SMALL))
+    code = cli_main.main(["campaign", str(spec), "--out", str(tmp_path / "none"),
+                          "--analyze-only"])
+    assert code == 2 and "holds no campaign" in capsys.readouterr().err
+    assert not (tmp_path / "none").exists()
