@@ -234,25 +234,31 @@ def lm_eval_index_skipped() -> bool:
     return _COMMAND_TASKS is not None and _command_tasks_are_ours(*_COMMAND_TASKS)
 
 
-def existing_task_owner(task: str) -> str | None:
-    """Path of the YAML that already defines ``task`` (outside the user task folder)."""
+def existing_task_owners(tasks: Sequence[str]) -> dict[str, str]:
+    """Task -> path of the YAML that already defines it (outside the user task folder).
+
+    lm-eval's whole index (several seconds) is read once per process for every name.
+    """
+    index = _task_definitions()
+    return {task: index[task] for task in tasks if task in index}
+
+
+@functools.cache
+def _task_definitions() -> dict[str, str]:
+    """Task -> defining YAML (``lm-eval`` when none) over lm-eval's and our packaged folders."""
     from lm_eval.tasks import TaskManager
 
     manager = TaskManager(include_path=[str(p) for p in task_include_paths()])
-    entry = manager.task_index.get(task)
-    if entry is None:
-        return None
-    yaml_path = str(entry.yaml_path or "")
-    return None if yaml_path.startswith(str(user_tasks_dir())) else yaml_path or "lm-eval"
+    user = str(user_tasks_dir())
+    paths = {name: str(entry.yaml_path or "") for name, entry in manager.task_index.items()}
+    return {name: path or "lm-eval" for name, path in paths.items() if not path.startswith(user)}
 
 
 def check_task_names_free(tasks: Sequence[str]) -> None:
     """A name that lm-eval or our packaged tasks already define is refused, naming the owner."""
-    for task in tasks:
-        owner = existing_task_owner(task)
-        if owner is not None:
-            raise LmEvalExtError(f"task name {task!r} is already defined by {owner}; choose "
-                                 "another name")
+    for task, owner in existing_task_owners(tasks).items():
+        raise LmEvalExtError(f"task name {task!r} is already defined by {owner}; choose "
+                             "another name")
 
 
 def install_one_line_errors() -> None:

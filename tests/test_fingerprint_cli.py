@@ -53,23 +53,44 @@ def test_registered_task_loads_exactly_the_manifest_items(data_dir, tmp_path, mo
         ("category,example_id\n", "has no rows"),
     ],
 )
-def test_bad_manifests_say_what_is_wrong(data_dir, tmp_path, content, message):
+def test_bad_manifests_say_what_is_wrong(data_dir, tmp_path, content, message, capsys):
+    from lm_eval_ext.cli.main import main  # the console script's function, in process
+
     path = tmp_path / "m.csv"
     path.write_text(content)
-    proc = run_cli(["lm-eval-ext", "data", "fingerprint", str(path)])
-    assert proc.returncode == 2
-    assert message in proc.stderr and str(path) in proc.stderr
+    assert main(["data", "fingerprint", str(path)]) == 2
+    [line] = capsys.readouterr().err.strip().splitlines()
+    assert message in line and str(path) in line
 
 
 @pytest.mark.slow
-def test_register_rejects_bad_or_taken_names(data_dir, tmp_path):
-    env = {"LM_EVAL_EXT_CACHE": str(tmp_path / "cache")}
+def test_register_refuses_bad_or_taken_names_and_replaces_a_user_task_only_on_request(
+        data_dir, tmp_path, monkeypatch, capsys):
+    """Issue 21: --register over an existing user task replaced it without a word."""
+    from lm_eval_ext.cli.main import main
+    from lm_eval_ext.paths import user_tasks_dir
+
+    monkeypatch.setenv("LM_EVAL_EXT_CACHE", str(tmp_path / "cache"))
     manifest = str(data_dir / "bbq/derived/vector_frozen_2000_ids.csv")
-    bad = run_cli(["lm-eval-ext", "data", "fingerprint", manifest, "--register", "My Set"], env=env)
-    assert bad.returncode == 2 and "is invalid" in bad.stderr
-    taken = run_cli(["lm-eval-ext", "data", "fingerprint", manifest, "--register",
-                     "bbq_subset_25pct"], env=env)
-    assert taken.returncode == 2 and "already defined by" in taken.stderr
+    assert main(["data", "fingerprint", manifest, "--register", "My Set"]) == 2
+    out, err = capsys.readouterr()
+    assert "is invalid" in err and out == ""  # refused before the manifest was read
+    assert main(["data", "fingerprint", manifest, "--register", "bbq_subset_25pct"]) == 2
+    assert "already defined by" in capsys.readouterr().err
+
+    two, other = tmp_path / "two.csv", tmp_path / "other.csv"
+    two.write_text("category,example_id\nAge,1\nAge,2\n")
+    other.write_text("category,example_id\nAge,3\n")
+    ids = user_tasks_dir() / "bbq_mine" / "bbq_mine_ids.csv"
+    assert main(["data", "fingerprint", str(two), "--register", "bbq_mine"]) == 0
+    assert main(["data", "fingerprint", str(two), "--register", "bbq_mine"]) == 0  # same items
+    capsys.readouterr()
+    assert main(["data", "fingerprint", str(other), "--register", "bbq_mine"]) == 2
+    assert "already registered for another item set (2 rows" in capsys.readouterr().err
+    assert ids.read_text().splitlines()[1:] == ["Age,1", "Age,2"]  # kept
+    assert main(["data", "fingerprint", str(other), "--register", "bbq_mine", "--replace"]) == 0
+    assert ids.read_text().splitlines()[1:] == ["Age,3"]
+    assert sorted(p.name for p in user_tasks_dir().iterdir()) == ["bbq_mine"]  # nothing staged
 
 
 def test_instrument_command_reproduces_the_manifest(data_dir):

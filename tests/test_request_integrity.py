@@ -76,6 +76,7 @@ def test_chat_template_off_equals_model_hf_item_for_item(tmp_path, embedded_chec
         proc = run_cli(["lm_eval", "--model", model, "--model_args", args, *FAST,
                         "--output_path", str(out)])
         assert proc.returncode == 0, proc.stderr[-3000:]
+        assert _results(out)["config"]["model"] == model  # --model hf still works with the hook
         runs[name] = {task: _samples(out, task) for task in TASKS}
     for task in TASKS:
         metered, hf = runs["metered"][task], runs["hf"][task]

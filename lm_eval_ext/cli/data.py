@@ -19,6 +19,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     fingerprint.add_argument("manifest", help="CSV with header columns category,example_id")
     fingerprint.add_argument("--register", metavar="NAME",
                              help="also register tasks NAME and NAME_loglik for these items")
+    fingerprint.add_argument("--replace", action="store_true",
+                             help="--register over a task of that name with other items")
     fingerprint.set_defaults(func=run_fingerprint)
     manifest = data_sub.add_parser(
         "manifest", help="the BBQ items a harness run evaluated, as a category,example_id CSV")
@@ -54,13 +56,15 @@ def run_fingerprint(args: argparse.Namespace) -> int:
     from lm_eval_ext.data.external_manifest import load_manifest_rows
     from lm_eval_ext.data.fingerprints import sample_fingerprint
     from lm_eval_ext.registration import check_task_names_free
-    from lm_eval_ext.tasks.bbq.registered import register_manifest_task
+    from lm_eval_ext.tasks.bbq.registered import check_task_name, register_manifest_task
 
+    if args.register:
+        check_task_name(args.register)
     rows = load_manifest_rows(args.manifest)
     print(sample_fingerprint(rows))
     if args.register:
         check_task_names_free((args.register, f"{args.register}_loglik"))
-        for path in register_manifest_task(args.manifest, args.register):
+        for path in register_manifest_task(args.manifest, args.register, replace=args.replace):
             print(f"registered {path.stem} ({len(rows)} rows): {path}", file=sys.stderr)
     return 0
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import csv
 import re
+import shutil
 from pathlib import Path
 
 from lm_eval_ext.data.external_manifest import REQUIRED_COLUMNS, load_manifest_rows
@@ -38,15 +39,8 @@ def _registered_yaml(task: str, base: str, path: str, ids_csv: Path, sha: str, n
     )
 
 
-def register_manifest_task(path: str | Path, task: str, root: Path | None = None) -> list[Path]:
-    """Write ``task`` (generative) and ``task_loglik`` for a manifest; return the YAML paths.
-
-    ``root``: the folder to write the task folder into (default: the user task folder that
-    the start-up hook indexes; another root needs ``--include_path``).
-
-    The manifest's IDs (not the data) are copied next to the YAMLs, so later edits to the
-    original file cannot silently change the task.
-    """
+def check_task_name(task: str) -> None:
+    """The name rules of a registered BBQ task (checked before any work)."""
     if not _TASK_NAME.fullmatch(task):
         raise ConfigError(
             f"task name {task!r} is invalid: use 3-64 lower-case letters, digits and "
@@ -54,21 +48,59 @@ def register_manifest_task(path: str | Path, task: str, root: Path | None = None
         )
     if not task.startswith("bbq_"):
         raise ConfigError(f"task name {task!r} must start with 'bbq_' (e.g. bbq_{task})")
+
+
+def _registered_items(folder: Path, task: str) -> list[tuple[str, str]] | None:
+    """The (category, example_id) rows of an earlier registration in ``folder`` (None: none)."""
+    ids_csv = folder / f"{task}_ids.csv"
+    if not ids_csv.is_file():
+        return None
+    with open(ids_csv, encoding="utf-8", newline="") as handle:
+        return [tuple(row) for row in csv.reader(handle)][1:]
+
+
+def register_manifest_task(path: str | Path, task: str, root: Path | None = None, *,
+                           replace: bool = False) -> list[Path]:
+    """Write ``task`` (generative) and ``task_loglik`` for a manifest; return the YAML paths.
+
+    ``root``: the folder to write the task folder into (default: the user task folder that
+    the start-up hook indexes; another root needs ``--include_path``).
+
+    The manifest's IDs (not the data) are copied next to the YAMLs, so later edits to the
+    original file cannot silently change the task. A task of the same name registered for
+    another item set is kept unless ``replace``; the new folder is written beside it and
+    swapped in whole, so a crash leaves the old registration or the new one, never a mix.
+    """
+    check_task_name(task)
     rows = load_manifest_rows(path)
     sha = sample_fingerprint(rows)
     folder = (root or user_tasks_dir()) / task
-    folder.mkdir(parents=True, exist_ok=True)
-    ids_csv = folder / f"{task}_ids.csv"
-    with open(ids_csv, "w", encoding="utf-8", newline="") as handle:
+    items = [(str(r["category"]), str(r["example_id"])) for r in rows]
+    earlier = _registered_items(folder, task)
+    if earlier is not None and earlier != items and not replace:
+        raise ConfigError(
+            f"task {task!r} is already registered for another item set ({len(earlier)} rows, "
+            f"{folder}); choose another name, or pass --replace to register {len(items)} rows "
+            "under it")
+    staging = folder.with_name(f".{task}.new")
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)
+    with open(staging / f"{task}_ids.csv", "w", encoding="utf-8", newline="") as handle:
         writer = csv.writer(handle)
         writer.writerow(REQUIRED_COLUMNS)
-        writer.writerows((r["category"], r["example_id"]) for r in rows)
-    written = []
-    for suffix, base, path in (("", "_bbq_generative_yaml", "generative"),
-                               ("_loglik", "_bbq_loglik_yaml", "loglik")):
-        yaml_path = folder / f"{task}{suffix}.yaml"
-        yaml_path.write_text(
-            _registered_yaml(task + suffix, base, path, ids_csv, sha, len(rows)), encoding="utf-8"
-        )
-        written.append(yaml_path)
-    return written
+        writer.writerows(items)
+    ids_csv = folder / f"{task}_ids.csv"  # where it lives once swapped in
+    for suffix, base, scoring_path in (("", "_bbq_generative_yaml", "generative"),
+                                       ("_loglik", "_bbq_loglik_yaml", "loglik")):
+        (staging / f"{task}{suffix}.yaml").write_text(
+            _registered_yaml(task + suffix, base, scoring_path, ids_csv, sha, len(rows)),
+            encoding="utf-8")
+    if folder.exists():
+        retired = folder.with_name(f".{task}.old")
+        shutil.rmtree(retired, ignore_errors=True)
+        folder.rename(retired)
+        staging.rename(folder)
+        shutil.rmtree(retired)
+    else:
+        staging.rename(folder)
+    return [folder / f"{task}.yaml", folder / f"{task}_loglik.yaml"]
