@@ -19,6 +19,7 @@ from lm_eval_ext.campaign import build_spec, shard_cells
 from lm_eval_ext.campaign.grid import grid_campaign
 from lm_eval_ext.campaign.presets import preset
 from lm_eval_ext.campaign.store import HOST, CampaignFolder
+from lm_eval_ext.cli.main import main
 from lm_eval_ext.errors import ConfigError
 
 #: three real cells: two batch sizes and a second subset membership (idle_seconds=0: no idle
@@ -113,7 +114,7 @@ def _items(cell_dir: Path) -> pd.DataFrame:
 
 
 @pytest.mark.slow
-def test_killed_sharded_campaign_resumes_and_equals_an_uninterrupted_run(tmp_path,
+def test_killed_sharded_campaign_resumes_and_equals_an_uninterrupted_run(tmp_path, capsys,
                                                                           embedded_checkpoint):
     spec_path = tmp_path / "small.yaml"
     spec_path.write_text(yaml.safe_dump(SMALL))
@@ -149,9 +150,11 @@ def test_killed_sharded_campaign_resumes_and_equals_an_uninterrupted_run(tmp_pat
     first_cell = "smollm2__M0__bbq_subset_12p5pct_loglik"
     assert sorted(p.name for p in (out / "cells").iterdir()) == [first_cell]
     first = json.loads((out / "cells" / first_cell / "cell.json").read_text())
-    status = run_cli(["lm-eval-ext", "campaign", str(spec_path), "--out", str(out), "--status"])
-    assert status.returncode == 1 and "smollm2__M1__bbq_subset_12p5pct_loglik: pending" in \
-        status.stdout and "1 done, 1 interrupted, 1 pending" in status.stdout, status.stdout
+    # (the light commands run in process: the console script's own function)
+    assert main(["campaign", str(spec_path), "--out", str(out), "--status"]) == 1
+    status = capsys.readouterr().out
+    assert "smollm2__M1__bbq_subset_12p5pct_loglik: pending" in status
+    assert "1 done, 1 interrupted, 1 pending" in status, status
 
     other = run_cli(["lm-eval-ext", "campaign", str(spec_path), "--out", str(out), "--shard",
                      "2/2", "--quiet", *ANALYSIS])
@@ -168,15 +171,17 @@ def test_killed_sharded_campaign_resumes_and_equals_an_uninterrupted_run(tmp_pat
         pd.testing.assert_frame_equal(_items(out / "cells" / row["cell_id"]),
                                       _items(tmp_path / "whole" / "cells" / row["cell_id"]))
 
-    again = run_cli(["lm-eval-ext", "campaign", str(spec_path), "--out", str(out),
-                     "--analyze-only", "--quiet", *ANALYSIS])
-    assert again.returncode == 0 and "0 cells run, 3 already done" in again.stdout, again.stdout
+    capsys.readouterr()
+    assert main(["campaign", str(spec_path), "--out", str(out), "--analyze-only", "--quiet",
+                 *ANALYSIS]) == 0
+    again = capsys.readouterr().out
+    assert "0 cells run, 3 already done" in again, again
 
     changed = tmp_path / "changed.yaml"
     changed.write_text(yaml.safe_dump({**SMALL, "lm_eval": {"limit": 4}}))
-    refused = run_cli(["lm-eval-ext", "campaign", str(changed), "--out", str(out)])
-    assert refused.returncode == 2 and "options.limit: 5 -> 4" in refused.stderr
-    assert "Nothing was run" in refused.stderr
+    assert main(["campaign", str(changed), "--out", str(out)]) == 2
+    refused = capsys.readouterr().err
+    assert "options.limit: 5 -> 4" in refused and "Nothing was run" in refused
 
 
 @pytest.mark.slow

@@ -21,6 +21,7 @@ from lm_eval_ext.analysis.stats.group_sequential import (
     obrien_fleming_spent,
 )
 from lm_eval_ext.analysis.stats.linearised import linearised_delta
+from lm_eval_ext.cli.main import main
 
 #: the frozen instrument's looks: units in 12.5% ... 100% memberships (62 ... 500 units)
 FRACTIONS = tuple(u / 500 for u in (62, 125, 187, 250, 375, 500))
@@ -110,7 +111,7 @@ def test_error_rates_by_simulation_with_natural_unit_clusters():
 
 
 @pytest.mark.slow
-def test_sequential_cpu_run_reuses_items_and_matches_a_hand_decision(tmp_path, data_dir,
+def test_sequential_cpu_run_reuses_items_and_matches_a_hand_decision(tmp_path, data_dir, capfd,
                                                                     embedded_checkpoint):
     from lm_eval_ext.analysis.loader import find_results, load_run
     from lm_eval_ext.data.instrument import load_membership
@@ -118,7 +119,7 @@ def test_sequential_cpu_run_reuses_items_and_matches_a_hand_decision(tmp_path, d
     rows = load_membership("12p5pct").rows
     units = list(dict.fromkeys(r["unit_id"] for r in rows))
     looks = []
-    for n in (2, 4):  # nested: 2 units (8 items), then 4 units (16 items)
+    for n in (1, 2):  # nested: 1 unit (4 items), then 2 units (8 items)
         path = tmp_path / f"look{n}.csv"
         path.write_text("category,example_id\n" + "".join(
             f"{r['category']},{r['example_id']}\n" for r in rows if r["unit_id"] in units[:n]))
@@ -158,5 +159,8 @@ def test_sequential_cpu_run_reuses_items_and_matches_a_hand_decision(tmp_path, d
             else EQUIVALENT if -0.005 < low and high < 0.005
             else undecided)
     assert result["decision"] == hand
-    again = run_cli(args)  # a rerun reuses the finished looks: nothing is evaluated again
-    assert again.returncode == 0 and "Running loglikelihood" not in again.stderr
+    # a rerun (in process) reuses the finished looks: no lm-eval process, nothing evaluated
+    capfd.readouterr()
+    assert main(args[1:]) == 0
+    assert "Running loglikelihood" not in capfd.readouterr().err
+    assert json.loads((out / "sequential.json").read_text()) == result
