@@ -2,9 +2,11 @@
 
 The frozen instrument's looks (62, 125, 187, 250, 375, 500 natural units of 4 items), accuracy,
 alpha 0.05, beta 0.2, margin 2 pp; 2,000 clustered paired datasets per true effect (the data
-model of ``lm_eval_ext.analysis.stats.group_sequential.simulate_paired_units``).
+model of ``benchmarks/sequential_simulator.simulate_paired_units``): false "changed" at no
+difference, false "equivalent" at a true difference of +-margin (where TOST bounds it by alpha),
+power and expected items at the full instrument's MDE; each with the realised effect.
 
-    python benchmarks/sequential_simulation.py --out benchmarks/results/sequential_simulation.json
+    python benchmarks/sequential_simulation.py --out benchmarks/results/sequential_simulation_2026-12-01.json
 """
 
 from __future__ import annotations
@@ -32,10 +34,11 @@ def main() -> None:
     _, se_full = linearised_delta(ACCURACY, pd.DataFrame({"correct": ref}),
                                   pd.DataFrame({"correct": cand}), np.repeat(np.arange(500), 4))
     mde = final_mde(plan, se_full)
-    effects = {"zero": 0.0, "margin_x1.5": 1.5 * plan.margin, "mde": mde}
+    effects = {"zero": 0.0, "plus_margin": plan.margin, "minus_margin": -plan.margin, "mde": mde}
     runs = {name: asdict(simulate(plan, effect, 500, args.datasets, seed=i))
             for i, (name, effect) in enumerate(effects.items())}
     write_json(args.out, {"plan": asdict(plan), "alpha_per_look": plan.look_alphas(),
+                          "z_boundary_per_look": plan.boundaries(),
                           "units_per_look": UNITS, "mde_full_instrument": mde,
                           "results": runs, "command": f"python benchmarks/sequential_simulation.py "
                           f"--out {args.out}"})

@@ -26,6 +26,7 @@ class SimulationResult:
 
     effect: float
     n_datasets: int
+    realised_effect: float  # mean paired delta over every dataset's full instrument
     decisions: dict[str, float]  # share of datasets per final decision
     expected_items: float
     mean_look: float
@@ -40,12 +41,15 @@ def simulate_paired_units(n_units: int, effect: float, rng: np.random.Generator,
     Units differ in difficulty (logit-normal with SD ``spread``) and in how often the
     candidate flips an answer (gamma-distributed around ``flip``): both cluster within units
     as BBQ's 4-row templates do. The candidate's expected accuracy is the reference's plus
-    ``effect`` in every unit.
+    ``effect`` in every unit, exactly: a unit's accuracy is kept inside ``[-effect, 1 - effect]``
+    and its flip-down rate inside the range where the flip-up rate that gives ``effect`` is a
+    probability (clipping the flip-up rate instead made the realised effect smaller than asked).
     """
     logit = np.log(base / (1 - base)) + rng.normal(0, spread, n_units)
-    p = 1 / (1 + np.exp(-logit))
-    q_down = np.clip(rng.gamma(2.0, flip / 2.0, n_units), 0, 0.9)
-    q_up = np.clip((effect + p * q_down) / np.maximum(1 - p, 1e-9), 0, 1)
+    p = np.clip(1 / (1 + np.exp(-logit)), max(0.0, -effect) + 1e-6, min(1.0, 1 - effect) - 1e-6)
+    q_down = np.clip(rng.gamma(2.0, flip / 2.0, n_units), np.maximum(0.0, -effect / p),
+                     np.minimum(0.9, (1 - p - effect) / p))
+    q_up = (effect + p * q_down) / (1 - p)
     p_i = np.repeat(p, unit_size)
     ref = rng.random(p_i.size) < p_i
     u = rng.random(p_i.size)
@@ -72,9 +76,10 @@ def simulate(plan: SequentialPlan, effect: float, n_units: int, n_datasets: int,
     """Run the plan on ``n_datasets`` simulated paired datasets (accuracy)."""
     rng = np.random.default_rng(seed)
     looks_units = [max(2, round(t * n_units)) for t in plan.fractions]
-    finals, items, looks = [], [], []
+    finals, items, looks, realised = [], [], [], []
     for _ in range(n_datasets):
         ref, cand = simulate_paired_units(n_units, effect, rng, unit_size)
+        realised.append(cand.mean() - ref.mean())
         units = np.repeat(np.arange(n_units), unit_size)
         for k, n in enumerate(looks_units):
             m = n * unit_size
@@ -86,6 +91,7 @@ def simulate(plan: SequentialPlan, effect: float, n_units: int, n_datasets: int,
                 looks.append(k)
                 break
     shares = {d: finals.count(d) / n_datasets for d in (CHANGED, EQUIVALENT, UNRESOLVED)}
-    return SimulationResult(effect, n_datasets, shares, float(np.mean(items)),
+    return SimulationResult(effect, n_datasets, float(np.mean(realised)), shares,
+                            float(np.mean(items)),
                             float(np.mean(looks)),
                             {k: looks.count(k) / n_datasets for k in range(len(looks_units))})

@@ -23,6 +23,19 @@ if os.environ.get("PYTEST_XDIST_WORKER_COUNT"):  # pytest -n N: share the cores,
     os.environ.setdefault("MKL_NUM_THREADS", str(_threads))
 
 DATA = Path(os.environ["LM_EVAL_EXT_DATA"])
+
+#: the files with the longest runs (pytest --durations), scheduled first: with
+#: ``-n 2 --dist loadfile --no-loadscope-reorder`` a worker that takes one late would be left
+#: running it alone at the end
+LONGEST_FIRST = ("test_campaign.py", "test_harness_compare.py", "test_sequential.py",
+                 "test_export_upstream.py", "test_request_integrity.py", "test_hf_metered.py",
+                 "test_console_autoload.py", "test_analysis_end_to_end.py", "test_shared_prefix.py")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Longest files first (a stable sort: tests keep their order within a file)."""
+    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
 BIN = Path(sys.executable).parent
 
 

@@ -1,6 +1,7 @@
 """hf-metered end to end: the config.metering contract, bad args, task grouping order."""
 
 import json
+import re
 
 import pytest
 from conftest import package_task_manager, run_cli
@@ -25,13 +26,13 @@ def task_manager(data_dir):
     [
         ({"chat_template": "always"}, "chat_template='always' is not valid; use one of auto, off"),
         ({"energy": "zeus"}, "energy='zeus' is not valid; use one of auto, nvml, rapl, off"),
-        ({"precison": "int8"}, "unknown model arg(s) precison; valid: "),
+        ({"precison": "int8"}, "unknown model arg(s) precison (did you mean precision?); valid: "),
     ],
 )
 def test_bad_model_args_list_the_valid_values(args, message):
     from lm_eval_ext.model_wrappers.hf_metered import HFMeteredLM
 
-    with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
+    with pytest.raises(ConfigError, match=re.escape(message)):
         HFMeteredLM(device="cpu", **args)
 
 

@@ -136,10 +136,12 @@ def preregistration(plan: SequentialPlan, looks: Sequence[str], arms: dict[str, 
     return {"metric": plan.metric, "margin": plan.margin, "alpha": plan.alpha,
             "beta": plan.beta, "spending": plan.spending, "looks": list(looks),
             "information_fractions": list(plan.fractions), "alpha_per_look": plan.look_alphas(),
+            "z_boundary_per_look": plan.boundaries(),
             "scoring_path": path, "arms": {r: asdict(a) for r, a in arms.items()},
-            "decisions": "changed: the 1 - alpha_k interval excludes 0; equivalent: the "
-                         "1 - 2 alpha_k interval lies inside +-margin; else the next look; "
-                         "unresolved after the last"}
+            "decisions": "changed: |delta| / se reaches the look's exact group-sequential "
+                         "boundary z_k (it spends alpha_k); equivalent: the 1 - 2 alpha_k "
+                         "interval lies inside +-margin; else the next look; unresolved after "
+                         "the last"}
 
 
 def run_sequential(out: str | Path, reference: Arm, candidate: Arm, *, metric: str = "accuracy",
