@@ -76,7 +76,9 @@ def test_exported_folders_validate_and_match_our_tasks_item_by_item(exported, tm
     result = run_cli(["lm-eval-ext", "run", "--model", "hf-metered", "--model_args",
                       "idle_seconds=0", "--tasks", f"{tasks},bbq_subset_12p5pct,xstest_ext",
                       "--include_path", str(exported), "--limit", "2", "--output_path",
-                      str(tmp_path), "--log_samples"], timeout=900)
+                      str(tmp_path), "--log_samples",
+                      "--gen_kwargs", "max_gen_toks=32"],  # the same override for both sides
+                     timeout=900)
     assert result.returncode == 0, result.stderr[-3000:]
     for ours, theirs in (("bbq_subset_12p5pct", "bbq_ext_12p5pct"),
                          ("xstest_ext", "xstest_ext_v2")):
@@ -89,3 +91,29 @@ def test_exported_folders_validate_and_match_our_tasks_item_by_item(exported, tm
             metrics = [m for m in a[key]["metrics"]]
             assert metrics == b[key]["metrics"]
             assert [a[key][m] for m in metrics] == [b[key][m] for m in metrics]
+
+
+def test_an_earlier_export_is_replaced_only_on_request_and_whole(tmp_path, data_dir, capsys):
+    """Issue 21: --out over an export overwrote it, stray files survived, and a cot export
+    reused the detailed export's task name."""
+    from lm_eval_ext.cli.main import main
+
+    out = tmp_path / "out"
+    assert main(["export-upstream", "xstest_ext", "--out", str(out), "--local-data"]) == 0
+    stray = out / "xstest_ext_v2" / "notes.txt"
+    stray.write_text("mine")
+    capsys.readouterr()
+    assert main(["export-upstream", "xstest_ext", "--out", str(out), "--local-data"]) == 2
+    assert "already holds xstest_ext_v2" in capsys.readouterr().err and stray.exists()
+    assert main(["export-upstream", "xstest_ext", "--out", str(out), "--local-data",
+                 "--overwrite"]) == 0
+    assert not stray.exists()  # replaced whole
+    assert main(["export-upstream", "xstest_ext", "--out", str(out), "--local-data",
+                 "--template-tier", "cot"]) == 0
+    assert sorted(p.name for p in out.iterdir()) == ["xstest_ext_v2", "xstest_ext_v2_cot"]
+    yaml_text = (out / "xstest_ext_v2_cot" / "xstest_ext_v2_cot.yaml").read_text()
+    assert "task: xstest_ext_v2_cot" in yaml_text and "template_tier: cot" in yaml_text
+    # a bad task anywhere in the list: refused before anything is written
+    assert main(["export-upstream", "bbq_subset_25pct", "bbq_subset_25pct_loglik", "--out",
+                 str(tmp_path / "none")]) == 2
+    assert not (tmp_path / "none").exists()

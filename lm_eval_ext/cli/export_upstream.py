@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from lm_eval_ext.cli.options import folder
+from lm_eval_ext.tasks.common.prompting import TIERS
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -14,7 +15,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     export.add_argument("tasks", nargs="+", help="bbq_instrument, bbq_subset_<membership>, "
                                                  "xstest_ext")
     export.add_argument("--out", required=True, type=folder, help="folder for the task folders")
-    export.add_argument("--template-tier", help="prompt tier (default: the task's)")
+    export.add_argument("--template-tier", choices=TIERS,
+                        help="prompt tier (default: the task's; another tier is part of the "
+                             "exported task name)")
+    export.add_argument("--overwrite", action="store_true",
+                        help="replace an earlier export of the same task in --out")
     export.add_argument("--local-data", action="store_true",
                         help="data_files from the local data folder (offline runs only)")
     export.set_defaults(func=run)
@@ -24,7 +29,8 @@ def run(args: argparse.Namespace) -> int:
     """Export and print each folder and the lm_eval validate command."""
     from lm_eval_ext.export.upstream import export_upstream
 
-    exported = export_upstream(args.tasks, args.out, args.template_tier, args.local_data)
+    exported = export_upstream(args.tasks, args.out, args.template_tier, args.local_data,
+                               overwrite=args.overwrite)
     for task in exported:
         print(f"{task.task}: {task.n_items} items -> {task.folder}")
     names = ",".join(t.task for t in exported)

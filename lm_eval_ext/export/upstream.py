@@ -21,9 +21,10 @@ import ast
 import csv
 import importlib
 import inspect
+import shutil
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -261,10 +262,17 @@ class ExportSpec:
     yaml: dict[str, Any]  # the YAML's other task-specific keys (target, metrics, metadata)
 
 
-def _write_export(spec: ExportSpec, out: Path) -> ExportedTask:
-    """One task folder: the item list, the vendored ``utils.py``, the YAML and the README."""
-    folder = out / spec.task
-    folder.mkdir(parents=True, exist_ok=True)
+def _write_export(spec: ExportSpec, out: Path, overwrite: bool) -> ExportedTask:
+    """One task folder: the item list, the vendored ``utils.py``, the YAML and the README.
+
+    Written beside its final place and swapped in whole: an earlier export of the task is
+    replaced only with ``overwrite`` (none of its files survive), and a crash leaves the old
+    folder or the new one, never a mix.
+    """
+    target = out / spec.task
+    folder = out / f".{spec.task}.new"
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
     items_file = f"{spec.task}_items.csv"
     with open(folder / items_file, "w", encoding="utf-8", newline="") as handle:
         writer = csv.writer(handle)
@@ -281,7 +289,15 @@ def _write_export(spec: ExportSpec, out: Path) -> ExportedTask:
         "lm-eval-ext's test suite runs this folder with `--include_path` and compares every "
         "item with lm-eval-ext's own task (`tests/test_export_upstream.py`)."),
         encoding="utf-8")
-    return ExportedTask(spec.task, folder, len(spec.item_rows))
+    if target.exists():
+        retired = out / f".{spec.task}.old"
+        shutil.rmtree(retired, ignore_errors=True)
+        target.rename(retired)
+        folder.rename(target)
+        shutil.rmtree(retired)
+    else:
+        folder.rename(target)
+    return ExportedTask(spec.task, target, len(spec.item_rows))
 
 
 def _data(path: str, urls: list[str] | str) -> dict[str, Any]:
@@ -376,25 +392,38 @@ def xstest_export(template_tier: str | None = None, local_data: bool = False) ->
               **_exported_metadata(template_tier=tier, xstest_commit=XSTEST.commit)})
 
 
+def _spec(task: str, template_tier: str | None, local_data: bool) -> ExportSpec:
+    """The export of one of our task names; a non-default tier is part of the exported name."""
+    from lm_eval_ext.tasks.common.prompting import DEFAULT_TIER
+
+    if task == "xstest_ext":
+        spec = xstest_export(template_tier, local_data)
+    elif task == "bbq_instrument":
+        spec = bbq_export("instrument", template_tier, local_data)
+    elif task.startswith("bbq_subset_") and not task.endswith("_loglik"):
+        spec = bbq_export(task.removeprefix("bbq_subset_"), template_tier, local_data)
+    else:
+        raise ConfigError(f"export-upstream: {task} cannot be exported; exportable: "
+                          "bbq_instrument, bbq_subset_<membership> (e.g. bbq_subset_25pct), "
+                          "xstest_ext (generative tasks)")
+    if template_tier and template_tier != DEFAULT_TIER["generative"]:
+        spec = replace(spec, task=f"{spec.task}_{template_tier}")
+    return spec
+
+
 def export_upstream(tasks: Sequence[str], out: str | Path, template_tier: str | None = None,
-                    local_data: bool = False) -> list[ExportedTask]:
+                    local_data: bool = False, overwrite: bool = False) -> list[ExportedTask]:
     """Export our tasks (``bbq_instrument``, ``bbq_subset_<m>``, ``xstest_ext``) to ``out``.
 
     ``local_data``: point ``data_files`` at the verified local copies instead of the pinned
-    URLs (to run the folder offline; never for a contribution).
+    URLs (to run the folder offline; never for a contribution). Every task is checked before
+    anything is written; an earlier export in ``out`` is replaced only with ``overwrite``.
     """
     out = Path(out)
-    exported = []
-    for task in tasks:
-        if task == "xstest_ext":
-            spec = xstest_export(template_tier, local_data)
-        elif task == "bbq_instrument":
-            spec = bbq_export("instrument", template_tier, local_data)
-        elif task.startswith("bbq_subset_") and not task.endswith("_loglik"):
-            spec = bbq_export(task.removeprefix("bbq_subset_"), template_tier, local_data)
-        else:
-            raise ConfigError(f"export-upstream: {task} cannot be exported; exportable: "
-                              "bbq_instrument, bbq_subset_<membership> (e.g. bbq_subset_25pct), "
-                              "xstest_ext (generative tasks)")
-        exported.append(_write_export(spec, out))
-    return exported
+    specs = [_spec(task, template_tier, local_data) for task in dict.fromkeys(tasks)]
+    existing = [spec.task for spec in specs if (out / spec.task).exists()]
+    if existing and not overwrite:
+        raise ConfigError(f"export-upstream: {out} already holds {', '.join(existing)} (an "
+                          "earlier export); pass --overwrite to replace it, or choose another --out")
+    out.mkdir(parents=True, exist_ok=True)
+    return [_write_export(spec, out, overwrite) for spec in specs]
