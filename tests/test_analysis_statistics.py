@@ -201,6 +201,25 @@ def test_permutation_p_detects_a_real_effect_and_not_a_null():
     assert 0.3 < np.mean(null_p) < 0.7  # roughly uniform under the null
 
 
+def test_undefined_resamples_are_dropped_from_the_interval_only_with_a_flag():
+    """Issue 20: below 10% undefined draws, intervals silently came from the rest."""
+    from lm_eval_ext.analysis.stats.bootstrap import percentile_intervals
+
+    rng = np.random.default_rng(2)
+    draws = rng.normal(size=(2000, 3))
+    draws[:100, 1] = np.nan  # 5% undefined: interval from the defined 1,900
+    draws[:400, 2] = np.inf  # 20%: no interval
+    with pytest.warns(DegenerateDataWarning) as caught:
+        low, high, undefined = percentile_intervals(draws, 0.9)
+    assert undefined.tolist() == pytest.approx([0.0, 0.05, 0.2])
+    assert [low[1], high[1]] == pytest.approx(np.quantile(draws[100:, 1], [0.05, 0.95]))
+    assert [low[0], high[0]] == pytest.approx(np.quantile(draws[:, 0], [0.05, 0.95]))
+    assert np.isnan(low[2]) and np.isnan(high[2])
+    messages = " ".join(str(w.message) for w in caught)
+    assert "1 interval(s) with >10% undefined" in messages
+    assert "1 interval(s) from the defined resamples only (up to 5.0% undefined" in messages
+
+
 def test_degenerate_subgroups_give_nan_not_zero():
     ref = pd.DataFrame({"correct": [True, False], "unit_id": ["a", "a"]})
     design = ClusterDesign.build(ref["unit_id"], 200, 0)

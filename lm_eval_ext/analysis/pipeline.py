@@ -240,7 +240,8 @@ def analyze(reference: str | Path, runs: Sequence[str | Path], *,
                         "reference": d.reference, "value": d.value,
                         "delta_pp": spec.scale * d.statistic, "ci_low": spec.scale * d.ci.low,
                         "ci_high": spec.scale * d.ci.high, "p_value": d.pvalue, "test": d.test,
-                        "p_value_mcnemar": d.pvalue_mcnemar})
+                        "p_value_mcnemar": d.pvalue_mcnemar,
+                        "undefined_resample_share": d.undefined_resample_share})
                 steps.update()
             comparison_rows.append(_comparison(ref_items, items, run.run_id, design.codes))
     steps.close()

@@ -61,6 +61,14 @@ def verdict_of(row: pd.Series, level: float = 0.95) -> str:
             .format(1 - level))
 
 
+def _undefined_note(share: float) -> str:
+    """A flag when some bootstrap resamples left the delta undefined (dropped from the CI)."""
+    if not share or not math.isfinite(share):
+        return ""
+    return (f" (interval from the defined resamples: {100 * share:.1f}% undefined)" if share <= 0.1
+            else f" (no interval: {100 * share:.1f}% of resamples undefined)")
+
+
 def _conclusion_lines(deltas: pd.DataFrame, level: float) -> list[str]:
     lines = []
     overall = deltas[deltas["subgroup_type"] == "all"]
@@ -71,7 +79,8 @@ def _conclusion_lines(deltas: pd.DataFrame, level: float) -> list[str]:
             f"delta {row['delta_pp']:+.2f} pp [{row['ci_low']:+.2f}, {row['ci_high']:+.2f}] "
             f"({level:.0%} cluster bootstrap), p = {row['p_value']:.3g} ({row['test']}"
             + (f"; item-level McNemar p = {row['p_value_mcnemar']:.3g}"
-               if math.isfinite(row["p_value_mcnemar"]) else "") + f"): {verdict}")
+               if math.isfinite(row["p_value_mcnemar"]) else "") + f"): {verdict}"
+            + _undefined_note(row.get("undefined_resample_share", 0.0)))
     return lines
 
 

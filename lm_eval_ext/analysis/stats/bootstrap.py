@@ -65,10 +65,13 @@ class ClusterDesign:
 
 
 def percentile_intervals(draws: np.ndarray, level: float = 0.95
-                         ) -> tuple[np.ndarray, np.ndarray]:
-    """Column-wise percentile intervals of (B x G) draws, NaN-aware.
+                         ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Column-wise percentile intervals of (B x G) draws and each column's undefined share.
 
-    A column with fewer than 90% finite draws gets NaN limits (DegenerateDataWarning).
+    Draws that are not finite are undefined (e.g. a ratio with no item in a resample). A column
+    with more than 10% undefined draws gets NaN limits; one with fewer gets limits from the
+    defined draws. Both are flagged (DegenerateDataWarning), and the share is returned so that
+    callers report it beside the interval.
     """
     draws = np.asarray(draws, float)
     finite = np.isfinite(draws)
@@ -76,12 +79,18 @@ def percentile_intervals(draws: np.ndarray, level: float = 0.95
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         low, high = np.nanquantile(draws, [tail, 1 - tail], axis=0)
-    bad = finite.mean(axis=0) < 0.9
+    undefined = 1.0 - finite.mean(axis=0) if draws.shape[0] else np.ones(draws.shape[1:])
+    bad = undefined > 0.1
     if bad.any():
         warnings.warn(f"{int(bad.sum())} interval(s) with >10% undefined resamples not reported",
                       DegenerateDataWarning, stacklevel=3)
         low, high = np.where(bad, np.nan, low), np.where(bad, np.nan, high)
-    return low, high
+    some = (undefined > 0) & ~bad
+    if some.any():
+        warnings.warn(f"{int(some.sum())} interval(s) from the defined resamples only (up to "
+                      f"{100 * undefined[some].max():.1f}% undefined; see "
+                      "undefined_resample_share)", DegenerateDataWarning, stacklevel=3)
+    return low, high, undefined
 
 
 def resampled(value, matrix: np.ndarray, cluster_sums: np.ndarray) -> np.ndarray:

@@ -89,6 +89,8 @@ class PairedDelta:
     pvalue_mcnemar: float
     scale: float = 100.0
     bootstrap_distribution: np.ndarray = field(default=None, repr=False)
+    #: share of resamples where the delta is undefined (left out of ``ci``; NaN ``ci`` > 0.1)
+    undefined_resample_share: float = 0.0
 
     def confidence_interval(self) -> ConfidenceInterval:
         """The percentile cluster-bootstrap interval of the delta."""
@@ -125,7 +127,7 @@ def paired_deltas(spec: MetricSpec, ref: pd.DataFrame, run: pd.DataFrame, design
         warnings.warn(f"{spec.name}: {int(degenerate.sum())} subgroup(s) with < 2 items or "
                       "clusters; no interval", DegenerateDataWarning, stacklevel=2)
         draws[:, degenerate] = np.nan
-    low, high = percentile_intervals(draws, level)
+    low, high, undefined = percentile_intervals(draws, level)
     p_perm = permutation_pvalues(spec.value, design, ref_sums, run_sums)
     results = []
     for g in range(masks.shape[1]):
@@ -139,7 +141,8 @@ def paired_deltas(spec: MetricSpec, ref: pd.DataFrame, run: pd.DataFrame, design
             spec.name, float(reference[g]), float(value[g]), float(value[g] - reference[g]),
             int(n[g]), int(clusters[g]), ConfidenceInterval(float(low[g]), float(high[g])),
             float(p_perm[g]), PRIMARY_TEST, float(pvalue_mcnemar), spec.scale,
-            draws[:, g].copy() if keep_draws else None))
+            draws[:, g].copy() if keep_draws else None,
+            undefined_resample_share=float(undefined[g])))
     return results
 
 
