@@ -52,14 +52,35 @@ def test_helm_reader_reproduces_helms_own_bbq_metrics(helm_run):
     run = read_helm_run("helm", helm_run)
     items = run.items
     assert len(items) == 100 and items["item_key"].is_unique
-    assert run.notes == ["1 HELM instance(s) matched several identical BBQ rows: the lowest "
-                         "item key was used"]
+    assert run.notes == ["1 HELM instance(s) matched several BBQ rows of identical content: "
+                         "kept in HELM's own scores, left out of every paired comparison (which "
+                         "row HELM sampled cannot be told)"]
     # HELM's stats.json, computed by HELM's BBQMetric on the same completions
     assert m.ACCURACY.compute(items) == pytest.approx(_helm_stat("bbq_accuracy"), abs=1e-12)
     assert m.HELM_NATIVE_S_DIS.compute(items) == pytest.approx(
         _helm_stat("bbq_metric_unambiguous_bias"), abs=1e-12)
     assert m.HELM_NATIVE_S_AMB.compute(items) == pytest.approx(
         _helm_stat("bbq_metric_ambiguous_bias"), abs=1e-12)
+
+
+def test_an_ambiguous_helm_match_is_never_paired(helm_run, data_dir):
+    """Issue 20: an instance matching several identical BBQ rows was paired with the lowest."""
+    from lm_eval_ext.data.bbq import load_bbq_rows
+
+    run = read_helm_run("helm", helm_run)
+    [ambiguous] = run.items[run.items["content_matches"] > 1].to_dict("records")
+    # by hand, from the raw data: the rows with this row's context, question and options
+    rows = load_bbq_rows()
+    [first] = [r for r in rows if r["item_key"] == ambiguous["item_key"]]
+
+    def content(r):
+        return r["context"], r["question"], {r["ans0"], r["ans1"], r["ans2"]}
+
+    same = [r for r in rows if content(r) == content(first)]
+    assert len(same) == ambiguous["content_matches"] > 1
+    result = compare_harnesses([run, run], n_resamples=50, seed=0)
+    [row] = result.agreement[result.agreement["metric"] == "accuracy"].to_dict("records")
+    assert (row["n_common"], row["n_reference"]) == (99, 100)
 
 
 def test_swapping_the_bias_formula_changes_helms_scores_by_hand(helm_run):

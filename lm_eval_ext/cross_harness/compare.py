@@ -121,8 +121,13 @@ class HarnessComparison:
         return total.to_dict("records")
 
 
+def _unambiguous(items: pd.DataFrame) -> set[str]:
+    """Item keys known for sure (a content match shared by several BBQ rows is not)."""
+    return set(items.loc[items["content_matches"] <= 1, "item_key"])
+
+
 def _common(ref: pd.DataFrame, other: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
-    keys = sorted(set(ref["item_key"]) & set(other["item_key"]))
+    keys = sorted(_unambiguous(ref) & _unambiguous(other))
     return (ref.set_index("item_key").loc[keys].reset_index(),
             other.set_index("item_key").loc[keys].reset_index())
 

@@ -11,7 +11,8 @@ row's order, the order ``pred`` indexes).
 Items are keyed by our ``item_key``: Inspect logs of our own tasks carry it; inspect_evals'
 ``bbq`` carries BBQ's category and example_id; HELM keeps neither (its BBQ split is a seeded
 sample), so its instances are matched to BBQ rows by content (context, question, option set)
-and unmatched instances are reported, never guessed.
+and unmatched instances are reported, never guessed (an instance whose content several BBQ
+rows share keeps a placeholder key of the first, ``content_matches`` > 1, and is never paired).
 """
 
 from __future__ import annotations
@@ -64,6 +65,8 @@ def _finish(items: pd.DataFrame) -> pd.DataFrame:
     for column in ("raw_output", "native_answer", "display_options", "option_texts"):
         if column not in items:
             items[column] = None
+    if "content_matches" not in items:  # keyed by the harness itself: exactly one row
+        items["content_matches"] = 1
     return items
 
 
@@ -82,7 +85,7 @@ def _record(answer: str | None, method: str) -> str:
 
 #: per-sample values a foreign reader adds beside the lm-eval-style fields, by frame column
 EXTRA_COLUMNS = {"_raw": "raw_output", "_native": "native_answer", "_display": "display_options",
-                 "_helm": "helm_counts"}
+                 "_helm": "helm_counts", "_matches": "content_matches"}
 
 
 def _items_from_samples(source: Path, task: str, samples: list[dict[str, Any]]) -> pd.DataFrame:
@@ -254,12 +257,14 @@ def read_helm_run(name: str, path: str | Path) -> HarnessRun:
                                                    HELM_LETTER)],
                         "acc": float(helm_correct), "_raw": text, "_native": text.strip() or None,
                         "_display": tuple(mapping[letter] for letter in sorted(mapping)),
-                        "_helm": helm_bias_counts(text, instance["references"][0]["tags"])})
+                        "_helm": helm_bias_counts(text, instance["references"][0]["tags"]),
+                        "_matches": n_matches})
     if unmatched:
         notes.append(f"{unmatched} HELM instance(s) matched no BBQ row by content: left out")
     if ambiguous:
-        notes.append(f"{ambiguous} HELM instance(s) matched several identical BBQ rows: the "
-                     "lowest item key was used")
+        notes.append(f"{ambiguous} HELM instance(s) matched several BBQ rows of identical "
+                     "content: kept in HELM's own scores, left out of every paired comparison "
+                     "(which row HELM sampled cannot be told)")
     if not samples:
         raise AnalysisInputError(f"{folder}: no test instance could be matched to BBQ rows")
     items = _items_from_samples(folder, run_spec.get("name", "helm_bbq"), samples)
