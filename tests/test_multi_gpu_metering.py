@@ -17,6 +17,7 @@ from lm_eval_ext.model_wrappers.metering.ranks import (
     padding_count,
     run_without_padding,
 )
+from lm_eval_ext.model_wrappers.metering.sources import device_label
 
 
 def _requests(n_real: int, n_pad: int, repeats: int = 1) -> list[Instance]:
@@ -94,7 +95,9 @@ def _rank(rank: int, world: int, init_file: str, out: str) -> None:
     _, padding = run_without_padding(requests, model, world_size=world)
     summary = ledger.summary()
     local = {**summary["total"], "per_task": summary["per_task"], "padding_requests": padding,
-             "gpus": [{"uuid": f"GPU-rank{rank}"}], "synced_devices": [f"cuda:{rank}"],
+             # each rank's process sees its own GPU as cuda:0: only the UUID tells them apart
+             "gpus": [{"uuid": f"GPU-rank{rank}"}],
+             "synced_devices": [device_label(0, uuid_of=lambda i, r=rank: f"GPU-rank{r}")],
              "idle_power": {"watts": 100.0 + rank, "se_watts": 3.0 + rank, "seconds": 3.0,
                             "intervals": 6}}
     gathered = gather_rank_metering(local)
@@ -120,9 +123,10 @@ def test_two_gloo_ranks_report_the_sum_of_their_windows(tmp_path):
         ["GPU-rank0"], ["GPU-rank1"]]
     assert not math.isnan(merged["energy_joules"])
     # each rank syncs its own GPU; idle power adds up over the GPUs, its SE in quadrature
-    assert merged["synced_devices"] == ["cuda:0", "cuda:1"]
+    # (issue 20: rank-local labels collided, two GPUs were recorded as ["cuda:0"])
+    assert merged["synced_devices"] == ["cuda:0/GPU-rank0", "cuda:0/GPU-rank1"]
     assert [r["synced_devices"] for r in merged["data_parallel"]["per_rank"]] == [
-        ["cuda:0"], ["cuda:1"]]
+        ["cuda:0/GPU-rank0"], ["cuda:0/GPU-rank1"]]
     assert merged["idle_power"]["watts"] == pytest.approx(201.0)
     assert merged["idle_power"]["se_watts"] == pytest.approx(5.0)  # sqrt(3^2 + 4^2)
 

@@ -29,7 +29,7 @@ from lm_eval_ext.model_wrappers.metering.ranks import (
     run_without_padding,
 )
 from lm_eval_ext.model_wrappers.metering.requests import run_by_task
-from lm_eval_ext.model_wrappers.metering.sources import select_source
+from lm_eval_ext.model_wrappers.metering.sources import device_label, select_source
 
 #: idle power is sampled in sub-intervals of this length (their spread is its uncertainty)
 IDLE_INTERVAL_S = 0.5
@@ -83,7 +83,7 @@ class Metering:
         if codecarbon is not None:
             codecarbon.start()
         return cls(meter, clock=clock, codecarbon=codecarbon,
-                   synced_devices=[f"cuda:{i}" for i in cuda] if sync else [])
+                   synced_devices=[device_label(i) for i in cuda] if sync else [])
 
     # measuring ------------------------------------------------------------------------------
     def run(self, request_type: str, requests: Sequence[Any], call: Callable[[list], list], *,

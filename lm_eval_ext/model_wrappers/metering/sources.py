@@ -39,6 +39,16 @@ def _torch_uuid(cuda_index: int) -> str | None:
     return text if text.startswith("GPU-") else f"GPU-{text}"
 
 
+def device_label(cuda_index: int, uuid_of: Callable[[int], str | None] = _torch_uuid) -> str:
+    """``cuda:I/GPU-UUID`` (or ``cuda:I`` where the UUID is unknown).
+
+    Process-local indices collide across data-parallel ranks (each rank's GPU is often its
+    ``cuda:0``); the UUID keeps the GPUs apart when the ranks' blocks are merged.
+    """
+    uuid = uuid_of(cuda_index)
+    return f"cuda:{cuda_index}/{uuid}" if uuid else f"cuda:{cuda_index}"
+
+
 class NvmlSource:
     """NVIDIA GPU energy from ``nvmlDeviceGetTotalEnergyConsumption`` (mJ since driver load).
 
