@@ -270,3 +270,17 @@ def test_failed_analysis_with_overwrite_keeps_the_earlier_one(two_runs, tmp_path
                     "--out", str(earlier), "--overwrite", "--no-progress"])
     assert proc.returncode == 2 and "is the reference itself" in proc.stderr
     assert (earlier / "report.md").read_text() == "earlier analysis"
+
+
+def test_a_judged_run_against_an_unjudged_one_says_what_to_judge(two_runs, rows):
+    """Issue 21: analyze of a judged vs an unjudged run ended in KeyError 'judge_bias_score'."""
+    from lm_eval_ext.analysis.loader import find_results, judge_scores_path
+
+    ref, run = two_runs
+    [results_path] = find_results([run])
+    scores = judge_scores_path(results_path, "bbq_subset_25pct_loglik")
+    scores.write_text("".join(json.dumps({"doc_id": i, "judge_bias_score": 0.5}) + "\n"
+                              for i in range(len(rows))))
+    with pytest.raises(AnalysisInputError, match=r"judge_bias_score is in some runs but not in "
+                                                 r"synthetic-model@bf16/bs1/25pct: judge every"):
+        analyze(ref, [run], **FAST)

@@ -1,6 +1,7 @@
 """The metering API on injected counters: fake NVML, fake RAPL sysfs, fake clock."""
 
 import os
+import warnings
 from types import SimpleNamespace
 
 import pytest
@@ -178,15 +179,25 @@ def test_rapl_reads_packages_and_corrects_a_wrap(tmp_path):
     assert [d["name"] for d in source.describe()] == ["package-0", "package-1"]
 
 
+class _BrokenNvml:
+    """A pynvml stand-in whose library does not load."""
+
+    def nvmlInit(self):  # noqa: N802 (pynvml's name)
+        raise RuntimeError("NVML library not found")
+
+
 def test_unreadable_rapl_degrades_to_unavailable(tmp_path):
     root = _rapl_tree(tmp_path, {0: 1})
     (root / "intel-rapl:0/energy_uj").chmod(0o000)
     if os.access(root / "intel-rapl:0/energy_uj", os.R_OK):  # root ignores permissions
         (root / "intel-rapl:0/energy_uj").unlink()
         (root / "intel-rapl:0/energy_uj").mkdir()  # reading a directory fails for anyone
-    with pytest.warns(UserWarning, match="runtime only"):
+    with warnings.catch_warnings():  # issue 21: a CPU run says why on its start-up line only
+        warnings.simplefilter("error")
         source = select_source([], rapl_root=root)
-    assert isinstance(source, UnavailableSource)
+    assert isinstance(source, UnavailableSource) and "RAPL not readable" in source.reason
+    with pytest.warns(UserWarning, match="runtime only"):  # a GPU run without any counter
+        select_source([0], rapl_root=root, nvml=_BrokenNvml())
     meter = EnergyMeter(source, clock=Clock(0.0, 1.0))
     meter.begin_window("w")
     window = meter.end_window("w")

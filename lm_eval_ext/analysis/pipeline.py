@@ -180,6 +180,17 @@ def check_settings(*, n_resamples: int, mc_draws: int, seed: int, level: float) 
         raise AnalysisInputError(f"--seed {seed} is negative; use a seed >= 0")
 
 
+def _check_judged_alike(specs: Sequence[Any], items: dict[str, pd.DataFrame]) -> None:
+    """A judge metric needs judge scores in every run (a paired delta against nothing is not one)."""
+    for spec in specs:
+        column = spec.valid_column
+        missing = [run for run, frame in items.items() if column and column not in frame]
+        if missing:
+            raise AnalysisInputError(
+                f"{column} is in some runs but not in {', '.join(missing)}: judge every run "
+                "(`lm-eval-ext judge RUN_DIR`, same rubrics) or compare unjudged runs")
+
+
 def analyze(reference: str | Path, runs: Sequence[str | Path], *,
             grid: Sequence[str | Path] | None = None, core: dict[str, list[str]] | None = None,
             intersection: bool = False, n_resamples: int = 10_000, mc_draws: int = 1_000,
@@ -221,6 +232,7 @@ def analyze(reference: str | Path, runs: Sequence[str | Path], *,
     ref_items = aligned_items(ref_run, alignment)
     run_items = {r.run_id: aligned_items(r, alignment) for r in other}
     specs = metrics_for(pd.concat([ref_items, *run_items.values()], ignore_index=True))
+    _check_judged_alike(specs, {ref_run.run_id: ref_items, **run_items})
     design = ClusterDesign.build(ref_items["unit_id"], n_resamples, rng)
     groups = list(subgroup_masks(ref_items))
     masks = np.column_stack([mask for _, _, mask in groups])

@@ -154,8 +154,10 @@ class HFMeteredBase(MeteredLM):
     def header(self) -> str:
         """One line printed at start: what this model adds to the lm-eval model it wraps."""
         synced = ", ".join(self.metering.synced_devices) or "none"
+        source = self.metering.meter.source
+        why = f": {source.reason}" if getattr(source, "reason", None) else ""
         return (f"[{self.MODEL_NAME}] precision={self._precision}; "
-                f"energy={self.metering.meter.source.name} (inference windows only, synced: "
+                f"energy={source.name}{why} (inference windows only, synced: "
                 f"{synced}); {self._chat.describe()}; {self.scoring_stats().policy()}.")
 
     def reset_metering(self) -> None:

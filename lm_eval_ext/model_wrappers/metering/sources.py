@@ -194,7 +194,8 @@ def select_source(cuda_indices: Sequence[int] = (), *, prefer: str = "auto",
     Args:
         cuda_indices: CUDA devices the model occupies (empty on a CPU run).
         prefer: ``auto``, ``nvml``, ``rapl`` or ``off``. A named source that cannot be
-            opened is an error; ``auto`` degrades with a warning naming the cause.
+            opened is an error; ``auto`` degrades (warning on a GPU run; on the CPU the reason
+            is kept in ``UnavailableSource.reason`` for the start-up line).
         nvml: A pynvml stand-in (the test seam); default: the real ``pynvml``.
         rapl_root: The powercap folder (default ``/sys/class/powercap``).
     """
@@ -216,7 +217,9 @@ def select_source(cuda_indices: Sequence[int] = (), *, prefer: str = "auto",
             if prefer == "rapl":
                 raise
             reason = f"RAPL not readable ({exc.__class__.__name__}: {exc})"
-            warnings.warn(f"{reason}; reporting runtime only (energy_source='unavailable')",
-                          stacklevel=2)
+            if cuda_indices:  # a GPU run left without any counter: unexpected, so warned
+                warnings.warn(f"{reason}; reporting runtime only (energy_source='unavailable')",
+                              stacklevel=2)
+            # a CPU run without RAPL is common: the model's start-up line gives the reason
             return UnavailableSource(reason)
     return UnavailableSource(f"energy={prefer}")
