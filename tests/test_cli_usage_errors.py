@@ -140,3 +140,14 @@ def test_analyze_only_on_a_missing_folder_is_an_error(tmp_path, capsys, data_dir
                           "--analyze-only"])
     assert code == 2 and "holds no campaign" in capsys.readouterr().err
     assert not (tmp_path / "none").exists()
+
+
+@pytest.mark.parametrize(("extra", "message"), [
+    (["--judge-model", "gpt-17"], "judge: --judge-model 'gpt-17' is not an lm-eval model"),
+    (["--judge-model-args", "precison=bf16"], "unknown model arg(s) precison (did you mean "
+                                              "precision?)"),
+])
+def test_judge_refuses_an_unknown_model_or_arg_before_any_work(extra, message, tmp_path, capsys):
+    code = cli_main.main(["judge", str(tmp_path), *extra])
+    [line] = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and message in line, line

@@ -17,6 +17,7 @@ null and Reasoning Quality 1, status ``non_substantive``.
 
 from __future__ import annotations
 
+import difflib
 import json
 import math
 import time
@@ -74,17 +75,34 @@ def _item_fields(doc: dict[str, Any], answer: str | None, reasoning: str | None)
             "reasoning": (reasoning or "").strip()}
 
 
-def load_judge_model(model: str, model_args: str, batch_size: int, device: str | None):
-    """Any registered lm-eval model (hf-metered and the task folders registered first)."""
-    import torch
-    from lm_eval.api.registry import get_model
+def judge_model_class(model: str, model_args: str) -> type:
+    """The registered lm-eval model class, with its args checked where it can (no load)."""
+    from lm_eval.api.registry import get_model, model_registry
 
     from lm_eval_ext.registration import activate
 
     activate()
+    try:
+        model_class = get_model(model)
+    except ValueError:
+        close = difflib.get_close_matches(model, list(model_registry), n=3)
+        raise ConfigError(f"judge: --judge-model {model!r} is not an lm-eval model"
+                          + (f" (closest: {', '.join(close)})" if close else "")
+                          + "; the default hf-metered judges with the embedded model, or give "
+                          "--judge-model hf-metered --judge-model-args pretrained=...") from None
+    if hasattr(model_class, "check_model_args"):  # ours: args checked before the load
+        model_class.check_model_args(model_args)
+    return model_class
+
+
+def load_judge_model(model: str, model_args: str, batch_size: int, device: str | None):
+    """Any registered lm-eval model (hf-metered and the task folders registered first)."""
+    import torch
+
+    model_class = judge_model_class(model, model_args)
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     extra = {"batch_size": batch_size, "device": device}
-    return get_model(model).create_from_arg_string(model_args, extra)
+    return model_class.create_from_arg_string(model_args, extra)
 
 
 def judge_target(target: JudgeTarget, lm, rubrics: Sequence[Rubric], *, max_gen_toks: int,
@@ -165,6 +183,7 @@ def judge_run(run_dir: str | Path, *, model: str = "hf-metered", model_args: str
     unknown = [name for name in rubrics if name not in RUBRICS]
     if unknown:
         raise ConfigError(f"unknown rubrics {unknown}; available: {', '.join(RUBRICS)}")
+    judge_model_class(model, model_args)  # a misspelled model or arg costs no work
     targets = find_targets(run_dir)
     existing = [t.scores_path for t in targets if t.scores_path.exists()]
     if existing and not overwrite:
