@@ -151,3 +151,23 @@ def test_judge_refuses_an_unknown_model_or_arg_before_any_work(extra, message, t
     code = cli_main.main(["judge", str(tmp_path), *extra])
     [line] = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and message in line, line
+
+
+def test_data_warnings_print_as_one_line_notes(monkeypatch, capsys):
+    """Issue 21: six DegenerateDataWarnings with source lines from compare-harness."""
+    import warnings
+
+    from lm_eval_ext.analysis.errors import DegenerateDataWarning
+
+    def thin(args):
+        warnings.warn("2 subgroup(s) with < 2 items; no interval", DegenerateDataWarning,
+                      stacklevel=2)
+        return 0
+
+    monkeypatch.setattr(warnings, "showwarning", warnings.showwarning)  # restored afterwards
+    monkeypatch.setattr(mde, "run", thin)
+    with warnings.catch_warnings():
+        warnings.simplefilter("default")
+        assert cli_main.main(["mde", "--m", "500", "--rho-d", "0.1"]) == 0
+    assert capsys.readouterr().err == ("lm-eval-ext: note: 2 subgroup(s) with < 2 items; no "
+                                       "interval\n")

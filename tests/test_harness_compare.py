@@ -83,6 +83,22 @@ def test_an_ambiguous_helm_match_is_never_paired(helm_run, data_dir):
     assert (row["n_common"], row["n_reference"]) == (99, 100)
 
 
+def test_console_totals_say_when_different_item_sets_drive_them(helm_run):
+    """Issue 21: `helm - lm_eval = +43.00 pp` on the console came from 100 vs 4 items."""
+    import dataclasses
+
+    run = read_helm_run("helm", helm_run)
+    ten = dataclasses.replace(run, name="helm10", items=run.items.iloc[:10])
+    lines = compare_harnesses([ten, run], n_resamples=50, seed=0).total_lines()
+    by_hand = 100 * (run.items["correct"].mean() - run.items["correct"].iloc[:10].mean())
+    assert lines[0] == (f"bbq accuracy: helm - helm10 = {by_hand:+.2f} pp (different item sets: "
+                        f"10 common of 100 and 10; {by_hand:+.2f} pp of it from the item sets "
+                        "alone, see the attribution)")
+    sure = dataclasses.replace(run, items=run.items[run.items["content_matches"] == 1])
+    same = compare_harnesses([sure, dataclasses.replace(sure, name="again")], n_resamples=50)
+    assert same.total_lines()[0] == "bbq accuracy: again - helm = +0.00 pp"
+
+
 def test_swapping_the_bias_formula_changes_helms_scores_by_hand(helm_run):
     """HELM's BBQMetric vs the upstream rule (target_loc) on HELM's own answers, by hand."""
     items = read_helm_run("helm", helm_run).items

@@ -32,8 +32,6 @@ def run(args: argparse.Namespace) -> int:
                                    level=args.level)
     prepare_output_folder(Path(args.out), overwrite=args.overwrite)
     report = write_harness_report(comparison, runs, args.out)
-    for row in comparison.totals():
-        print(f"{row['benchmark']} {row['metric']}: {row['harness']} - {row['reference']} = "
-              f"{row['value_pp']:+.2f} pp")
+    print("\n".join(comparison.total_lines()))
     print(f"report: {report}")
     return 0

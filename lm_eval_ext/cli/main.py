@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import warnings
 from collections.abc import Sequence
 
 from lm_eval_ext.cli import (
@@ -50,6 +51,28 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _notes_for_data_warnings() -> None:
+    """Warnings about the data (thin subgroups, undefined resamples) print as one-line notes.
+
+    Python's default shows each with its source file and line, which means nothing to a user;
+    other warnings keep Python's format.
+    """
+    from lm_eval_ext.analysis.errors import DegenerateDataWarning
+
+    original = warnings.showwarning
+    if getattr(original, "_lm_eval_ext_notes", False):
+        return
+
+    def show(message, category, filename, lineno, file=None, line=None):
+        if issubclass(category, DegenerateDataWarning):
+            print(f"lm-eval-ext: note: {message}", file=sys.stderr)
+        else:
+            original(message, category, filename, lineno, file, line)
+
+    show._lm_eval_ext_notes = True
+    warnings.showwarning = show
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``lm-eval-ext``."""
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -60,6 +83,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = argparse.Namespace(func=run.run, lm_eval_args=argv[1:])
     else:
         args = build_parser().parse_args(argv)
+    if args.func is not run.run:
+        _notes_for_data_warnings()
     try:
         return args.func(args)
     except LmEvalExtError as exc:

@@ -116,9 +116,32 @@ class HarnessComparison:
     notes: list[str]
 
     def totals(self) -> list[dict]:
-        """Each harness's total difference from the reference, per benchmark and metric."""
-        total = self.attribution[self.attribution["component"] == "total"]
-        return total.to_dict("records")
+        """Each harness's total difference from the reference, per benchmark and metric.
+
+        With the part that different item sets make (``item_set_pp``) and the item counts.
+        """
+        keys = ["benchmark", "harness", "metric"]
+        parts = self.attribution.set_index([*keys, "component"])["value_pp"]
+        counts = self.agreement.set_index(keys)[["n_common", "n_reference", "n_harness"]]
+        rows = []
+        for row in self.attribution[self.attribution["component"] == "total"].to_dict("records"):
+            key = tuple(row[k] for k in keys)
+            rows.append({**row, "item_set_pp": parts.get((*key, "item_set"), np.nan),
+                         **counts.loc[key].to_dict()})
+        return rows
+
+    def total_lines(self) -> list[str]:
+        """One console line per total; a total the item sets drive says so."""
+        lines = []
+        for row in self.totals():
+            line = (f"{row['benchmark']} {row['metric']}: {row['harness']} - {row['reference']} = "
+                    f"{row['value_pp']:+.2f} pp")
+            if row["n_common"] < max(row["n_reference"], row["n_harness"]):
+                line += (f" (different item sets: {row['n_common']} common of {row['n_harness']}"
+                         f" and {row['n_reference']}; {row['item_set_pp']:+.2f} pp of it from "
+                         "the item sets alone, see the attribution)")
+            lines.append(line)
+        return lines
 
 
 def _unambiguous(items: pd.DataFrame) -> set[str]:
