@@ -216,3 +216,22 @@ def test_mde_says_when_no_effect_is_detectable_and_refuses_rho_d_with_runs(capsy
     assert main(["mde", "--m", "500", "--rho-d", "0.1", "--runs", str(tmp_path),
                  str(tmp_path)]) == 2
     assert "give --rho-d or --runs, not both" in capsys.readouterr().err
+
+
+def test_parse_failures_are_compared_only_between_runs_that_parse(instrument_rows, tmp_path):
+    """Issue 21: a log-likelihood reference against a generative run reported parse_failure_rate
+    +40 pp (the reference parses nothing, so its 0% is no baseline)."""
+    from lm_eval_ext.analysis.metrics import PARSE_FAILURE_RATE, paired_metrics
+
+    rows = instrument_rows[:40]
+    write_run(tmp_path / "r", "bbq_instrument_loglik", rows,
+              simulate_predictions(rows, 0.5, np.random.default_rng(0)))
+    [loglik] = load_runs([tmp_path / "r"])
+    generative = loglik.items.copy()
+    generative["parse_method"] = "json"  # answers read from generations ...
+    generative.loc[:15, "parse_method"] = "failure"  # ... 16 of them unparsed
+    assert (generative["parse_method"] == "failure").sum() == 16
+    assert PARSE_FAILURE_RATE in paired_metrics([generative, generative])
+    assert PARSE_FAILURE_RATE not in paired_metrics([loglik.items, generative])
+    assert [s.name for s in paired_metrics([loglik.items, generative])] == [
+        s.name for s in paired_metrics([loglik.items, loglik.items])]

@@ -7,7 +7,7 @@ at once. Values are in the metric's natural units; ``scale`` converts deltas to 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -147,4 +147,17 @@ def metrics_for(items: pd.DataFrame) -> list[MetricSpec]:
     if items["parse_method"].isin(PARSER_METHODS).any():  # answers parsed from generations
         specs.append(PARSE_FAILURE_RATE)
     specs += [judge_metric(c) for c in items.columns if c.startswith("judge_")]
+    return specs
+
+
+def paired_metrics(frames: Sequence[pd.DataFrame]) -> list[MetricSpec]:
+    """The metrics a paired analysis of these runs' items reports.
+
+    A metric of :func:`metrics_for` on the pooled items, except ``parse_failure_rate`` unless
+    every run parses generations (a log-likelihood run parses nothing: its 0% against a
+    generative run's failures would read as an effect of the change).
+    """
+    specs = metrics_for(pd.concat(list(frames), ignore_index=True))
+    if not all(PARSE_FAILURE_RATE in metrics_for(frame) for frame in frames):
+        specs = [spec for spec in specs if spec is not PARSE_FAILURE_RATE]
     return specs

@@ -17,7 +17,7 @@ from lm_eval_ext.analysis.claims import claim_table
 from lm_eval_ext.analysis.errors import AnalysisInputError, DegenerateDataWarning
 from lm_eval_ext.analysis.loader import Run, distinct_labels, load_runs
 from lm_eval_ext.analysis.membership import membership_sensitivity
-from lm_eval_ext.analysis.metrics import ACCURACY, BIAS_S_AMB, BIAS_S_DIS, metrics_for
+from lm_eval_ext.analysis.metrics import ACCURACY, BIAS_S_AMB, BIAS_S_DIS, paired_metrics
 from lm_eval_ext.analysis.pairing import align, aligned_items
 from lm_eval_ext.analysis.stats.bootstrap import ClusterDesign, as_rng
 from lm_eval_ext.analysis.stats.paired import answer_agreement, mcnemar_exact, paired_deltas, transitions
@@ -231,7 +231,7 @@ def analyze(reference: str | Path, runs: Sequence[str | Path], *,
     alignment = align(ref_run, other, intersection=intersection)
     ref_items = aligned_items(ref_run, alignment)
     run_items = {r.run_id: aligned_items(r, alignment) for r in other}
-    specs = metrics_for(pd.concat([ref_items, *run_items.values()], ignore_index=True))
+    specs = paired_metrics([ref_items, *run_items.values()])
     _check_judged_alike(specs, {ref_run.run_id: ref_items, **run_items})
     design = ClusterDesign.build(ref_items["unit_id"], n_resamples, rng)
     groups = list(subgroup_masks(ref_items))
