@@ -284,3 +284,29 @@ def test_a_judged_run_against_an_unjudged_one_says_what_to_judge(two_runs, rows)
     with pytest.raises(AnalysisInputError, match=r"judge_bias_score is in some runs but not in "
                                                  r"synthetic-model@bf16/bs1/25pct: judge every"):
         analyze(ref, [run], **FAST)
+
+
+def test_a_delta_over_few_units_carries_a_caution(rows, tmp_path):
+    """Issue 21: 8-item deltas were reported without a small-sample caution."""
+    from lm_eval_ext.analysis import write_outputs
+
+    rng = np.random.default_rng(1)
+    few = rows[:8]  # two natural units of 4 rows
+    base = simulate_predictions(few, 0.5, rng)
+    ref = write_run(tmp_path / "ref", "bbq_subset_25pct_loglik", few, base)
+    run = write_run(tmp_path / "precision=int8", "bbq_subset_25pct_loglik", few,
+                    simulate_predictions(few, 0.5, rng, base=base, flip_rate=0.3))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DegenerateDataWarning)
+        result = analyze(ref, [run], **FAST)
+    report = write_outputs(result, tmp_path / "out")["report_md"].read_text()
+    conclusions = [line for line in report.splitlines() if line.startswith("- **")]
+    assert conclusions and all("(caution: only 2 natural unit(s)" in line for line in conclusions)
+
+
+def test_no_caution_over_enough_units(two_runs, tmp_path):
+    from lm_eval_ext.analysis import write_outputs
+
+    ref, run = two_runs
+    report = write_outputs(analyze(ref, [run], **FAST), tmp_path / "out")["report_md"].read_text()
+    assert "caution: only" not in report

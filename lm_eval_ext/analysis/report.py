@@ -61,6 +61,18 @@ def verdict_of(row: pd.Series, level: float = 0.95) -> str:
             .format(1 - level))
 
 
+#: fewer natural units than this: a delta's interval and p rest on too few clusters to trust
+FEW_UNITS = 10
+
+
+def small_sample_note(n_clusters: int) -> str:
+    """A caution for a delta over fewer than :data:`FEW_UNITS` natural units (else empty)."""
+    if n_clusters >= FEW_UNITS:
+        return ""
+    return (f" (caution: only {n_clusters} natural unit(s): the interval and p are rough; "
+            "evaluate more items)")
+
+
 def _undefined_note(share: float) -> str:
     """A flag when some bootstrap resamples left the delta undefined (dropped from the CI)."""
     if not share or not math.isfinite(share):
@@ -80,7 +92,8 @@ def _conclusion_lines(deltas: pd.DataFrame, level: float) -> list[str]:
             f"({level:.0%} cluster bootstrap), p = {row['p_value']:.3g} ({row['test']}"
             + (f"; item-level McNemar p = {row['p_value_mcnemar']:.3g}"
                if math.isfinite(row["p_value_mcnemar"]) else "") + f"): {verdict}"
-            + _undefined_note(row.get("undefined_resample_share", 0.0)))
+            + _undefined_note(row.get("undefined_resample_share", 0.0))
+            + small_sample_note(int(row["n_clusters"])))
     return lines
 
 

@@ -51,7 +51,11 @@ def parse_core(values: list[str] | None) -> dict[str, list[str]] | None:
 def run(args: argparse.Namespace) -> int:
     """Analyse, write the outputs, print one line per run and metric."""
     from lm_eval_ext.analysis import analyze, write_outputs
-    from lm_eval_ext.analysis.report import check_output_folder, prepare_output_folder
+    from lm_eval_ext.analysis.report import (
+        check_output_folder,
+        prepare_output_folder,
+        small_sample_note,
+    )
 
     if args.compare_harness:
         if args.reference or args.runs:
@@ -80,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
                    if row["p_value_mcnemar"] == row["p_value_mcnemar"] else "")
         print(f"{row['run']}: {row['metric']} {row['delta_pp']:+.2f} pp "
               f"[{row['ci_low']:+.2f}, {row['ci_high']:+.2f}] p={row['p_value']:.3g} "
-              f"({row['test']}{mcnemar})")
+              f"({row['test']}{mcnemar})" + small_sample_note(int(row["n_clusters"])))
     if result.settings["intersection"]:
         print(f"intersection: {result.n_items} shared items (left out: {result.dropped})")
     print(f"report: {paths['report_md']}")
