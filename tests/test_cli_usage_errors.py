@@ -171,3 +171,11 @@ def test_data_warnings_print_as_one_line_notes(monkeypatch, capsys):
         assert cli_main.main(["mde", "--m", "500", "--rho-d", "0.1"]) == 0
     assert capsys.readouterr().err == ("lm-eval-ext: note: 2 subgroup(s) with < 2 items; no "
                                        "interval\n")
+
+
+def test_the_preset_refuses_model_args_it_would_override(tmp_path, capsys):
+    """Issue 21: --model_args precision=int3 vanished under the preset's per-condition precision."""
+    code = cli_main.main(["campaign", "--preset", "paper-stress-test", "--model_args",
+                          "precision=int3", "--out", str(tmp_path / "p"), "--dry-run"])
+    [line] = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and "--model_args precision: the paper-stress-test preset sets" in line

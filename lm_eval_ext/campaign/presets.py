@@ -29,6 +29,12 @@ def paper_stress_test(*, model_args: str = "", tasks: str = "bbq", path: str = "
         raise ConfigError(f"--path {path!r}: use generative or loglik")
     if large_batch < 2:
         raise ConfigError(f"--large-batch {large_batch}: M1 and M5a need a batch larger than 1")
+    owned = sorted({part.partition("=")[0].strip() for part in model_args.split(",")}
+                   & {"precision", "dtype", "batch_size"})
+    if owned:
+        raise ConfigError(f"--model_args {', '.join(owned)}: the paper-stress-test preset sets "
+                          "precision and batch size per condition (M0-M5); give the model only "
+                          "(e.g. pretrained=...), or write a campaign file for other settings")
     suffix = PATHS[path]
 
     def subset(name: str) -> list[str]:
