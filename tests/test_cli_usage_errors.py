@@ -179,3 +179,13 @@ def test_the_preset_refuses_model_args_it_would_override(tmp_path, capsys):
                           "precision=int3", "--out", str(tmp_path / "p"), "--dry-run"])
     [line] = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and "--model_args precision: the paper-stress-test preset sets" in line
+
+
+def test_a_grid_of_one_model_under_two_labels_is_refused(tmp_path, capsys):
+    grid = tmp_path / "g.yaml"
+    grid.write_text(yaml.safe_dump({"models": {"a": "precision=bf16,idle_seconds=0",
+                                               "b": "idle_seconds=0, precision=bf16"},
+                                    "benchmarks": ["bbq_subset_12p5pct"]}))
+    code = cli_main.main(["grid", str(grid), "--out", str(tmp_path / "g"), "--dry-run"])
+    [line] = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and "grid models 'a' and 'b' are the same model" in line

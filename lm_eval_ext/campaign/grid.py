@@ -48,6 +48,14 @@ def grid_campaign(raw: Mapping[str, Any]) -> dict[str, Any]:
     if not isinstance(models, Mapping) or len(models) < 2:
         raise ConfigError("grid models: at least two labelled models (rank flips compare models); "
                           "precision variants of one checkpoint may stand in, labelled as such")
+    seen: dict[str, str] = {}
+    for label, args in models.items():
+        canonical = ",".join(sorted(p.strip() for p in str(args or "").split(",") if p.strip()))
+        if canonical in seen:
+            raise ConfigError(f"grid models {seen[canonical]!r} and {label!r} are the same model "
+                              f"({args or 'the embedded model'}): rank flips between them would "
+                              "measure noise; give each label another model or precision")
+        seen[canonical] = label
     benchmarks = _levels(raw, "benchmarks", [])
     tiers = _levels(raw, "template_tier", ["default"])
     shots = _levels(raw, "num_fewshot", [0])
