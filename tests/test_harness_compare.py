@@ -124,15 +124,22 @@ def test_readers_reject_foreign_and_truncated_outputs_naming_the_file(helm_run, 
     shutil.copytree(helm_run, cut)
     state = cut / "scenario_state.json"
     state.write_text(state.read_text()[:5000])
-    with pytest.raises(AnalysisInputError, match=f"{cut}: a HELM file is not valid JSON"):
+    # issue 21: the truncated file is named; a missing folder or a folder of logs says so
+    with pytest.raises(AnalysisInputError, match=f"{state} is not valid JSON"):
         read_helm_run("helm", cut)
     (cut / "run_spec.json").unlink()
     with pytest.raises(AnalysisInputError, match="run_spec.json is missing"):
         read_helm_run("helm", cut)
+    with pytest.raises(AnalysisInputError, match=f"{tmp_path / 'gone'}: no such folder"):
+        read_helm_run("helm", tmp_path / "gone")
     log = tmp_path / "x.eval"
     log.write_bytes(b"PK\x03\x04 not a zip")
-    with pytest.raises(AnalysisInputError, match=f"{log} is not a readable Inspect AI log"):
+    with pytest.raises(AnalysisInputError, match=f"{log} is not a readable Inspect AI log") as info:
         read_inspect_log("inspect", log)
+    assert "\n" not in str(info.value)  # one line, no library dump
+    with pytest.raises(AnalysisInputError, match=f"{tmp_path} is a folder; pass one Inspect log "
+                                                 r"file in it \(e.g. x.eval\)"):
+        read_inspect_log("inspect", tmp_path)
     with pytest.raises(AnalysisInputError, match="write HARNESS=PATH"):
         read_harness_run(f"helmx={helm_run}")
 

@@ -147,14 +147,19 @@ def read_inspect_log(name: str, path: str | Path) -> HarnessRun:
     from inspect_ai.log import read_eval_log
 
     source = Path(path)
+    if source.is_dir():
+        logs = sorted(p.name for p in source.iterdir() if p.suffix in (".eval", ".json"))
+        raise AnalysisInputError(f"{source} is a folder; pass one Inspect log file in it"
+                                 + (f" (e.g. {logs[0]})" if logs else " (it holds none)"))
     if not source.is_file():
         raise AnalysisInputError(f"{source}: no such Inspect log file")
     try:
         log = read_eval_log(str(source))
     except (zipfile.BadZipFile, json.JSONDecodeError, ValueError, KeyError, OSError) as exc:
-        raise AnalysisInputError(f"{source} is not a readable Inspect AI log ({exc}); it is "
-                                 "truncated or another file: pass the .eval/.json file that "
-                                 "`inspect eval --log-dir` wrote") from exc
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise AnalysisInputError(f"{source} is not a readable Inspect AI log ({reason[:120]}); "
+                                 "it is truncated or another file: pass the .eval/.json file "
+                                 "that `inspect eval --log-dir` wrote") from None
     if log.status != "success" or not log.samples:
         raise AnalysisInputError(f"{source}: the Inspect run has status {log.status!r} with "
                                  f"{len(log.samples or [])} samples; compare finished runs only")
@@ -213,17 +218,22 @@ def helm_bias_counts(completion: str, tags: list[str]) -> tuple[bool, bool]:
 def read_helm_run(name: str, path: str | Path) -> HarnessRun:
     """A HELM run folder (``run_spec.json``, ``scenario_state.json``) of the bbq scenario."""
     folder = Path(path)
+    if not folder.is_dir():
+        raise AnalysisInputError(f"{folder}: no such folder (pass a HELM run folder, "
+                                 "benchmark_output/runs/SUITE/RUN_NAME)")
     files = {n: folder / f"{n}.json" for n in ("run_spec", "scenario_state")}
     for file in files.values():
         if not file.is_file():
             raise AnalysisInputError(f"{folder} is not a HELM run folder: {file.name} is "
                                      "missing (pass benchmark_output/runs/SUITE/RUN_NAME)")
-    try:
-        run_spec = json.loads(files["run_spec"].read_text(encoding="utf-8"))
-        state = json.loads(files["scenario_state"].read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise AnalysisInputError(f"{folder}: a HELM file is not valid JSON ({exc}); the run "
-                                 "was cut while writing: rerun helm-run") from exc
+    loaded = {}
+    for key, file in files.items():
+        try:
+            loaded[key] = json.loads(file.read_text(encoding="utf-8"))
+        except json.JSONDecodeError as exc:
+            raise AnalysisInputError(f"{file} is not valid JSON ({exc.msg} at line {exc.lineno}); "
+                                     "the run was cut while writing: rerun helm-run") from None
+    run_spec, state = loaded["run_spec"], loaded["scenario_state"]
     scenario = run_spec.get("scenario_spec", {}).get("class_name", "")
     if not scenario.endswith("BBQScenario"):
         raise AnalysisInputError(f"{folder}: scenario {scenario or '?'} is not read yet "
