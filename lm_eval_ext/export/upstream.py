@@ -21,7 +21,6 @@ import ast
 import csv
 import importlib
 import inspect
-import shutil
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -32,6 +31,7 @@ import yaml
 
 from lm_eval_ext import __version__
 from lm_eval_ext.errors import ConfigError
+from lm_eval_ext.files import staging_folder, swap_in
 from lm_eval_ext.paths import package_tasks_dir
 
 #: the vendored modules, in dependency order, ending with the export glue
@@ -270,9 +270,7 @@ def _write_export(spec: ExportSpec, out: Path, overwrite: bool) -> ExportedTask:
     folder or the new one, never a mix.
     """
     target = out / spec.task
-    folder = out / f".{spec.task}.new"
-    shutil.rmtree(folder, ignore_errors=True)
-    folder.mkdir(parents=True)
+    folder = staging_folder(target)
     items_file = f"{spec.task}_items.csv"
     with open(folder / items_file, "w", encoding="utf-8", newline="") as handle:
         writer = csv.writer(handle)
@@ -289,14 +287,7 @@ def _write_export(spec: ExportSpec, out: Path, overwrite: bool) -> ExportedTask:
         "lm-eval-ext's test suite runs this folder with `--include_path` and compares every "
         "item with lm-eval-ext's own task (`tests/test_export_upstream.py`)."),
         encoding="utf-8")
-    if target.exists():
-        retired = out / f".{spec.task}.old"
-        shutil.rmtree(retired, ignore_errors=True)
-        target.rename(retired)
-        folder.rename(target)
-        shutil.rmtree(retired)
-    else:
-        folder.rename(target)
+    swap_in(folder, target)
     return ExportedTask(spec.task, target, len(spec.item_rows))
 
 

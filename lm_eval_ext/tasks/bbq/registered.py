@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import csv
 import re
-import shutil
 from pathlib import Path
 
 from lm_eval_ext.data.external_manifest import REQUIRED_COLUMNS, load_manifest_rows
 from lm_eval_ext.data.fingerprints import sample_fingerprint
 from lm_eval_ext.errors import ConfigError
+from lm_eval_ext.files import staging_folder, swap_in
 from lm_eval_ext.paths import package_tasks_dir, user_tasks_dir
 from lm_eval_ext.tasks.common.prompting import DEFAULT_TIER
 
@@ -82,9 +82,7 @@ def register_manifest_task(path: str | Path, task: str, root: Path | None = None
             f"task {task!r} is already registered for another item set ({len(earlier)} rows, "
             f"{folder}); choose another name, or pass --replace to register {len(items)} rows "
             "under it")
-    staging = folder.with_name(f".{task}.new")
-    shutil.rmtree(staging, ignore_errors=True)
-    staging.mkdir(parents=True)
+    staging = staging_folder(folder)
     with open(staging / f"{task}_ids.csv", "w", encoding="utf-8", newline="") as handle:
         writer = csv.writer(handle)
         writer.writerow(REQUIRED_COLUMNS)
@@ -95,12 +93,5 @@ def register_manifest_task(path: str | Path, task: str, root: Path | None = None
         (staging / f"{task}{suffix}.yaml").write_text(
             _registered_yaml(task + suffix, base, scoring_path, ids_csv, sha, len(rows)),
             encoding="utf-8")
-    if folder.exists():
-        retired = folder.with_name(f".{task}.old")
-        shutil.rmtree(retired, ignore_errors=True)
-        folder.rename(retired)
-        staging.rename(folder)
-        shutil.rmtree(retired)
-    else:
-        staging.rename(folder)
+    swap_in(staging, folder)
     return [folder / f"{task}.yaml", folder / f"{task}_loglik.yaml"]
