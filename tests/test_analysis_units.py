@@ -116,9 +116,20 @@ def test_known_effect_is_found_and_cost_ratios_reported(instrument_rows, tmp_pat
         (base == np.array([r["label"] for r in rows])) != (worse == np.array(
             [r["label"] for r in rows]))))
     assert comparison["qri"] > 1
+    # the design effect of the paired differences, independently: statsmodels' cluster-robust
+    # variance of an intercept-only OLS (G/(G-1) correction) over its iid variance
+    import statsmodels.api as sm
+
+    labels = np.array([r["label"] for r in rows])
+    d = (worse == labels).astype(float) - (base == labels).astype(float)
+    units = pd.factorize(pd.Series([r["unit_id"] for r in rows]))[0]
+    ols = sm.OLS(d, np.ones((len(d), 1)))
+    deff_sm = (ols.fit(cov_type="cluster", cov_kwds={"groups": units}).bse[0]
+               / ols.fit().bse[0]) ** 2
+    assert comparison["design_effect"] == pytest.approx(deff_sm, rel=1e-9)
     # the MDE is on effective items: m / design effect (floored at 1) of the paired
     # differences; closed form (z_0.975 + z_0.8) * sqrt(deff * rho_d / m)
-    deff = max(comparison["design_effect"], 1.0)
+    deff = max(deff_sm, 1.0)
     z = stats.norm.ppf(0.975) + stats.norm.ppf(0.8)
     assert comparison["mde_pp_at_observed_rho_d"] == pytest.approx(
         100 * z * np.sqrt(deff * comparison["rho_d"] / 2000))
