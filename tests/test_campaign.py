@@ -225,7 +225,7 @@ def test_dry_run_lists_cells_with_items_and_a_calibrated_estimate(tmp_path, embe
     assert sorted(rows) == ["smollm2__M0__bbq_subset_12p5pct_loglik",
                             "smollm2__M4_r2__bbq_subset_12p5pct_r2_loglik"]
     assert all(" 200 items" in row and "? s" not in row for row in rows.values())
-    assert "2 cells (shard 1/2 of 3); estimated device time" in lines[-1]
+    assert "2 cells to run (shard 1/2 of 3); estimated device time" in lines[-1]
     assert not (tmp_path / "d").exists()  # nothing run, nothing written
 
 

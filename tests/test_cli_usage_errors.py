@@ -189,3 +189,40 @@ def test_a_grid_of_one_model_under_two_labels_is_refused(tmp_path, capsys):
     code = cli_main.main(["grid", str(grid), "--out", str(tmp_path / "g"), "--dry-run"])
     [line] = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and "grid models 'a' and 'b' are the same model" in line
+
+
+def test_dry_run_checks_the_folder_and_lists_finished_cells_as_done(tmp_path, capsys, data_dir):
+    """Issue 21: --dry-run listed every cell with rc 0 over another campaign's folder and over
+    finished cells."""
+    import json
+
+    from lm_eval_ext.campaign import build_spec
+    from lm_eval_ext.campaign.store import CampaignFolder
+
+    spec_path = tmp_path / "c.yaml"
+    spec_path.write_text(yaml.safe_dump(SMALL))
+    other = CampaignFolder(tmp_path / "other")
+    other.bind(build_spec({**SMALL, "lm_eval": {"limit": 4}}), "")
+    dry = ["--dry-run", "--calibration-limit", "0"]
+    assert cli_main.main(["campaign", str(spec_path), "--out", str(other.root), *dry]) == 2
+    assert "holds a campaign with a different configuration" in capsys.readouterr().err
+    mine = CampaignFolder(tmp_path / "mine")
+    spec = build_spec(SMALL)
+    mine.bind(spec, "")
+    first = spec.cells[0]
+    mine.cell_dir(first).mkdir(parents=True)
+    (mine.cell_dir(first) / "cell.json").write_text(json.dumps({"status": "done"}))
+    assert cli_main.main(["campaign", str(spec_path), "--out", str(mine.root), *dry]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert f"{first.cell_id}" in out[-2] and "done (in" in out[-2]
+    assert out[-1].startswith("1 cells to run (shard 1/1 of 2; 1 already done)")
+
+
+def test_a_failed_cell_line_names_the_reason_from_its_log():
+    from lm_eval_ext.campaign.runner import failure_reason
+
+    log = ("loading...\nTraceback (most recent call last):\n  File \"x.py\", line 1\n"
+           "lm_eval: error: hf-metered: precision='int3' is not valid; use one of bf16\n")
+    assert failure_reason(log) == ("lm_eval: error: hf-metered: precision='int3' is not valid; "
+                                   "use one of bf16")
+    assert failure_reason("all good\n") is None

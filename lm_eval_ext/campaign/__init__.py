@@ -98,14 +98,23 @@ def run_campaign(spec: CampaignSpec, out: str | Path, source_yaml: str, *, shard
 
 
 def dry_run(spec: CampaignSpec, shard: str = "1/1", calibration_limit: int | None = 8,
-            echo: bool = False) -> list[str]:
-    """Lines: each cell of the shard with its items and estimated device seconds."""
+            echo: bool = False, out: str | Path | None = None) -> list[str]:
+    """Lines: each cell of the shard with its items and estimated device seconds.
+
+    With ``out``: the folder must be new, empty or this campaign's (checked, nothing written);
+    cells it already holds are listed as done and left out of the estimate.
+    """
     from lm_eval_ext.campaign.preflight import check_cells
     from lm_eval_ext.campaign.sizes import calibrate, cell_items, estimate_seconds, task_sizes
 
     index, count = parse_shard(shard)
     check_cells(spec.cells)
+    folder = CampaignFolder(out) if out is not None else None
+    if folder is not None:
+        folder.check(spec)
     cells = shard_cells(spec.cells, index, count)
+    done = {c.cell_id for c in cells if folder is not None and folder.record(c) is not None}
+    cells = [c for c in cells if c.cell_id not in done]
     sizes = task_sizes(cells)
     calibration = calibrate(cells, calibration_limit, echo=echo) if calibration_limit else {}
     lines, total, unknown = [], 0.0, 0
@@ -117,10 +126,12 @@ def dry_run(spec: CampaignSpec, shard: str = "1/1", calibration_limit: int | Non
         shown = f"{seconds:7.0f} s" if seconds is not None else "      ? s"
         lines.append(f"{cell.cell_id:60s} {n:6d} items {shown}  lm_eval "
                      + " ".join(cell.lm_eval_argv("<cell>")))
+    lines += [f"{cell_id:60s} done (in {out}; not run again)" for cell_id in sorted(done)]
     for found in calibration.values():
         if "error" in found:
             lines.append(f"calibration of {found['cell']} failed: {found['error']}")
-    lines.append(f"{len(cells)} cells (shard {shard} of {len(spec.cells)}); estimated device time "
+    lines.append(f"{len(cells)} cells to run (shard {shard} of {len(spec.cells)}"
+                 + (f"; {len(done)} already done" if done else "") + "); estimated device time "
                  f"{total / 60:.1f} min" + (f" + {unknown} cells not estimated" if unknown else "")
                  + (f" (calibrated on {calibration_limit} items per configuration)"
                     if calibration_limit else " (no calibration)"))

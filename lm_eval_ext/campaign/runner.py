@@ -118,6 +118,15 @@ class Progress:
         return line
 
 
+def failure_reason(log: str) -> str | None:
+    """The last error line of a cell's lm-eval log (what the user must fix), if it has one."""
+    for line in reversed(log.strip().splitlines()):
+        text = line.strip()
+        if "error" in text.lower() or text.startswith(("Traceback", "raise ")):
+            return text[:200]
+    return None
+
+
 def run_cells(spec: CampaignSpec, folder: CampaignFolder, cells: Sequence[Cell], *,
               shard: str = "1/1", echo: bool = True,
               sizes: Callable[[Cell], int] | None = None) -> dict[str, list[str]]:
@@ -159,7 +168,9 @@ def run_cells(spec: CampaignSpec, folder: CampaignFolder, cells: Sequence[Cell],
             if code != 0:
                 log = (inflight / "lm_eval.log").read_text(encoding="utf-8", errors="replace")
                 folder.fail(cell, inflight, {**record, "log_tail": log[-_LOG_TAIL:]}, log)
-                progress.report(index, len(todo), cell, f"FAILED (exit {code})", 0, elapsed)
+                reason = record.get("error") or failure_reason(log)
+                progress.report(index, len(todo), cell, f"FAILED (exit {code}"
+                                + (f": {reason}" if reason else "") + ")", 0, elapsed)
                 outcome["failed"].append(cell.cell_id)
                 continue
             card_path = (inflight / "output" / summary["results_path"]).parent / CARD_FILE

@@ -96,6 +96,31 @@ class CampaignFolder:
         self.manifest_path = self.root / "manifest.json"
 
     # -- identity -------------------------------------------------------------------------
+    def check(self, spec: CampaignSpec) -> None:
+        """Refuse a folder that holds other files or another campaign; writes nothing.
+
+        Raises:
+            ConfigError: Foreign files, or a campaign with a different configuration (every
+                differing key listed).
+        """
+        if not self.identity_path.is_file():
+            foreign = [p.name for p in self.root.iterdir() if p.name not in _LAYOUT
+                       and not p.name.startswith(".")] if self.root.is_dir() else []
+            if foreign:
+                raise ConfigError(f"{self.root} exists and is not a campaign folder (it holds "
+                                  f"{', '.join(sorted(foreign)[:3])}); choose an empty or new "
+                                  "--out folder")
+            return
+        stored = json.loads(self.identity_path.read_text(encoding="utf-8"))
+        differences = config_differences(stored.get("campaign", {}), spec.resolved())
+        if differences:
+            shown = "\n  ".join(differences[:20])
+            more = f"\n  ... and {len(differences) - 20} more" if len(differences) > 20 else ""
+            raise ConfigError(
+                f"{self.root} holds a campaign with a different configuration:\n  {shown}{more}\n"
+                "Nothing was run. Use a new --out folder for the changed campaign, or restore "
+                "the original settings to finish this one.")
+
     def bind(self, spec: CampaignSpec, source_yaml: str) -> None:
         """Create the folder for ``spec``, or check that it already belongs to ``spec``.
 
@@ -104,13 +129,8 @@ class CampaignFolder:
                 message lists every differing key.
         """
         resolved = spec.resolved()
+        self.check(spec)
         if not self.identity_path.is_file():
-            foreign = [p.name for p in self.root.iterdir() if p.name not in _LAYOUT
-                       and not p.name.startswith(".")] if self.root.is_dir() else []
-            if foreign:
-                raise ConfigError(f"{self.root} exists and is not a campaign folder (it holds "
-                                  f"{', '.join(sorted(foreign)[:3])}); choose an empty or new "
-                                  "--out folder")
             self.root.mkdir(parents=True, exist_ok=True)
             # create-if-absent in one step, so that shards started together agree on one identity
             tmp = self.root / f".campaign.json.{HOST}.{os.getpid()}"
@@ -123,15 +143,7 @@ class CampaignFolder:
                 pass  # another process created it first: compare below
             finally:
                 tmp.unlink(missing_ok=True)
-        stored = json.loads(self.identity_path.read_text(encoding="utf-8"))
-        differences = config_differences(stored.get("campaign", {}), resolved)
-        if differences:
-            shown = "\n  ".join(differences[:20])
-            more = f"\n  ... and {len(differences) - 20} more" if len(differences) > 20 else ""
-            raise ConfigError(
-                f"{self.root} holds a campaign with a different configuration:\n  {shown}{more}\n"
-                "Nothing was run. Use a new --out folder for the changed campaign, or restore "
-                "the original settings to finish this one.")
+        self.check(spec)  # another process may have created it first
         # also when resuming from a copy that kept only the records (hidden folders dropped)
         for folder in (self.cells_dir, self.failed_dir, self.inflight_dir, self.locks_dir):
             folder.mkdir(parents=True, exist_ok=True)

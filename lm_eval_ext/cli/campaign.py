@@ -57,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
         print("\n".join(lines))
         return 0 if complete else 1
     if args.dry_run:
-        print("\n".join(dry_run(spec, args.shard, args.calibration_limit or None)))
+        print("\n".join(dry_run(spec, args.shard, args.calibration_limit or None, out=args.out)))
         return 0
     outcome = run_campaign(
         spec, args.out, source, shard=args.shard, analyze=not args.no_analyze,
