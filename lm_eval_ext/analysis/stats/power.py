@@ -116,7 +116,9 @@ def preregistration_card(*, mde_pp: float, rho_d: float, m: int, alpha: float = 
         f"- **MDE target**: {mde_pp:.2f} pp\n"
         f"- **rho_d prior** (discordance rate): {rho_d:.3f}\n"
         f"- **m** (paired items): {m}; design effect {design_effect:.2f} "
-        f"(effective m {m / design_effect:.0f})\n"
+        f"(effective m {m / design_effect:.0f}; estimated without the effect: where effects "
+        "vary by natural unit the design effect grows with the effect, and the power at this "
+        "MDE falls below the target)\n"
         f"- **Paired statistic**: {statistic}\n"
         f"- **alpha / power**: {alpha:g} (two-sided) / {power:g}\n"
     )
