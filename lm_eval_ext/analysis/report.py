@@ -61,6 +61,12 @@ def verdict_of(row: pd.Series, level: float = 0.95) -> str:
             .format(1 - level))
 
 
+#: the report's note where runs parse generations (issue 20: two accuracies in one report)
+TWO_ACCURACIES = ("Accuracy counts a parse failure as wrong (lm-eval's `acc`); the accuracy "
+                  "factor of bias_s_amb is over ambiguous items with a parsed answer (the "
+                  "upstream rule, the task's `acc_ambig`), so parse failures show in accuracy "
+                  "and parse_failure_rate, not in the bias scores.")
+
 #: fewer natural units than this: a delta's interval and p rest on too few clusters to trust
 FEW_UNITS = 10
 
@@ -227,6 +233,8 @@ def _report_markdown(result, figure_paths: list[Path], out: Path) -> str:
         f"Monte Carlo: {s['mc_draws']} draws per size.\n",
         "## Conclusions (all items)\n", *[line + "\n" for line in
                                           _conclusion_lines(result.deltas, s["level"])],
+        *([TWO_ACCURACIES + "\n"] if (result.deltas["metric"] == "parse_failure_rate").any()
+          else []),
         *_claim_lines(result.claims),
         *_difference_lines(result.card_differences),
         "\n## Cost\n", markdown_table(result.runs, ["run", "precision", "batch_size",
