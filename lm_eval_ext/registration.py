@@ -226,7 +226,21 @@ def narrow_to_command_line(argv: Sequence[str]) -> None:
 
 @functools.cache
 def _command_tasks_are_ours(tasks: tuple[str, ...], include_path: str | None) -> bool:
-    return narrow_task_manager(list(tasks), [include_path] if include_path else ()) is not None
+    """Every name is a task of ours or of ``include_path``, or a group of our own folders.
+
+    A tag, or a group from ``include_path``, may gather lm-eval's own tasks too: those keep
+    lm-eval's full index.
+    """
+    manager = narrow_task_manager(list(tasks), [include_path] if include_path else ())
+    if manager is None:
+        return False
+    ours = tuple(str(p) for p in task_include_paths())
+    for task in tasks:
+        entry = manager.task_index[task]
+        if entry.kind.name == "TAG" or (entry.kind.name == "GROUP"
+                                        and not str(entry.yaml_path or "").startswith(ours)):
+            return False
+    return True
 
 
 def lm_eval_index_skipped() -> bool:

@@ -118,21 +118,15 @@ def test_killed_sharded_campaign_resumes_and_equals_an_uninterrupted_run(tmp_pat
                                                                           embedded_checkpoint):
     spec_path = tmp_path / "small.yaml"
     spec_path.write_text(yaml.safe_dump(SMALL))
-    whole = run_cli(["lm-eval-ext", "campaign", str(spec_path), "--out", str(tmp_path / "whole"),
-                     "--quiet", *ANALYSIS])
+    # the uninterrupted reference of the cell that will be killed: the same cell (same id and
+    # configuration) in a campaign of its own
+    alone = tmp_path / "alone.yaml"
+    alone.write_text(yaml.safe_dump({**{k: v for k, v in SMALL.items()
+                                        if k not in ("compare", "subsets")},
+                                     "conditions": {"M4_r2": SMALL["conditions"]["M4_r2"]}}))
+    whole = run_cli(["lm-eval-ext", "campaign", str(alone), "--out", str(tmp_path / "whole"),
+                     "--quiet", "--no-analyze"])
     assert whole.returncode == 0, whole.stdout + whole.stderr
-    assert (tmp_path / "whole" / "analysis" / "smollm2" / "batching" / "report.md").is_file()
-    differences = pd.read_csv(tmp_path / "whole" / "analysis" / "smollm2" / "batching"
-                              / "card_differences.csv")
-    assert differences["differences"].tolist() == ["batch_size: 1 -> 4"]
-    [card_path] = (tmp_path / "whole" / "cells" / "smollm2__M1__bbq_subset_12p5pct_loglik"
-                   ).rglob("card.json")
-    card = json.loads(card_path.read_text())
-    assert (card["model_label"], card["condition"]) == ("smollm2", "M1")
-    assert card["tasks"]["bbq_subset_12p5pct_loglik"]["batch_size"] == "4"
-    assert card["tasks"]["bbq_subset_12p5pct_loglik"]["n_items"] == 5
-    subsets = pd.read_csv(tmp_path / "whole" / "analysis" / "smollm2" / "subsets.csv")
-    assert list(subsets["condition"]) == ["M0", "M4_r2"] and (subsets["n_items"] == 5).all()
 
     # shard 1/2 (cells M0 and M4_r2) killed, whole process group, while M4_r2 runs
     out = tmp_path / "killed"
@@ -167,9 +161,20 @@ def test_killed_sharded_campaign_resumes_and_equals_an_uninterrupted_run(tmp_pat
     assert not list((out / ".inflight").iterdir()) and not list((out / ".locks").iterdir())
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["complete"] and manifest["counts"] == {"done": 3}
-    for row in manifest["cells"]:
-        pd.testing.assert_frame_equal(_items(out / "cells" / row["cell_id"]),
-                                      _items(tmp_path / "whole" / "cells" / row["cell_id"]))
+    killed_cell = "smollm2__M4_r2__bbq_subset_12p5pct_r2_loglik"  # rerun from scratch
+    pd.testing.assert_frame_equal(_items(out / "cells" / killed_cell),
+                                  _items(tmp_path / "whole" / "cells" / killed_cell))
+    # the analysis of the finished campaign
+    assert (out / "analysis" / "smollm2" / "batching" / "report.md").is_file()
+    differences = pd.read_csv(out / "analysis" / "smollm2" / "batching" / "card_differences.csv")
+    assert differences["differences"].tolist() == ["batch_size: 1 -> 4"]
+    [card_path] = (out / "cells" / "smollm2__M1__bbq_subset_12p5pct_loglik").rglob("card.json")
+    card = json.loads(card_path.read_text())
+    assert (card["model_label"], card["condition"]) == ("smollm2", "M1")
+    assert card["tasks"]["bbq_subset_12p5pct_loglik"]["batch_size"] == "4"
+    assert card["tasks"]["bbq_subset_12p5pct_loglik"]["n_items"] == 5
+    subsets = pd.read_csv(out / "analysis" / "smollm2" / "subsets.csv")
+    assert list(subsets["condition"]) == ["M0", "M4_r2"] and (subsets["n_items"] == 5).all()
 
     capsys.readouterr()
     assert main(["campaign", str(spec_path), "--out", str(out), "--analyze-only", "--quiet",

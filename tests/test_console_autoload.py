@@ -144,3 +144,22 @@ def test_regression_our_errors_in_stock_lm_eval_are_one_line(tmp_path):
                     "--tasks", "bbq_subset_12p5pct_loglik", "--limit", "1"],
                    env={"LM_EVAL_EXT_TRACEBACK": "1"})
     assert "Traceback" in full.stderr and "PrecisionError" in full.stderr
+
+
+def test_a_group_or_tag_that_may_gather_lm_evals_tasks_keeps_the_full_index(tmp_path):
+    from lm_eval_ext.registration import lm_eval_index_skipped, narrow_to_command_line
+
+    (tmp_path / "mine.yaml").write_text("group: my_mix\ntask:\n  - arc_easy\n  - bbq_subset_25pct\n")
+    (tmp_path / "tagged.yaml").write_text(
+        "include: " + str(Path(__file__).resolve().parents[1] / "lm_eval_ext" / "tasks" / "bbq"
+                          / "bbq_subset_25pct.yaml") + "\ntask: my_bbq\ntag: my_tag\n")
+    try:
+        for argv, skipped in (
+                (["--tasks", "my_bbq", "--include_path", str(tmp_path)], True),  # a task
+                (["--tasks", "my_mix", "--include_path", str(tmp_path)], False),  # their group
+                (["--tasks", "my_tag", "--include_path", str(tmp_path)], False)):  # a tag
+            narrow_to_command_line(argv)
+            assert lm_eval_index_skipped() is skipped, argv
+    finally:
+        narrow_to_command_line([])  # no command line: lm-eval's full index again
+    assert not lm_eval_index_skipped()
