@@ -18,14 +18,14 @@ TASK = "bbq_subset_12p5pct_loglik"
 
 @pytest.fixture(scope="module")
 def real_runs(tmp_path_factory, embedded_checkpoint, data_dir):
-    """fp32 and bf16 runs of the same 12 items, plus an fp32 run of another task."""
+    """fp32 and bf16 runs of the same 8 items, plus an fp32 run of 12 items of another task."""
     from lm_eval_ext.model_wrappers.hf_metered import HFMeteredLM
 
     root = tmp_path_factory.mktemp("runs")
     fp32 = HFMeteredLM(device="cpu", precision="fp32", batch_size=8, idle_seconds=0)
     bf16 = HFMeteredLM(device="cpu", precision="bf16", batch_size=8, idle_seconds=0)
-    save_lm_eval_run(fp32, TASK, 12, root / "fp32", model_args="precision=fp32")
-    save_lm_eval_run(bf16, TASK, 12, root / "bf16", model_args="precision=bf16")
+    save_lm_eval_run(fp32, TASK, 8, root / "fp32", model_args="precision=fp32")
+    save_lm_eval_run(bf16, TASK, 8, root / "bf16", model_args="precision=bf16")
     save_lm_eval_run(fp32, "bbq_subset_25pct_loglik", 12, root / "other_task",
                      model_args="precision=fp32")
     save_lm_eval_run(fp32, TASK, 8, root / "no_samples", log_samples=False)
@@ -50,7 +50,7 @@ def test_analyze_cli_writes_report_csvs_and_figures(real_runs, tmp_path):
     samples = [json.loads(line) for line in
                next((real_runs / "fp32").rglob("samples_*.jsonl")).read_text().splitlines()]
     assert set(items["item_key"]) == {s["doc"]["item_key"] for s in samples}
-    assert len(items) == 24 and set(items["run"]) == {"fp32", "bf16"}
+    assert len(items) == 16 and set(items["run"]) == {"fp32", "bf16"}
     deltas = pd.read_csv(out / "deltas.csv")
     required = {"run", "metric", "subgroup_type", "subgroup", "n", "reference", "value",
                 "delta_pp", "ci_low", "ci_high", "p_value", "p_adjusted"}
@@ -61,7 +61,7 @@ def test_analyze_cli_writes_report_csvs_and_figures(real_runs, tmp_path):
     assert overall.loc["bias_s_dis", "reference"] == pytest.approx(s_dis(records), nan_ok=True)
     fp32_acc = np.mean([s["acc"] for s in samples])
     assert overall.loc["accuracy", "reference"] == pytest.approx(fp32_acc)
-    assert overall.loc["accuracy", "n"] == 12
+    assert overall.loc["accuracy", "n"] == 8
     report = (out / "report.md").read_text()
     assert "Did the conclusion change?" in report and "cluster bootstrap" in report
 
@@ -83,7 +83,7 @@ def test_mismatched_tasks_are_an_error_unless_intersection(real_runs):
         return
     result = analyze(real_runs / "fp32", [real_runs / "other_task"], intersection=True,
                      n_resamples=200, mc_draws=20, progress=False)
-    assert result.n_items == len(common) < 12 and result.dropped
+    assert result.n_items == len(common) <= 8 and result.dropped
 
 
 @pytest.mark.slow
@@ -96,7 +96,7 @@ def test_truncated_samples_file_names_file_and_line(real_runs, tmp_path):
     with pytest.raises(AnalysisInputError) as err:
         load_runs([broken])
     message = str(err.value)
-    assert str(samples) in message and "line 12" in message and "Rerun" in message
+    assert str(samples) in message and "line 8" in message and "Rerun" in message
 
 
 @pytest.mark.slow

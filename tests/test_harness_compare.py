@@ -144,6 +144,12 @@ def test_readers_reject_foreign_and_truncated_outputs_naming_the_file(helm_run, 
         read_harness_run(f"helmx={helm_run}")
 
 
+#: the same generation cap on both sides (the tasks' own is 128 tokens): shorter runs, the same
+#: greedy prefixes
+LM_CAP = ["--gen_kwargs", "max_gen_toks=48"]
+INSPECT_CAP = ["--max-tokens", "48"]
+
+
 def _inspect(args: list[str], env: dict[str, str]) -> Path:
     log_dir = Path(env["LOG_DIR"])
     proc = subprocess.run([str(BIN / "inspect"), "eval", *args, "--log-dir", str(log_dir),
@@ -174,10 +180,10 @@ def test_one_model_through_three_harnesses(helm_run, tmp_path, data_dir, embedde
                     "bbq_cmp4"], env=env).returncode == 0
     lm = run_cli(["lm-eval-ext", "run", "--model", "hf-metered", "--model_args",
                   "idle_seconds=0", "--tasks", "bbq_cmp4", "--output_path",
-                  str(tmp_path / "lm"), "--log_samples"], env=env)
+                  str(tmp_path / "lm"), "--log_samples", *LM_CAP], env=env)
     assert lm.returncode == 0, lm.stderr[-3000:]
     model = ["--model", "hf/local", "-M", f"model_path={embedded_checkpoint}", "-M",
-             "device=cpu", "-M", "do_sample=false"]
+             "device=cpu", "-M", "do_sample=false", *INSPECT_CAP]
     ours = _inspect(["lm_eval_ext/bbq_ext", "-T", f"manifest={manifest}", *model],
                     {**env, "LOG_DIR": str(tmp_path / "inspect")})
     ie_cache = tmp_path / "ie" / "bbq_dataset" / "bbq"  # inspect_evals reads data/*.jsonl here
@@ -267,11 +273,11 @@ def test_xstest_through_lm_eval_and_inspect_gives_the_same_classes(tmp_path, dat
                                                                    embedded_checkpoint):
     lm = run_cli(["lm-eval-ext", "run", "--model", "hf-metered", "--model_args",
                   "idle_seconds=0", "--tasks", "xstest_ext", "--limit", "2", "--output_path",
-                  str(tmp_path / "lm"), "--log_samples"])
+                  str(tmp_path / "lm"), "--log_samples", *LM_CAP])
     assert lm.returncode == 0, lm.stderr[-3000:]
     log = _inspect(["lm_eval_ext/xstest_ext", "--limit", "2", "--model", "hf/local", "-M",
                     f"model_path={embedded_checkpoint}", "-M", "device=cpu", "-M",
-                    "do_sample=false"], {"LOG_DIR": str(tmp_path / "inspect")})
+                    "do_sample=false", *INSPECT_CAP], {"LOG_DIR": str(tmp_path / "inspect")})
     runs = [read_harness_run(f"lm_eval={tmp_path / 'lm'}"), read_harness_run(f"inspect={log}")]
     keys = ["xstest:1", "xstest:2"]
     for run in runs:

@@ -7,7 +7,6 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import run_cli
 from scipy import stats
 from sequential_simulator import mean_difference_se, simulate, simulate_paired_units
 
@@ -167,8 +166,7 @@ def test_sequential_cpu_run_reuses_items_and_matches_a_hand_decision(tmp_path, d
             "--candidate-args", "precision=fp32,idle_seconds=0", "--candidate-batch", "4",
             "--looks", ",".join(looks), "--margin", "0.5", "--metric", "bias_s_dis",
             "--out", str(out), "--quiet"]
-    first = run_cli(args)
-    assert first.returncode == 0, first.stderr[-3000:]
+    assert main(args[1:]) == 0, capfd.readouterr().err[-3000:]  # each arm: its own lm-eval process
     card = json.loads((out / "preregistration.json").read_text())
     assert card["information_fractions"] == [0.5, 1.0] and card["margin"] == 0.005
     result = json.loads((out / "sequential.json").read_text())
