@@ -28,8 +28,9 @@ DATA = Path(os.environ["LM_EVAL_EXT_DATA"])
 #: ``-n 2 --dist loadfile --no-loadscope-reorder`` a worker that takes one late would be left
 #: running it alone at the end
 LONGEST_FIRST = ("test_campaign.py", "test_harness_compare.py", "test_sequential.py",
-                 "test_export_upstream.py", "test_request_integrity.py", "test_hf_metered.py",
-                 "test_console_autoload.py", "test_analysis_end_to_end.py", "test_shared_prefix.py")
+                 "test_request_integrity.py", "test_grid.py", "test_hf_metered.py",
+                 "test_harness_xstest.py", "test_console_autoload.py", "test_export_upstream.py",
+                 "test_analysis_end_to_end.py", "test_shared_prefix.py")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

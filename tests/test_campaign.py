@@ -16,7 +16,6 @@ import yaml
 from conftest import run_cli
 
 from lm_eval_ext.campaign import build_spec, shard_cells
-from lm_eval_ext.campaign.grid import grid_campaign
 from lm_eval_ext.campaign.presets import preset
 from lm_eval_ext.campaign.store import HOST, CampaignFolder
 from lm_eval_ext.cli.main import main
@@ -85,25 +84,6 @@ def test_changed_configuration_is_refused_naming_the_keys(tmp_path):
     (tmp_path / "other" / "x.txt").write_text("not a campaign")
     with pytest.raises(ConfigError, match="not a campaign folder"):
         CampaignFolder(tmp_path / "other").bind(build_spec(SMALL), "")
-
-
-def test_grid_expands_axes_and_drops_decoding_on_loglik():
-    raw = grid_campaign({"models": {"a": "", "b": "precision=bf16"},
-                         "benchmarks": ["bbq_subset_12p5pct"],
-                         "template_tier": ["minimal", "detailed"],
-                         "scoring_path": ["generative", "loglik"],
-                         "decoding": {"greedy": {}, "t07": {"do_sample": True,
-                                                            "temperature": 0.7}}})
-    spec = build_spec(raw)
-    conditions = sorted({c.condition for c in spec.cells})
-    assert len(conditions) == 2 * 2 + 2 and len(spec.cells) == 2 * 6
-    assert "loglik.minimal.0shot" in conditions and "generative.detailed.0shot.t07" in conditions
-    [cell] = [c for c in spec.cells if c.condition == "generative.detailed.0shot.t07"
-              and c.model_label == "a"]
-    assert cell.options["metadata"] == {"template_tier": "detailed"}
-    assert cell.options["gen_kwargs"] == {"do_sample": True, "temperature": 0.7}
-    with pytest.raises(ConfigError, match="at least two"):
-        grid_campaign({"models": {"a": ""}, "benchmarks": ["bbq"]})
 
 
 def _items(cell_dir: Path) -> pd.DataFrame:
@@ -187,34 +167,6 @@ def test_killed_sharded_campaign_resumes_and_equals_an_uninterrupted_run(tmp_pat
     assert main(["campaign", str(changed), "--out", str(out)]) == 2
     refused = capsys.readouterr().err
     assert "options.limit: 5 -> 4" in refused and "Nothing was run" in refused
-
-
-@pytest.mark.slow
-def test_two_by_two_grid_gives_rank_flips_that_match_the_cells(tmp_path, embedded_checkpoint):
-    grid = {"name": "g", "models": {"smollm2.fp32-variant": "idle_seconds=0,precision=fp32",
-                                    "smollm2.bf16-variant": "idle_seconds=0,precision=bf16"},
-            "benchmarks": ["bbq_subset_12p5pct"], "template_tier": ["minimal", "detailed"],
-            "scoring_path": ["loglik"], "lm_eval": {"limit": 2}}
-    path = tmp_path / "grid.yaml"
-    path.write_text(yaml.safe_dump(grid))
-    result = run_cli(["lm-eval-ext", "grid", str(path), "--out", str(tmp_path / "g"), "--quiet",
-                      *ANALYSIS])
-    assert result.returncode == 0, result.stdout + result.stderr
-    out = tmp_path / "g" / "analysis" / "grid"
-    flips = pd.read_csv(out / "rank_flips.csv")
-    accuracy = {}
-    for row in json.loads((tmp_path / "g" / "manifest.json").read_text())["cells"]:
-        accuracy[(row["config"]["model_label"], row["config"]["condition"])] = \
-            row["metrics"]["acc,none"]
-    diffs = [accuracy[("smollm2.bf16-variant", c)] - accuracy[("smollm2.fp32-variant", c)]
-             for c in ("loglik.minimal.0shot", "loglik.detailed.0shot")]
-    [row] = flips.to_dict("records")
-    assert (row["model_a"], row["model_b"], row["n_cells"]) == (
-        "smollm2.bf16-variant", "smollm2.fp32-variant", 2)
-    assert (row["n_plus"], row["n_minus"]) == (sum(d > 0 for d in diffs), sum(d < 0 for d in diffs))
-    shares = pd.read_csv(out / "variance_shares.csv")
-    assert set(shares["term"]) >= {"model", "template_tier"}
-    assert "precision identical to model" in shares["note"].iloc[0]
 
 
 @pytest.mark.slow
