@@ -1,8 +1,8 @@
 """Checks made once, before a campaign, grid or sequential run starts any lm-eval process.
 
 A misspelled model arg, an unknown task or an invalid task setting would otherwise surface
-once per cell, each after a model load, or only in ``failed/*.log``. Nothing is loaded here
-except the task index (narrowed to our folders when every task is ours).
+once per cell, each after a model load, or only in ``failed/*.log``. No model is loaded here;
+task names are looked up in the task index (narrowed to our folders when every task is ours).
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import functools
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from lm_eval_ext.campaign.spec import Cell
 from lm_eval_ext.errors import ConfigError, check_choice
 from lm_eval_ext.tasks.common.prompting import TIERS
 
@@ -66,7 +67,7 @@ def check_task_names(tasks: Iterable[str], include_path: str | None = None) -> N
                           "docs/tasks.md ours")
 
 
-def check_cells(cells: Sequence[Any]) -> None:
+def check_cells(cells: Sequence[Cell]) -> None:
     """Model args, batch sizes, task settings and task names of a campaign's cells, once each."""
     seen: set[tuple[str, str]] = set()
     for cell in cells:
