@@ -253,19 +253,22 @@ def existing_task_owners(tasks: Sequence[str]) -> dict[str, str]:
 
     lm-eval's whole index (several seconds) is read once per process for every name.
     """
-    index = _task_definitions()
-    return {task: index[task] for task in tasks if task in index}
+    index, user = full_task_index(), str(user_tasks_dir())
+    return {task: index[task] or "lm-eval" for task in tasks
+            if task in index and not index[task].startswith(user)}
 
 
 @functools.cache
-def _task_definitions() -> dict[str, str]:
-    """Task -> defining YAML (``lm-eval`` when none) over lm-eval's and our packaged folders."""
+def full_task_index(include_path: str | None = None) -> dict[str, str]:
+    """Task -> defining YAML ('' when none): lm-eval's whole tree, our folders, ``include_path``.
+
+    Read once per process (several seconds on 2 cores).
+    """
     from lm_eval.tasks import TaskManager
 
-    manager = TaskManager(include_path=[str(p) for p in task_include_paths()])
-    user = str(user_tasks_dir())
-    paths = {name: str(entry.yaml_path or "") for name, entry in manager.task_index.items()}
-    return {name: path or "lm-eval" for name, path in paths.items() if not path.startswith(user)}
+    patch_task_manager()
+    manager = TaskManager(include_path=[include_path] if include_path else None)
+    return {name: str(entry.yaml_path or "") for name, entry in manager.task_index.items()}
 
 
 def check_task_names_free(tasks: Sequence[str]) -> None:

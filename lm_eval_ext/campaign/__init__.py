@@ -74,12 +74,12 @@ def run_campaign(spec: CampaignSpec, out: str | Path, source_yaml: str, *, shard
     from lm_eval_ext.campaign.runner import run_cells
 
     index, count = parse_shard(shard)
-    if analyze_only and not CampaignFolder(out).identity_path.is_file():
+    folder = CampaignFolder(out)
+    if analyze_only and not folder.identity_path.is_file():
         raise ConfigError(f"--analyze-only: {out} holds no campaign (no campaign.json); run the "
                           "campaign first, or check --out")
     if not analyze_only:
         check_cells(spec.cells)
-    folder = CampaignFolder(out)
     folder.bind(spec, source_yaml)
     cells = shard_cells(spec.cells, index, count)
     if analyze_only:  # nothing runs: the finished cells count as skipped

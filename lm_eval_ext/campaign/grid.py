@@ -23,6 +23,7 @@ from itertools import product
 from typing import Any
 
 from lm_eval_ext.campaign.presets import PATHS
+from lm_eval_ext.campaign.spec import parse_model_args
 from lm_eval_ext.errors import ConfigError
 
 _KEYS = ("name", "models", "benchmarks", "template_tier", "num_fewshot", "scoring_path",
@@ -48,9 +49,9 @@ def grid_campaign(raw: Mapping[str, Any]) -> dict[str, Any]:
     if not isinstance(models, Mapping) or len(models) < 2:
         raise ConfigError("grid models: at least two labelled models (rank flips compare models); "
                           "precision variants of one checkpoint may stand in, labelled as such")
-    seen: dict[str, str] = {}
+    seen: dict[tuple[tuple[str, str], ...], str] = {}
     for label, args in models.items():
-        canonical = ",".join(sorted(p.strip() for p in str(args or "").split(",") if p.strip()))
+        canonical = tuple(sorted(parse_model_args(args, f"models.{label}").items()))
         if canonical in seen:
             raise ConfigError(f"grid models {seen[canonical]!r} and {label!r} are the same model "
                               f"({args or 'the embedded model'}): rank flips between them would "

@@ -8,7 +8,6 @@ task names are looked up in the task index (narrowed to our folders when every t
 from __future__ import annotations
 
 import difflib
-import functools
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -42,23 +41,15 @@ def check_task_settings(metadata: Mapping[str, Any] | None, where: str) -> None:
                 raise ConfigError(f"{where}: {exc}") from None
 
 
-@functools.cache
-def _all_task_names(include_path: str | None) -> frozenset[str]:
-    """Every task lm-eval knows, with our folders and ``include_path`` (its whole index, ~8 s)."""
-    from lm_eval.tasks import TaskManager
-
-    return frozenset(TaskManager(include_path=[include_path] if include_path else None).all_tasks)
-
-
 def check_task_names(tasks: Iterable[str], include_path: str | None = None) -> None:
     """Every task is known to lm-eval (with our folders and ``include_path``), else the closest."""
-    from lm_eval_ext.registration import narrow_task_manager
+    from lm_eval_ext.registration import full_task_index, narrow_task_manager
 
     names = sorted(set(tasks))
     extra = [include_path] if include_path else []
     if narrow_task_manager(names, extra) is not None:
         return
-    known = _all_task_names(include_path)
+    known = full_task_index(include_path)
     unknown = [name for name in names if name not in known]
     if unknown:
         hints = {name: difflib.get_close_matches(name, known, n=1) for name in unknown}

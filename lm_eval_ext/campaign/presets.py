@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from lm_eval_ext.campaign.spec import parse_model_args
 from lm_eval_ext.errors import ConfigError
 
 PATHS = {"generative": "", "loglik": "_loglik"}
@@ -29,7 +30,7 @@ def paper_stress_test(*, model_args: str = "", tasks: str = "bbq", path: str = "
         raise ConfigError(f"--path {path!r}: use generative or loglik")
     if large_batch < 2:
         raise ConfigError(f"--large-batch {large_batch}: M1 and M5a need a batch larger than 1")
-    owned = sorted({part.partition("=")[0].strip() for part in model_args.split(",")}
+    owned = sorted(set(parse_model_args(model_args, f"models.{_model_label(model_args)}"))
                    & {"precision", "dtype", "batch_size"})
     if owned:
         raise ConfigError(f"--model_args {', '.join(owned)}: the paper-stress-test preset sets "

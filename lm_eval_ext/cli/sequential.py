@@ -34,12 +34,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run the looks; print each look's decision and the final one."""
-    from scipy import stats
-
+    from lm_eval_ext.analysis.stats.group_sequential import boundary_level
     from lm_eval_ext.campaign.sequential_evaluation import Arm, run_sequential
-
-    def ci_level(z: float) -> float:
-        return 1 - 2 * float(stats.norm.sf(z))
 
     outcome = run_sequential(
         args.out, Arm(args.reference_args, args.reference_batch),
@@ -48,7 +44,8 @@ def run(args: argparse.Namespace) -> int:
         path=args.path, echo=not args.quiet)
     for look in outcome["looks"]:
         print(f"look {look['look']} ({look['membership']}, {look['n_items']} items): "
-              f"delta {100 * look['delta']:+.2f} pp, {100 * ci_level(look['z_boundary']):.4g}% CI "
+              f"delta {100 * look['delta']:+.2f} pp, "
+              f"{100 * boundary_level(look['z_boundary']):.4g}% CI "
               f"[{100 * look['ci'][0]:+.2f}, {100 * look['ci'][1]:+.2f}] -> {look['decision']}")
     print(f"decision: {outcome['decision']} after {outcome['items_evaluated']} of "
           f"{outcome['items_in_family']} items; {Path(args.out) / 'sequential.json'}")

@@ -175,6 +175,11 @@ def decide(plan: SequentialPlan, look: int, n_items: int, n_clusters: int, delta
     return LookResult(look, n_items, n_clusters, delta, se, a, z_two, ci, tost, decision)
 
 
+def boundary_level(z_boundary: float) -> float:
+    """The nominal two-sided level of a "changed" interval ``delta +- z se`` (``1 - 2 Phi(-z)``)."""
+    return 1.0 - 2.0 * float(stats.norm.sf(z_boundary))
+
+
 def final_mde(plan: SequentialPlan, se_full: float) -> float:
     """Smallest effect the last look's boundary detects with power ``1 - beta`` (metric units)."""
     return float((plan.boundaries()[-1] + stats.norm.ppf(1 - plan.beta)) * se_full)
