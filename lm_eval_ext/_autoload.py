@@ -50,10 +50,18 @@ def _run_tracker_hook(module: ModuleType) -> None:
     patch_output_naming(module.GeneralConfigTracker)
 
 
+def _run_evaluator_hook(module: ModuleType) -> None:
+    from lm_eval_ext.upstream_noise import drop_metadata_hint, quiet_git_hash
+
+    quiet_git_hash(module)
+    drop_metadata_hint()
+
+
 _POST_IMPORT_HOOKS: dict[str, Callable[[ModuleType], None]] = {
     "lm_eval.models": _run_models_hook,
     "lm_eval.tasks.manager": _run_task_manager_hook,
     "lm_eval.loggers.evaluation_tracker": _run_tracker_hook,
+    "lm_eval.evaluator": _run_evaluator_hook,
 }
 
 

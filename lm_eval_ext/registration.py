@@ -178,9 +178,15 @@ def patch_output_naming(tracker_cls=None) -> None:
 
 def activate() -> None:
     """Register models and patch the task manager (what the autoload hook does)."""
+    import lm_eval.evaluator
+
+    from lm_eval_ext.upstream_noise import drop_metadata_hint, quiet_git_hash
+
     register_models()
     patch_task_manager()
     patch_output_naming()
+    quiet_git_hash(lm_eval.evaluator)
+    drop_metadata_hint()
 
 
 def narrow_task_manager(tasks: list[str], extra_paths: list[str] | tuple = ()):

@@ -108,9 +108,14 @@ def _read_run(out: Path, task: str) -> tuple[dict, list[dict]]:
 def test_headline_command_runs_the_embedded_model(tmp_path, embedded_checkpoint):
     out = tmp_path / "OUT"
     proc = run_cli(["lm_eval", "--model", "hf-metered", "--tasks", "bbq_subset_25pct",
-                    "--limit", "8", "--output_path", str(out), "--log_samples"])
+                    "--limit", "8", "--output_path", str(out), "--log_samples"],
+                   cwd=tmp_path)  # outside any git checkout, as a user's run folder
     assert proc.returncode == 0, proc.stderr[-3000:]
+    # lm-eval's noise that the user did not cause: git's error, the --metadata hint
+    assert "fatal: not a git repository" not in proc.stderr
+    assert "Custom kwargs can be passed" not in proc.stderr
     results, samples = _read_run(out, "bbq_subset_25pct")
+    assert results["git_hash"] is None
     assert results["n-samples"]["bbq_subset_25pct"] == {"original": 500, "effective": 8}
     assert len(samples) == 8
     assert results["config"]["hf_metered"]["embedded_model"]["gguf_sha256"].startswith("b179c95")
@@ -163,3 +168,23 @@ def test_a_group_or_tag_that_may_gather_lm_evals_tasks_keeps_the_full_index(tmp_
     finally:
         narrow_to_command_line([])  # no command line: lm-eval's full index again
     assert not lm_eval_index_skipped()
+
+
+def test_the_metadata_hint_is_dropped_for_our_tasks_only():
+    import logging
+
+    from lm_eval_ext.upstream_noise import drop_metadata_hint
+
+    drop_metadata_hint()
+    task_logger = logging.getLogger("lm_eval.api.task")
+
+    def shown(message: str) -> bool:
+        record = task_logger.makeRecord(task_logger.name, logging.WARNING, __file__, 0,
+                                        message, None, None)
+        return all(f.filter(record) for f in task_logger.filters)
+
+    hint = ": Custom kwargs can be passed to `--metadata` in console (as json string)"
+    assert not shown("bbq_subset_25pct" + hint)
+    assert not shown("xstest_ext" + hint)
+    assert shown("ruler_niah_single_1" + hint)  # lm-eval's own task: the hint is meant for it
+    assert shown("bbq_subset_25pct: another warning")

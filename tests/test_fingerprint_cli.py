@@ -24,6 +24,7 @@ def test_register_makes_a_task_lm_eval_finds(data_dir, tmp_path):
     check = run_cli(["lm-eval", "validate", "--tasks",
                      "bbq_vector_frozen2000,bbq_vector_frozen2000_loglik"], env=env)
     assert check.returncode == 0, check.stdout + check.stderr
+    assert "overrides existing task" not in check.stderr  # the package tag, indexed twice
 
 
 def test_registered_task_loads_exactly_the_manifest_items(data_dir, tmp_path, monkeypatch):

@@ -17,7 +17,7 @@ LAYERS = (
     ("data",),
     ("tasks",),
     ("model_wrappers",),
-    ("registration",),
+    ("registration", "upstream_noise"),  # how we plug into lm-eval
     ("analysis",),
     ("cross_harness", "export", "judge"),
     ("campaign",),

@@ -27,6 +27,7 @@ def _registered_yaml(task: str, base: str, path: str, ids_csv: Path, sha: str, n
         f"# Registered by `lm-eval-ext data fingerprint --register`; {n_rows} BBQ rows.\n"
         f"include: {base_path}\n"
         f"task: {task}\n"
+        "tag: []  # not in the package's lm_eval_ext_bbq tag (nor registered twice)\n"
         "custom_dataset: !function lm_eval_ext.tasks.bbq.utils.load_registered_manifest\n"
         "dataset_kwargs:\n"
         f"  manifest_csv: {ids_csv}\n"
