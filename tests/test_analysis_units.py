@@ -246,3 +246,29 @@ def test_parse_failures_are_compared_only_between_runs_that_parse(instrument_row
     assert PARSE_FAILURE_RATE not in paired_metrics([loglik.items, generative])
     assert [s.name for s in paired_metrics([loglik.items, generative])] == [
         s.name for s in paired_metrics([loglik.items, loglik.items])]
+
+
+@pytest.mark.parametrize(("core", "message"), [
+    ({"precison": ["bf16"]},
+     "--core precison=...: the grid has no factor 'precison' (did you mean 'precision'?)"),
+    ({"precision": ["bf16", "fp8"]},
+     "--core precision=bf16,fp8: no grid run has precision fp8 (its runs have bf16, int8)"),
+])
+def test_a_core_level_no_grid_run_has_is_an_error(instrument_rows, tmp_path, core, message):
+    """Issue 21: a --core factor or level that no cell has exited 0 without a note."""
+    rows = instrument_rows[:40]
+    rng = np.random.default_rng(5)
+    grid = []
+    for model, precision in [("A", "bf16"), ("B", "bf16"), ("A", "int8"), ("B", "int8")]:
+        folder = tmp_path / f"{model}_{precision}"
+        write_run(folder, "bbq_instrument_loglik", rows, simulate_predictions(rows, 0.6, rng),
+                  model=model, precision=precision)
+        grid.append(folder)
+    with pytest.raises(AnalysisInputError) as raised:
+        analyze(grid[0], grid[1:2], grid=grid, core=core, n_resamples=100, mc_draws=10,
+                progress=False)
+    assert str(raised.value) == message
+    with pytest.raises(AnalysisInputError, match="every run is of model A, so there is no "
+                                                 "ordering of models to flip"):
+        analyze(grid[0], grid[2:3], grid=[grid[0], grid[2]], n_resamples=100, mc_draws=10,
+                progress=False)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import math
 import warnings
 from collections.abc import Sequence
@@ -168,6 +169,44 @@ def _grid_cells(grid_runs: list[Run], metric) -> pd.DataFrame:
     return cells
 
 
+def core_mask(cells: pd.DataFrame, core: dict[str, list[str]]) -> pd.Series:
+    """Which grid cells lie in the core sub-envelope; an error for a factor or level no cell has."""
+    inside = pd.Series(True, index=cells.index)
+    for factor, levels in core.items():
+        factors = [c for c in cells.columns if c not in {"value", "run", "config", "benchmark"}]
+        if factor not in factors:
+            hint = difflib.get_close_matches(factor, factors, n=1)
+            raise AnalysisInputError(
+                f"--core {factor}=...: the grid has no factor {factor!r} "
+                + (f"(did you mean {hint[0]!r}?)" if hint else f"(it has {', '.join(factors)})"))
+        present = sorted(set(cells[factor].astype(str)))
+        missing = [level for level in levels if level not in present]
+        if missing:
+            raise AnalysisInputError(f"--core {factor}={','.join(levels)}: no grid run has {factor} "
+                              f"{', '.join(missing)} (its runs have {', '.join(present)})")
+        inside &= cells[factor].astype(str).isin(levels)
+    return inside
+
+
+def _grid_analysis(grid: Sequence[str | Path], core: dict[str, list[str]] | None
+                   ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """Rank flips, ranking summary (full envelope, plus the core one) and variance shares."""
+    cells = _grid_cells(load_runs(grid, one_per_entry=False), ACCURACY)
+    models = sorted(set(cells["model"].astype(str)))
+    if len(models) < 2:
+        raise AnalysisInputError(f"--grid: every run is of model {models[0]}, so there is no "
+                                 "ordering of models to flip; give runs of two or more models")
+    if core:
+        cells = cells.assign(in_core=core_mask(cells, core))
+    flips = rank_flip_table(cells).assign(envelope="full")
+    rankings = ranking_summary(cells).assign(envelope="full")
+    if core:
+        inner = cells[cells["in_core"]]
+        flips = pd.concat([flips, rank_flip_table(inner).assign(envelope="core")])
+        rankings = pd.concat([rankings, ranking_summary(inner).assign(envelope="core")])
+    return flips, rankings, variance_shares(cells)
+
+
 def check_settings(*, n_resamples: int, mc_draws: int, seed: int, level: float) -> None:
     """Reject settings that would crash late or give meaningless intervals."""
     if n_resamples < 100 or mc_draws < 10:
@@ -228,6 +267,7 @@ def analyze(reference: str | Path, runs: Sequence[str | Path], *,
             raise AnalysisInputError(
                 f"run {run.run_id} is the reference itself ({run.results_path}); compare the "
                 "reference with a different run")
+    flips, rankings, shares = _grid_analysis(grid, core) if grid else (None, None, None)
     alignment = align(ref_run, other, intersection=intersection)
     ref_items = aligned_items(ref_run, alignment)
     run_items = {r.run_id: aligned_items(r, alignment) for r in other}
@@ -267,22 +307,6 @@ def analyze(reference: str | Path, runs: Sequence[str | Path], *,
     frozen = pd.concat([m.frozen for m in membership], ignore_index=True)
     comparisons = _add_power(pd.DataFrame(comparison_rows), deltas, summary,
                              design.n_clusters, alignment.n, template_sd_pp)
-
-    flips = rankings = shares = None
-    if grid:
-        grid_runs = load_runs(grid, one_per_entry=False)
-        cells = _grid_cells(grid_runs, ACCURACY)
-        if core:
-            for factor, levels in core.items():
-                cells = cells.assign(**{"in_core": cells.get("in_core", True)
-                                        & cells[factor].astype(str).isin(levels)})
-        flips = rank_flip_table(cells).assign(envelope="full")
-        rankings = ranking_summary(cells).assign(envelope="full")
-        shares = variance_shares(cells)
-        if core:
-            inner = cells[cells["in_core"]]
-            flips = pd.concat([flips, rank_flip_table(inner).assign(envelope="core")])
-            rankings = pd.concat([rankings, ranking_summary(inner).assign(envelope="core")])
 
     all_items = pd.concat([ref_items.assign(run=ref_run.run_id), *run_items.values()],
                           ignore_index=True)
