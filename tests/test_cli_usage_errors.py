@@ -54,6 +54,19 @@ def test_bad_values_are_one_line_naming_the_flag_and_nothing_is_written(argv, me
     assert not places["new"].exists()
 
 
+@pytest.mark.parametrize(("argv", "line"), [
+    (["data", "verify", "--only", "bbq"], "lm-eval-ext data verify: error: unrecognized "
+     "arguments: --only (see lm-eval-ext data verify --help)"),
+    (["model", "prepare", "--model", "gpt"], "lm-eval-ext model prepare: error: unrecognized "
+     "arguments: --model gpt (see lm-eval-ext model prepare --help)"),
+    (["mde", "--m", "500", "--rho-d", "0.1", "extra"],
+     "lm-eval-ext mde: error: unrecognized arguments: extra (see lm-eval-ext mde --help)"),
+])
+def test_unknown_arguments_are_named_by_the_command_they_were_given_to(argv, line, capsys):
+    """Was the top-level usage block plus "lm-eval-ext: error: unrecognized arguments"."""
+    assert _usage_error(argv, capsys) == line
+
+
 def test_help_shows_every_default(capsys):
     with pytest.raises(SystemExit):
         cli_main.main(["sequential", "--help"])

@@ -44,7 +44,8 @@ COMMANDS = (run, data, model, analyze, compare_harness, mde, sequential, campaig
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of ``lm-eval-ext``."""
-    parser = argparse.ArgumentParser(prog="lm-eval-ext", description=__doc__.split("\n")[0])
+    parser = CommandParser(prog="lm-eval-ext", description=__doc__.split("\n")[0],
+                           formatter_class=argparse.HelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True, parser_class=CommandParser)
     for command in COMMANDS:
         command.add_parser(sub)

@@ -26,6 +26,16 @@ class CommandParser(argparse.ArgumentParser):
     def __init__(self, *args, **kwargs) -> None:
         kwargs.setdefault("formatter_class", _DefaultsShown)
         super().__init__(*args, **kwargs)
+        self.set_defaults(command_prog=self.prog)  # the deepest command's wins
+
+    def parse_args(self, args=None, namespace=None):
+        """Arguments no (sub)command knows: one line from the command they were given to."""
+        parsed, extra = self.parse_known_args(args, namespace)
+        if extra:
+            prog = getattr(parsed, "command_prog", self.prog)
+            self.exit(2, f"{prog}: error: unrecognized arguments: {' '.join(extra)} "
+                         f"(see {prog} --help)\n")
+        return parsed
 
     def error(self, message: str):
         """One line naming the problem and where help is (exit code 2)."""
