@@ -239,3 +239,15 @@ def test_a_failed_cell_line_names_the_reason_from_its_log():
     assert failure_reason(log) == ("lm_eval: error: hf-metered: precision='int3' is not valid; "
                                    "use one of bf16")
     assert failure_reason("all good\n") is None
+
+
+@pytest.mark.parametrize("command", ["campaign", "grid"])
+def test_a_broken_yaml_file_is_one_line_with_its_place(command, tmp_path, capsys):
+    """Was PyYAML's five-line report with a caret drawing."""
+    spec = tmp_path / "spec.yaml"
+    spec.write_text("models: [a\n")
+    assert cli_main.main([command, str(spec), "--out", str(tmp_path / "out"), "--dry-run"]) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
+        f"lm-eval-ext: error: {spec} is not valid YAML at line 2, column 1: "
+        "expected ',' or ']', but got '<stream end>'"]
+    assert not (tmp_path / "out").exists()

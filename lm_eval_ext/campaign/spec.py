@@ -244,7 +244,10 @@ def read_yaml(path: str | Path, what: str = "campaign") -> Any:
     try:
         return yaml.safe_load(path.read_text(encoding="utf-8"))
     except yaml.YAMLError as exc:
-        raise ConfigError(f"{path} is not valid YAML: {exc}") from exc
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or type(exc).__name__
+        raise ConfigError(f"{path} is not valid YAML{where}: {problem}") from None
 
 
 def load_spec(path: str | Path) -> CampaignSpec:
