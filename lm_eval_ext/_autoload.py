@@ -51,10 +51,9 @@ def _run_tracker_hook(module: ModuleType) -> None:
 
 
 def _run_evaluator_hook(module: ModuleType) -> None:
-    from lm_eval_ext.upstream_noise import drop_metadata_hint, quiet_git_hash
+    from lm_eval_ext.upstream_noise import quiet_git_hash
 
     quiet_git_hash(module)
-    drop_metadata_hint()
 
 
 _POST_IMPORT_HOOKS: dict[str, Callable[[ModuleType], None]] = {

@@ -88,37 +88,11 @@ def check_setting_keys(metadata) -> None:
                               f"{close[0]!r}? (e.g. --metadata '{{\"{close[0]}\": \"cot\"}}')")
 
 
-#: lm-eval warnings that repeat once per task of a run with the same advice: shown once
-ONCE_PER_RUN = ("Custom kwargs can be passed to `--metadata`",)
-
-
-class _OncePerRun(logging.Filter):
-    """Lets the first record of each :data:`ONCE_PER_RUN` message through, drops the rest."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.seen: set[str] = set()
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        text = record.getMessage()
-        for marker in ONCE_PER_RUN:
-            if marker in text:
-                if marker in self.seen:
-                    return False
-                self.seen.add(marker)
-        return True
-
-
-def quiet_repeated_warnings() -> None:
-    """Show lm-eval's per-task custom-dataset advice once per process, not once per task."""
-    logger = logging.getLogger("lm_eval.api.task")
-    if not any(isinstance(f, _OncePerRun) for f in logger.filters):
-        logger.addFilter(_OncePerRun())
-
-
 def patch_task_manager(task_manager_cls=None) -> None:
     """Make every ``TaskManager`` also index the package's task folders."""
-    quiet_repeated_warnings()
+    from lm_eval_ext.upstream_noise import drop_metadata_hint
+
+    drop_metadata_hint()
     if task_manager_cls is None:
         from lm_eval.tasks import TaskManager as task_manager_cls
     original = task_manager_cls.__init__
@@ -180,13 +154,12 @@ def activate() -> None:
     """Register models and patch the task manager (what the autoload hook does)."""
     import lm_eval.evaluator
 
-    from lm_eval_ext.upstream_noise import drop_metadata_hint, quiet_git_hash
+    from lm_eval_ext.upstream_noise import quiet_git_hash
 
     register_models()
     patch_task_manager()
     patch_output_naming()
     quiet_git_hash(lm_eval.evaluator)
-    drop_metadata_hint()
 
 
 def narrow_task_manager(tasks: list[str], extra_paths: list[str] | tuple = ()):

@@ -7,7 +7,8 @@
   comes from a ``custom_dataset`` function. Ours take no ``--metadata`` kwargs (the hint
   stays for lm-eval's own such tasks).
 
-Both are installed by the start-up hook and by :func:`lm_eval_ext.registration.activate`.
+Installed by the start-up hook and by :func:`lm_eval_ext.registration.activate` (the hint's
+filter with the TaskManager patch).
 """
 
 from __future__ import annotations
