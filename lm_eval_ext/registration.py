@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import functools
 import inspect
-import logging
 import os
 import sys
 from collections.abc import Sequence
