@@ -64,10 +64,6 @@ def _merge_include_paths(user_value) -> list:
     return ours + [p for p in theirs if str(p) not in ours]
 
 
-#: task settings our tasks read from ``--metadata``
-TASK_SETTING_KEYS = ("template_tier",)
-
-
 def check_setting_keys(metadata) -> None:
     """Reject a ``--metadata`` key that is a misspelling of one of our task settings.
 
@@ -79,6 +75,7 @@ def check_setting_keys(metadata) -> None:
     import difflib
 
     from lm_eval_ext.errors import ConfigError
+    from lm_eval_ext.tasks.common.prompting import TASK_SETTING_KEYS
 
     for key in metadata or {}:
         close = difflib.get_close_matches(str(key), TASK_SETTING_KEYS, n=1, cutoff=0.75)

@@ -183,6 +183,8 @@ def test_energy_ratio_refused_across_gpus(rows, tmp_path):
     ({"pretrained": "/nonexistent/model"}, "the local path /nonexistent/model does not exist"),
     ({"energy": "nvml", "device": "cpu"}, "energy=nvml needs the model on a CUDA GPU"),
     ({"precison": "bf16"}, "unknown model arg(s) precison (did you mean precision?)"),
+    ({"template_tier": "cot"}, "template_tier is a task setting, not a model arg: pass "
+     "--metadata '{\"template_tier\": \"cot\"}' instead of --model_args"),
     ({"precision": "int3"}, "precision='int3' is not valid; use one of bf16"),
     ({"mc_scoring": "packed"}, "mc_scoring='packed' is not valid; use one of standard"),
     ({"chat_template": "of"}, "chat_template='of' is not valid; use one of auto, off"),

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from lm_eval_ext.errors import ConfigError, check_choice
+from lm_eval_ext.tasks.common.prompting import TASK_SETTING_KEYS
 
 ENERGY_SOURCES = ("auto", "nvml", "rapl", "off")
 #: extra ``from_pretrained`` keys passed through unchanged.
@@ -125,6 +126,10 @@ def check_unknown_args(model: str, cls: type, given: Iterable[str]) -> None:
     """Every key must be a keyword of some ``__init__`` of ``cls`` or a pass-through key."""
     valid = init_params(cls) | set(PASSTHROUGH_ARGS)
     unknown = sorted(set(given) - valid)
+    settings = [u for u in unknown if u in TASK_SETTING_KEYS]
+    if settings:
+        raise ConfigError(f"{model}: {settings[0]} is a task setting, not a model arg: pass "
+                          f"--metadata '{{\"{settings[0]}\": \"cot\"}}' instead of --model_args")
     if unknown:
         close = {u: difflib.get_close_matches(u, valid, n=1) for u in unknown}
         named = ", ".join(f"{u} (did you mean {close[u][0]}?)" if close[u] else u for u in unknown)

@@ -31,6 +31,8 @@ from lm_eval_ext.tasks.common.answer_parser import LETTERS
 TIERS = ("minimal", "role", "detailed", "cot")
 PATHS = ("generative", "loglik")
 DEFAULT_TIER = {"generative": "detailed", "loglik": "minimal"}
+#: task settings our tasks read from ``--metadata``
+TASK_SETTING_KEYS = ("template_tier",)
 COT_GENERATIVE = ("Think step by step in a few sentences, then give your final answer on its own "
                   'last line as "Answer: X", where X is the letter of your choice.')
 COT_LOGLIK = "Let's think step by step."
