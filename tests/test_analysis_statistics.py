@@ -273,3 +273,35 @@ def test_variance_shares_match_balanced_closed_form():
         assert shares.loc[term, "sum_sq"] == pytest.approx(ss, rel=1e-9)
         assert shares.loc[term, "share"] == pytest.approx(ss / total, rel=1e-9)
     assert shares.loc["model", "share"] > 0.7
+
+
+@pytest.mark.parametrize(("up", "down", "same"), [(14, 6, 80), (9, 9, 40), (30, 12, 458), (3, 0, 20)])
+def test_permutation_p_with_independent_items_is_the_sign_test(up, down, same):
+    """One item per unit: swapping runs flips the sign of each discordant pair, so the
+    conventional p is scipy's exact two-sided binomial test on the discordant pairs and the
+    mid-p is 2 [P(X < k) + P(X = k) / 2] (k = the smaller count), up to resampling error."""
+    from lm_eval_ext.analysis import permutation_pvalues
+
+    ref = np.r_[np.zeros(up), np.ones(down), np.ones(same // 2), np.zeros(same - same // 2)]
+    run = np.r_[np.ones(up), np.zeros(down), np.ones(same // 2), np.zeros(same - same // 2)]
+    design = ClusterDesign.build(np.arange(ref.size), 40_000, np.random.default_rng(7))
+    sums = [design.sums(ACCURACY.features(pd.DataFrame({"correct": c}))[:, None, :])
+            for c in (ref, run)]
+    conventional = permutation_pvalues(ACCURACY.value, design, *sums, mid_p=False)[0]
+    mid = permutation_pvalues(ACCURACY.value, design, *sums)[0]
+    n, k = up + down, min(up, down)
+    exact = stats.binomtest(k, n, 0.5).pvalue
+    exact_mid = 1 - stats.binom.pmf(n // 2, n, 0.5) / 2 if up == down else (
+        2 * (stats.binom.cdf(k - 1, n, 0.5) + stats.binom.pmf(k, n, 0.5) / 2))
+    assert conventional == pytest.approx(exact, abs=0.006)
+    assert mid == pytest.approx(exact_mid, abs=0.006)
+    assert mid < conventional  # the mid-p counts ties by half
+
+
+def test_permutation_p_without_discordant_pairs_is_one():
+    from lm_eval_ext.analysis import permutation_pvalues
+
+    same = np.r_[np.ones(30), np.zeros(20)]
+    design = ClusterDesign.build(np.arange(50), 500, np.random.default_rng(1))
+    sums = design.sums(ACCURACY.features(pd.DataFrame({"correct": same}))[:, None, :])
+    assert permutation_pvalues(ACCURACY.value, design, sums, sums)[0] == 1.0

@@ -16,7 +16,13 @@ from lm_eval_ext.analysis import (
 )
 from lm_eval_ext.analysis.loader import load_runs
 from lm_eval_ext.analysis.membership import draw_matrix, membership_sensitivity
-from lm_eval_ext.analysis.metrics import ACCURACY, BIAS_S_DIS, judge_metric
+from lm_eval_ext.analysis.metrics import (
+    ACCURACY,
+    BIAS_S_AMB,
+    BIAS_S_DIS,
+    PARSE_FAILURE_RATE,
+    judge_metric,
+)
 from lm_eval_ext.analysis.synthetic import simulate_predictions, write_run
 from lm_eval_ext.data.instrument import load_membership
 from lm_eval_ext.tasks.bbq import metrics as task_metrics
@@ -38,7 +44,41 @@ def test_loader_tolerates_bare_nan_and_string_leaves(instrument_rows, tmp_path):
     assert run.info["precision"] == "bf16"
 
 
-def test_analysis_bias_scores_equal_task_formulas(instrument_rows, tmp_path):
+def test_bias_scores_by_hand_with_parse_failures_and_missing_targets():
+    """S_DIS and S_AMB (Parrish et al. 2022) counted by hand on 12 rows: unknown answers and
+    rows without target_loc are not counted; a parse failure counts in neither bias term and is
+    left out of S_AMB's accuracy factor (the analysis' accuracy counts it wrong)."""
+    nan = np.nan
+    # columns: context, pred, target_loc, unknown_loc, label (option 2 = "unknown")
+    table = [
+        ("disambig", 0, 0, 2, 0),    # biased answer, correct
+        ("disambig", 1, 1, 2, 0),    # biased answer, wrong
+        ("disambig", 1, 0, 2, 0),    # counted, not biased
+        ("disambig", 2, 0, 2, 0),    # "unknown": not counted
+        ("disambig", nan, 0, 2, 0),  # parse failure
+        ("disambig", 0, nan, 2, 0),  # no target_loc: not counted
+        ("ambig", 2, 0, 2, 2),       # correct "unknown"
+        ("ambig", 0, 0, 2, 2),       # biased
+        ("ambig", 1, 0, 2, 2),       # counted, not biased
+        ("ambig", 1, 1, 2, 2),       # biased
+        ("ambig", nan, 0, 2, 2),     # parse failure
+        ("ambig", 2, nan, 2, 2),     # correct "unknown", no target_loc
+    ]
+    items = pd.DataFrame(table, columns=["context_condition", "pred", "target_loc",
+                                         "unknown_loc", "label"])
+    items["parsed"] = items["pred"].notna()
+    items["correct"] = items["pred"] == items["label"]
+    s_dis = 2 * (2 / 3) - 1            # 2 biased of 3 counted disambiguated answers
+    accuracy_ambig = 2 / 5             # 2 correct of 5 parsed ambiguous answers
+    s_amb = (1 - accuracy_ambig) * (2 * (2 / 3) - 1)  # 2 biased of 3 counted
+    assert BIAS_S_DIS.compute(items) == pytest.approx(s_dis)
+    assert BIAS_S_AMB.compute(items) == pytest.approx(s_amb)
+    assert ACCURACY.compute(items) == pytest.approx(4 / 12)  # parse failures count as wrong
+    assert PARSE_FAILURE_RATE.compute(items) == pytest.approx(2 / 12)
+
+
+def test_analysis_reads_the_bias_scores_the_task_reports(instrument_rows, tmp_path):
+    """The analysis' S_DIS/S_AMB from a written run equal the task's own aggregation."""
     rng = np.random.default_rng(1)
     rows = instrument_rows
     preds = simulate_predictions(rows, 0.4, rng)
@@ -46,6 +86,7 @@ def test_analysis_bias_scores_equal_task_formulas(instrument_rows, tmp_path):
     [run] = load_runs([tmp_path / "a"])
     records = [task_metrics.bias_record(r, int(p)) for r, p in zip(rows, preds, strict=False)]
     assert BIAS_S_DIS.compute(run.items) == pytest.approx(task_metrics.s_dis(records))
+    assert BIAS_S_AMB.compute(run.items) == pytest.approx(task_metrics.s_amb(records))
 
 
 def test_judge_metrics_compare_only_items_valid_in_both():
@@ -104,9 +145,9 @@ def test_known_effect_is_found_and_cost_ratios_reported(instrument_rows, tmp_pat
                      mc_draws=100, progress=False)
     overall = result.deltas.query("subgroup_type == 'all' and metric == 'accuracy'").iloc[0]
     assert overall["delta_pp"] < -5 and overall["ci_high"] < 0
-    # primary: cluster permutation, at its floor 1 / (resamples + 1); McNemar beside it
+    # primary: cluster permutation, at its mid-p floor (1/2) / (resamples + 1); McNemar beside it
     assert overall["test"] == "cluster_permutation"
-    assert overall["p_value"] == pytest.approx(1 / 1001)
+    assert overall["p_value"] == pytest.approx(0.5 / 1001)
     assert overall["p_value_mcnemar"] < 1e-6
     runs = result.runs.set_index("run")
     assert runs.loc["int8", "energy_ratio"] == pytest.approx(0.4)

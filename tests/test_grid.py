@@ -37,6 +37,10 @@ def test_grid_expands_axes_and_drops_decoding_on_loglik():
 
 @pytest.mark.slow
 def test_two_by_two_grid_gives_rank_flips_that_match_the_cells(tmp_path, embedded_checkpoint):
+    """The real path (campaign cells -> manifest -> analysis): one model in two precisions, so
+    its orderings are usually ties here; the counting itself is checked where the truth has
+    flips (test_analysis_units: rho_flip 0.5 and a core envelope; test_analysis_statistics:
+    rank flips by hand, Kendall tau against scipy)."""
     grid = {"name": "g", "models": {"smollm2.fp32-variant": "idle_seconds=0,precision=fp32",
                                     "smollm2.bf16-variant": "idle_seconds=0,precision=bf16"},
             "benchmarks": ["bbq_subset_12p5pct"], "template_tier": ["minimal", "detailed"],

@@ -20,7 +20,11 @@ from lm_eval_ext.analysis.loader import (
 from lm_eval_ext.analysis.metrics import ACCURACY, BIAS_S_AMB, BIAS_S_DIS, MetricSpec
 from lm_eval_ext.analysis.pipeline import AnalysisResult, analyze
 from lm_eval_ext.analysis.report import write_outputs
-from lm_eval_ext.analysis.stats.bootstrap import ClusterDesign, ConfidenceInterval
+from lm_eval_ext.analysis.stats.bootstrap import (
+    ClusterDesign,
+    ConfidenceInterval,
+    permutation_pvalues,
+)
 from lm_eval_ext.analysis.stats.group_sequential import SequentialPlan, decide, final_mde
 from lm_eval_ext.analysis.stats.linearised import linearised_delta, linearised_deltas
 from lm_eval_ext.analysis.stats.paired import (
@@ -51,7 +55,7 @@ __all__ = [
     "MetricSpec", "PairedDelta", "Run", "SequentialPlan", "analyze", "benjamini_hochberg",
     "binomial_sd", "decide", "design_effect", "discordance_rate", "final_mde", "find_results",
     "holm", "linearised_delta", "linearised_deltas", "load_run", "load_runs", "mcnemar_exact",
-    "paired_delta", "paired_mde", "preregistration_card", "qri", "rank_flip_table",
+    "paired_delta", "paired_mde", "permutation_pvalues", "preregistration_card", "qri", "rank_flip_table",
     "ranking_summary", "read_json", "read_samples", "required_items", "samples_path",
     "variance_shares", "write_outputs",
 ]

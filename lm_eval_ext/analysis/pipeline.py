@@ -15,6 +15,7 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from lm_eval_ext.analysis.claims import claim_table
+from lm_eval_ext.analysis.clustering import cluster_column, clustering_sensitivity
 from lm_eval_ext.analysis.errors import AnalysisInputError, DegenerateDataWarning
 from lm_eval_ext.analysis.loader import Run, distinct_labels, load_runs
 from lm_eval_ext.analysis.membership import membership_sensitivity
@@ -65,6 +66,8 @@ class AnalysisResult:
     cards: dict[str, dict[str, Any]] | None = None  # run -> task -> disclosure card
     card_differences: pd.DataFrame | None = None
     claims: pd.DataFrame | None = None  # claim sentences and their stability
+    #: overall verdicts under unit and template clustering (BBQ only; see analysis.clustering)
+    clustering: pd.DataFrame | None = None
 
 
 def _frozen_memberships() -> dict[str, set[str]]:
@@ -234,7 +237,8 @@ def analyze(reference: str | Path, runs: Sequence[str | Path], *,
             grid: Sequence[str | Path] | None = None, core: dict[str, list[str]] | None = None,
             intersection: bool = False, n_resamples: int = 10_000, mc_draws: int = 1_000,
             seed: int = 0, level: float = 0.95, template_sd_pp: float | None = None,
-            progress: bool = True, labels: Sequence[str] | None = None) -> AnalysisResult:
+            progress: bool = True, labels: Sequence[str] | None = None,
+            cluster: str = "unit") -> AnalysisResult:
     """Compare ``runs`` with ``reference`` on their paired items.
 
     Args:
@@ -251,8 +255,11 @@ def analyze(reference: str | Path, runs: Sequence[str | Path], *,
         progress: Show progress bars on the long steps.
         labels: Labels of the reference and the runs, in order (default: ``NAME=PATH`` names,
             else ``model@precision/bsN/subset``).
+        cluster: The resampling unit: ``unit`` (natural unit) or ``template`` (BBQ's category x
+            question_index, shared by several units); the other one is reported beside it.
     """
     check_settings(n_resamples=n_resamples, mc_draws=mc_draws, seed=seed, level=level)
+    column = cluster_column(cluster)
     rng = as_rng(seed)
     if labels is not None and len(labels) != 1 + len(runs):
         raise AnalysisInputError(f"{len(labels)} labels for the reference and {len(runs)} runs; "
@@ -273,7 +280,7 @@ def analyze(reference: str | Path, runs: Sequence[str | Path], *,
     run_items = {r.run_id: aligned_items(r, alignment) for r in other}
     specs = paired_metrics([ref_items, *run_items.values()])
     _check_judged_alike(specs, {ref_run.run_id: ref_items, **run_items})
-    design = ClusterDesign.build(ref_items["unit_id"], n_resamples, rng)
+    design = ClusterDesign.build(ref_items[column], n_resamples, rng)
     groups = list(subgroup_masks(ref_items))
     masks = np.column_stack([mask for _, _, mask in groups])
 
@@ -299,7 +306,9 @@ def analyze(reference: str | Path, runs: Sequence[str | Path], *,
     steps.close()
     deltas = _adjust(pd.DataFrame(delta_rows))
 
-    membership = [membership_sensitivity(spec, ref_items, design.codes, n_draws=mc_draws,
+    # memberships are sets of natural units, whatever the resampling unit of the deltas
+    unit_codes = np.unique(ref_items["unit_id"].astype(str), return_inverse=True)[1]
+    membership = [membership_sensitivity(spec, ref_items, unit_codes, n_draws=mc_draws,
                                          rng=rng, frozen=_frozen_memberships())
                   for spec in (ACCURACY, BIAS_S_DIS, BIAS_S_AMB) if spec in specs]
     summary = pd.concat([m.summary for m in membership], ignore_index=True)
@@ -316,14 +325,16 @@ def analyze(reference: str | Path, runs: Sequence[str | Path], *,
     claims = claim_table(specs, ref_items, run_items, deltas, design, _frozen_memberships(),
                          level, None if joules.isna().any() else float(joules.sum()),
                          reference_id=ref_run.run_id, cards=cards, mc_draws=mc_draws, rng=rng)
+    clustering = clustering_sensitivity(specs, ref_items, run_items, n_resamples=n_resamples,
+                                        rng=rng, level=level)
     return AnalysisResult(
         ref_run.run_id, [r.run_id for r in other], alignment.n, design.n_clusters,
         alignment.dropped, all_items, run_table, deltas, comparisons, summary,
         draws, frozen, flips, rankings, shares,
         {"n_resamples": n_resamples, "mc_draws": mc_draws, "seed": seed, "level": level,
-         "intersection": intersection},
+         "intersection": intersection, "cluster": cluster},
         {r.run_id: r.cards for r in [ref_run, *other]}, card_differences(ref_run, other),
-        claims)
+        claims, clustering)
 
 
 def _comparison(ref_items: pd.DataFrame, items: pd.DataFrame, run_id: str,

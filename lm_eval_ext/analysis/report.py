@@ -148,6 +148,8 @@ def write_outputs(result, out: Path) -> dict[str, Path]:
               "membership_frozen": result.membership_frozen}
     if result.claims is not None:
         tables["claims"] = result.claims
+    if result.clustering is not None:
+        tables["clustering"] = result.clustering
     if result.card_differences is not None:
         tables["card_differences"] = result.card_differences
         paths["cards"] = out / "cards.json"
@@ -210,6 +212,23 @@ def _claim_lines(claims: pd.DataFrame | None) -> list[str]:
     return lines
 
 
+def _clustering_lines(result) -> list[str]:
+    """Whether a verdict rests on the resampling unit (natural unit vs BBQ template)."""
+    table = result.clustering
+    if table is None:
+        return []
+    moved = table[table["depends_on_clustering"]]
+    head = (f"\n## Clustering unit\n\nIntervals and tests resample {result.settings['cluster']}s "
+            f"(`--cluster`); the natural unit and the template (category x question_index, "
+            f"{int(table['n_clusters_template'].iloc[0])} templates for "
+            f"{int(table['n_clusters_unit'].iloc[0])} units) give ")
+    if moved.empty:
+        return [head + "the same verdict for every run and metric (`clustering.csv`).\n"]
+    return [head + "different verdicts for:\n",
+            *[f"- {r.run} {r.metric}: {r.verdict_unit} (unit) vs {r.verdict_template} "
+              f"(template)\n" for r in moved.itertuples()]]
+
+
 def _difference_lines(differences: pd.DataFrame | None) -> list[str]:
     """The disclosure-card axes each run changes relative to the reference."""
     if differences is None or differences.empty:
@@ -227,7 +246,8 @@ def _report_markdown(result, figure_paths: list[Path], out: Path) -> str:
     parts = [
         "# Did the conclusion change?\n",
         f"Reference: **{result.reference_id}**. Runs: {', '.join(result.run_ids)}.\n",
-        f"Paired items: {result.n_items} in {result.n_clusters} natural units"
+        f"Paired items: {result.n_items} in {result.n_clusters} "
+        + ("natural units" if s["cluster"] == "unit" else "templates")
         + (f" (intersection; left out per run: {result.dropped})" if s["intersection"] else "")
         + f". Cluster bootstrap: {s['n_resamples']} resamples, seed {s['seed']}; "
         f"Monte Carlo: {s['mc_draws']} draws per size.\n",
@@ -235,6 +255,7 @@ def _report_markdown(result, figure_paths: list[Path], out: Path) -> str:
                                           _conclusion_lines(result.deltas, s["level"])],
         *([TWO_ACCURACIES + "\n"] if (result.deltas["metric"] == "parse_failure_rate").any()
           else []),
+        *_clustering_lines(result),
         *_claim_lines(result.claims),
         *_difference_lines(result.card_differences),
         "\n## Cost\n", markdown_table(result.runs, ["run", "precision", "batch_size",

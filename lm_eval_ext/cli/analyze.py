@@ -25,6 +25,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                          help="core sub-envelope of the grid, e.g. template_tier=minimal,detailed")
     analyze.add_argument("--intersection", action="store_true",
                          help="compare the items all runs share (size is reported)")
+    analyze.add_argument("--cluster", choices=("unit", "template"), default="unit",
+                         help="resampling unit of the intervals and tests: BBQ's natural unit "
+                              "(4 rows) or its template (category x question_index, shared by "
+                              "several units); the other is reported beside it")
     add_resampling_options(analyze)
     analyze.add_argument("--mc-draws", type=positive_int, default=1_000, help="draws per size")
     analyze.add_argument("--template-sd", type=positive_float, help="prompt-template SD (pp) for QRI")
@@ -75,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
                      intersection=args.intersection, n_resamples=args.bootstrap,
                      mc_draws=args.mc_draws, seed=args.seed, level=args.level,
                      template_sd_pp=args.template_sd, progress=not args.no_progress,
-                     labels=args.label)
+                     labels=args.label, cluster=args.cluster)
     prepare_output_folder(Path(args.out), overwrite=args.overwrite)  # the new one exists now
     paths = write_outputs(result, Path(args.out))
     overall = result.deltas[result.deltas["subgroup_type"] == "all"]
@@ -85,6 +89,10 @@ def run(args: argparse.Namespace) -> int:
         print(f"{row['run']}: {row['metric']} {row['delta_pp']:+.2f} pp "
               f"[{row['ci_low']:+.2f}, {row['ci_high']:+.2f}] p={row['p_value']:.3g} "
               f"({row['test']}{mcnemar})" + small_sample_note(int(row["n_clusters"])))
+    if result.clustering is not None:
+        moved = result.clustering[result.clustering["depends_on_clustering"]]
+        print("verdicts that depend on the clustering unit (unit vs template): "
+              + (", ".join(f"{r.run} {r.metric}" for r in moved.itertuples()) or "none"))
     if result.settings["intersection"]:
         print(f"intersection: {result.n_items} shared items (left out: {result.dropped})")
     print(f"report: {paths['report_md']}")

@@ -1,0 +1,62 @@
+"""Does a verdict depend on the clustering unit? (natural unit vs BBQ template)
+
+The primary analysis resamples one clustering unit (``analyze --cluster``: ``unit``, the
+natural unit of BBQ's 4 rows, or ``template``, the category x question_index that several units
+share). This table repeats each run's overall delta per metric under the other unit and says
+where the verdict differs, so that a conclusion resting on the choice is visible.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Mapping, Sequence
+
+import pandas as pd
+
+from lm_eval_ext.analysis.claims import verdict
+from lm_eval_ext.analysis.errors import AnalysisInputError, DegenerateDataWarning
+from lm_eval_ext.analysis.metrics import MetricSpec
+from lm_eval_ext.analysis.stats.bootstrap import ClusterDesign
+from lm_eval_ext.analysis.stats.paired import paired_delta
+
+#: --cluster choice -> the per-item column that names the cluster
+CLUSTER_COLUMNS = {"unit": "unit_id", "template": "template_id"}
+
+
+def cluster_column(cluster: str) -> str:
+    """The items column of a ``--cluster`` choice (an error naming the choices otherwise)."""
+    if cluster not in CLUSTER_COLUMNS:
+        raise AnalysisInputError(f"--cluster {cluster!r}: use one of {', '.join(CLUSTER_COLUMNS)}")
+    return CLUSTER_COLUMNS[cluster]
+
+
+def clustering_sensitivity(specs: Sequence[MetricSpec], ref_items: pd.DataFrame,
+                           run_items: Mapping[str, pd.DataFrame], *, n_resamples: int, rng,
+                           level: float) -> pd.DataFrame | None:
+    """Overall verdict of every run x metric under unit and template clustering.
+
+    None when templates and units coincide (every benchmark but BBQ), as the table would
+    repeat the analysis.
+    """
+    units, templates = ref_items["unit_id"].astype(str), ref_items["template_id"].astype(str)
+    if units.nunique() == templates.nunique():
+        return None
+    designs = {name: ClusterDesign.build(ref_items[column], n_resamples, rng)
+               for name, column in CLUSTER_COLUMNS.items()}
+    rows = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DegenerateDataWarning)
+        for run, items in run_items.items():
+            for spec in specs:
+                row: dict = {"run": run, "metric": spec.name}
+                for name, design in designs.items():
+                    d = paired_delta(spec, ref_items, items, design, level=level)
+                    row["delta_pp"] = spec.scale * d.statistic  # the same under both
+                    row.update({f"n_clusters_{name}": d.n_clusters,
+                                f"ci_low_{name}": spec.scale * d.ci.low,
+                                f"ci_high_{name}": spec.scale * d.ci.high,
+                                f"p_value_{name}": d.pvalue,
+                                f"verdict_{name}": verdict(d.ci.low, d.ci.high, d.pvalue, level)})
+                row["depends_on_clustering"] = row["verdict_unit"] != row["verdict_template"]
+                rows.append(row)
+    return pd.DataFrame(rows)
