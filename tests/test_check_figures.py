@@ -1,0 +1,62 @@
+"""benchmarks/check_figures.py: every figure of README.md and docs/*.md against its results file."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = ROOT / "benchmarks" / "check_figures.py"
+
+
+def _check(root: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(SCRIPT), "--root", str(root), *args],
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_every_figure_in_the_docs_matches_its_file():
+    proc = _check(ROOT, "--list")
+    assert proc.returncode == 0, proc.stderr
+    assert "0 problem(s)" in proc.stderr
+    rows = [line.split("\t") for line in proc.stdout.splitlines()]
+    assert all(len(row) == 3 and re.fullmatch(r"[\w/.-]+\.md:\d+", row[0]) for row in rows)
+    assert ["93.3%", "primary_test_characteristics_2026-12-01.json:coverage.coverage"] in [
+        row[1:] for row in rows if row[0].startswith("docs/analysis.md:")]
+    assert sum(row[2] not in ("parameter", "closed form") for row in rows) > 100
+
+
+def _copy(tmp_path: Path) -> Path:
+    root = tmp_path / "repo"
+    shutil.copytree(ROOT / "docs", root / "docs")
+    shutil.copy(ROOT / "README.md", root / "README.md")
+    shutil.copytree(ROOT / "benchmarks" / "results", root / "benchmarks" / "results")
+    return root
+
+
+def test_a_changed_figure_and_a_figure_without_a_source_fail(tmp_path):
+    root = _copy(tmp_path)
+    analysis = root / "docs" / "analysis.md"
+    text = analysis.read_text(encoding="utf-8")
+    analysis.write_text(text.replace("covered the true delta in 93.3%",
+                                     "covered the true delta in 95.2%"), encoding="utf-8")
+    (root / "docs" / "tasks.md").write_text(
+        (ROOT / "docs" / "tasks.md").read_text(encoding="utf-8")
+        + "\nThe whole pass took 12.5 s on the H200.\n", encoding="utf-8")
+    proc = _check(root)
+    assert proc.returncode == 1
+    assert re.search(r"docs/analysis\.md:\d+: 95\.2% but primary_test_characteristics_"
+                     r"2026-12-01\.json:coverage\.coverage gives 93\.333", proc.stderr)
+    assert re.search(r"docs/tasks\.md:\d+: 12\.5 s: no line of figures\.yaml names this line",
+                     proc.stderr)
+
+
+def test_a_results_file_that_changed_fails(tmp_path):
+    root = _copy(tmp_path)
+    speed = root / "benchmarks" / "results" / "analysis_speed.json"
+    speed.write_text(speed.read_text().replace('"seconds_total": 5.8', '"seconds_total": 6.8'))
+    proc = _check(root)
+    assert proc.returncode == 1
+    assert "5.8 s but analysis_speed.json:seconds_total gives 6.8" in proc.stderr
