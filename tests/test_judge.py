@@ -80,6 +80,11 @@ def test_judge_scores_real_generations_and_analysis_reads_them(embedded_lm, tmp_
             scored = row[f"{rubric.name}_status"] == "scored" or (
                 rubric is QUALITY and row[f"{rubric.name}_status"] == "non_substantive")
             assert math.isnan(row[rubric.column]) is not scored
+            if row[f"{rubric.name}_status"] == "scored":  # read again with json, by hand
+                text = row[f"{rubric.name}_reply"].strip().removeprefix("```json").strip("`\n ")
+                reply = json.loads(text)
+                assert set(reply) == {"reason", "score"} and type(reply["score"]) is int
+                assert row[rubric.column] == reply["score"]
     assert summary["metering"]["per_task"].keys() <= {"judge_bias_score",
                                                       "judge_reasoning_quality"}
 

@@ -90,6 +90,17 @@ def test_chat_template_off_equals_model_hf_item_for_item(tmp_path, embedded_chec
 
 
 def test_default_header_states_what_hf_metered_adds(embedded_lm):
+    """The header against the facts it reports, read from the model, torch and the machine."""
+    from pathlib import Path
+
     header = embedded_lm.header()
-    assert "chat template" in header and "--apply_chat_template" in header
-    assert embedded_lm.get_model_info()["hf_metered"]["adds"] == header
+    dtype = {"torch.float32": "fp32", "torch.bfloat16": "bf16"}[str(embedded_lm.model.dtype)]
+    assert header.startswith(f"[hf-metered] precision={dtype}; ")
+    rapl = any(Path("/sys/class/powercap").glob("intel-rapl:*/energy_uj"))
+    assert ("energy=rapl" if rapl else "energy=unavailable: RAPL not readable") in header
+    assert "synced: none" in header  # the CPU: no device to synchronise
+    # generation goes through the chat template exactly when the tokenizer has one
+    assert embedded_lm.tokenizer.chat_template is not None
+    assert "through the tokenizer's chat template as one user turn" in header
+    assert "log-likelihood requests unchanged" in header  # mc_scoring=standard
+    assert embedded_lm.get_model_info()["hf_metered"]["adds"] == header  # recorded as printed
