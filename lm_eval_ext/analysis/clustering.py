@@ -1,4 +1,4 @@
-"""Does a verdict depend on the clustering unit? (natural unit vs BBQ template)
+"""Does a verdict depend on the clustering unit (natural unit or BBQ template)?
 
 The primary analysis resamples one clustering unit (``analyze --cluster``: ``unit``, the
 natural unit of BBQ's 4 rows, or ``template``, the category x question_index that several units
