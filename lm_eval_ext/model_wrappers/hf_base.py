@@ -32,6 +32,7 @@ from lm_eval.utils import simple_parse_args_string
 from lm_eval_ext.errors import ConfigError
 from lm_eval_ext.model_wrappers import embedded_model
 from lm_eval_ext.model_wrappers.chat_template import ChatTemplatePolicy
+from lm_eval_ext.model_wrappers.fast_generation import FastGenerationStats
 from lm_eval_ext.model_wrappers.metering import MeteredLM, Metering
 from lm_eval_ext.model_wrappers.metering.codecarbon_check import CodeCarbonCheck
 from lm_eval_ext.model_wrappers.model_args import (
@@ -151,6 +152,10 @@ class HFMeteredBase(MeteredLM):
         """What log-likelihood scoring did (lm-eval's own path unless a subclass packs)."""
         return SharedPrefixStats()
 
+    def generation_stats(self) -> FastGenerationStats:
+        """What generation did (lm-eval's own loop unless a subclass runs the fast path)."""
+        return FastGenerationStats()
+
     def header(self) -> str:
         """One line printed at start: what this model adds to the lm-eval model it wraps."""
         synced = ", ".join(self.metering.synced_devices) or "none"
@@ -158,7 +163,8 @@ class HFMeteredBase(MeteredLM):
         why = f": {source.reason}" if getattr(source, "reason", None) else ""
         return (f"[{self.MODEL_NAME}] precision={self._precision}; "
                 f"energy={source.name}{why} (inference windows only, synced: "
-                f"{synced}); {self._chat.describe()}; {self.scoring_stats().policy()}.")
+                f"{synced}); {self._chat.describe()}; {self.generation_stats().policy()}; "
+                f"{self.scoring_stats().policy()}.")
 
     def reset_metering(self) -> None:
         """Start fresh windows (several conditions on one loaded model)."""
@@ -210,6 +216,7 @@ class HFMeteredBase(MeteredLM):
             "load_seconds": self._load_seconds,
             "quantized_modules": self._quantized_modules,
             "mc_scoring": dataclasses.asdict(self.scoring_stats()),
+            "generation": dataclasses.asdict(self.generation_stats()),
         }
 
     def get_model_info(self) -> dict:  # noqa: D102

@@ -11,18 +11,24 @@ from __future__ import annotations
 from lm_eval.api.registry import register_model
 from lm_eval.models.huggingface import HFLM
 
+from lm_eval_ext.model_wrappers.fast_generation import FastGeneration, FastGenerationStats
 from lm_eval_ext.model_wrappers.hf_base import HFMeteredBase
 from lm_eval_ext.model_wrappers.shared_prefix import SharedPrefixScoring, SharedPrefixStats
 
 
 @register_model("hf-metered")
-class HFMeteredLM(HFMeteredBase, SharedPrefixScoring, HFLM):
-    """``hf`` plus metering, precision switches, an embedded default model, and packed scoring.
+class HFMeteredLM(HFMeteredBase, SharedPrefixScoring, FastGeneration, HFLM):
+    """``hf`` plus metering, precision switches, an embedded default model, packed scoring and
+    fast generation.
 
-    ``mc_scoring=shared_prefix`` scores a multiple-choice item's options in one forward.
+    ``mc_scoring=shared_prefix`` scores a multiple-choice item's options in one forward;
+    ``generation=fast`` lets finished sequences leave the batch (continuous batching).
     """
 
     MODEL_NAME = "hf-metered"
 
     def scoring_stats(self) -> SharedPrefixStats:  # noqa: D102
         return self.shared_prefix.stats
+
+    def generation_stats(self) -> FastGenerationStats:  # noqa: D102
+        return self.fast_generation.stats

@@ -1,0 +1,108 @@
+"""Generation throughput: hf-metered's standard loop vs its fast path, side by side (JSON).
+
+One loaded model; every (path, batch size) condition runs once per round, the order rotating
+between rounds; each run is the headline task through ``lm_eval.simple_evaluate`` with its own
+metering windows. Per run: inference seconds, joules (and J/item, J/new token), idle and forward
+share, new tokens/s and items/s; per condition the medians, and the share of items whose text
+equals the first condition's (in bf16, set beside the standard loop's own batch-size
+differences). The JSON is rewritten after every run, so a time-out loses nothing.
+
+    python benchmarks/gen_throughput.py --device cuda --out OUT/gen_throughput.json
+    python benchmarks/gen_throughput.py --device cpu --precision fp32 --limit 8 --rounds 1 \\
+        --batches 1,8 --out /tmp/gen_throughput_cpu.json     # a smoke test
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+from _harness import Deadline, environment, task_manager, write_json
+
+TASK = "bbq_subset_25pct"
+
+
+def run_once(lm, path: str, batch_size: int, limit: int | None) -> tuple[dict, list[str]]:
+    """One metered run of the headline task; returns its row and its generated texts."""
+    from lm_eval import simple_evaluate
+
+    from lm_eval_ext.model_wrappers.fast_generation import FastGenerator
+
+    lm.fast_generation = FastGenerator(path, lm.MODEL_NAME)
+    lm.batch_size_per_gpu = batch_size
+    lm.reset_metering()
+    started = time.perf_counter()
+    results = simple_evaluate(model=lm, tasks=[TASK], task_manager=task_manager(),
+                              log_samples=True, limit=limit, bootstrap_iters=0)
+    wall = time.perf_counter() - started
+    texts = [s["resps"][0][0] for s in results["samples"][TASK]]
+    new_tokens = sum(len(lm.tokenizer(t, add_special_tokens=False)["input_ids"]) for t in texts)
+    m = results["config"]["metering"]
+    seconds, joules = m["inference_seconds"], m["energy_joules"]
+    row = {"path": path, "batch_size": batch_size, "items": len(texts), "new_tokens": new_tokens,
+           "inference_seconds": seconds, "evaluate_wall_seconds": wall,
+           "items_per_s": len(texts) / seconds, "new_tokens_per_s": new_tokens / seconds,
+           "energy_joules": joules, "j_per_item": None if joules is None else joules / len(texts),
+           "j_per_new_token": None if joules is None else joules / new_tokens,
+           "energy_joules_idle_corrected": m["energy_joules_idle_corrected"],
+           "idle_share": m["idle_share"], "forward_share": m["forward_share"],
+           "flags": m["flags"], "gpus": m["gpus"], "generation": m["generation"]}
+    return row, texts
+
+
+def summarise(runs: list[dict], texts: dict[str, list[str]], reference: str) -> dict:
+    """Medians per condition and the identical-text share against ``reference``."""
+    summary = {}
+    for key in dict.fromkeys(f"{r['path']}@{r['batch_size']}" for r in runs):
+        rows = [r for r in runs if f"{r['path']}@{r['batch_size']}" == key]
+        medians = {f: statistics.median(r[f] for r in rows if r[f] is not None)
+                   for f in ("inference_seconds", "items_per_s", "new_tokens_per_s", "j_per_item",
+                             "j_per_new_token", "idle_share", "forward_share")
+                   if any(r[f] is not None for r in rows)}
+        same = sum(a == b for a, b in zip(texts[key], texts[reference], strict=True))
+        summary[key] = {**medians, "rounds": len(rows), "identical_to_" + reference: same,
+                        "items": len(texts[key])}
+    return summary
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--device", default="cuda")
+    parser.add_argument("--precision", default="bf16")
+    parser.add_argument("--paths", default="standard,fast")
+    parser.add_argument("--batches", default="32,512", help="lm-eval batch sizes")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--limit", type=int, help="items (default: all 500)")
+    parser.add_argument("--budget-seconds", type=float, default=540)
+    args = parser.parse_args()
+    from lm_eval_ext.model_wrappers.hf_metered import HFMeteredLM
+
+    deadline = Deadline(args.budget_seconds)
+    lm = HFMeteredLM(device=args.device, precision=args.precision, batch_size=1)
+    conditions = [(p, int(b)) for p in args.paths.split(",") for b in args.batches.split(",")]
+    reference = f"{conditions[0][0]}@{conditions[0][1]}"
+    runs, texts = [], {}
+    payload = {"command": "python benchmarks/gen_throughput.py " + " ".join(
+        f"--{k.replace('_', '-')} {v}" for k, v in vars(args).items() if v is not None),
+        "environment": environment(), "task": TASK, "reference": reference, "runs": runs}
+    for round_index in range(args.rounds):
+        shift = round_index % len(conditions)
+        for path, batch in conditions[shift:] + conditions[:shift]:
+            if deadline.left() < 60:
+                payload["stopped"] = "device-call time budget"
+                break
+            row, generated = run_once(lm, path, batch, args.limit)
+            runs.append({**row, "round": round_index})
+            texts.setdefault(f"{path}@{batch}", generated)
+            print({k: row[k] for k in ("path", "batch_size", "inference_seconds", "j_per_item",
+                                       "new_tokens_per_s")}, flush=True)
+            if reference in texts:
+                payload["summary"] = summarise(runs, {k: v for k, v in texts.items()}, reference)
+            write_json(args.out, payload)
+    write_json(args.out, payload)
+
+
+if __name__ == "__main__":
+    main()
