@@ -1,19 +1,26 @@
-"""Fast generation: finished sequences leave the batch (transformers' continuous batching).
+"""Fast generation: large length-sorted batches, stopped by token ids, cut afterwards.
 
-lm-eval generates a batch of prompts until its longest answer ends (or ``max_gen_toks``), so a
-batch of short answers waits for its longest one, and its batch size comes from a probe at the
-model's maximum length. ``generation=fast`` hands all greedy requests of a task to
-``model.generate_batch`` instead: transformers' continuous-batching manager, which admits new
-prompts as soon as others finish and sizes its batches by a token budget. Everything around the
-model call is lm-eval's own: the contexts are encoded by lm-eval's ``tok_batch_encode`` (its
-truncation to ``max_length - max_gen_toks``), the new tokens decoded by its ``tok_decode`` and
-cut at the stop sequences by its ``postprocess_generated_text``. Greedy decoding does not depend
-on when a sequence stops, so cutting at a stop sequence after generation gives lm-eval's text.
+lm-eval's generation loop checks its stop sequences by decoding every sequence's tail after
+every new token (a tokenizer call per sequence per step), takes its batch size from a probe at
+the model's maximum length, and runs at batch 1 unless told otherwise. ``generation=fast`` keeps
+everything around the model call lm-eval's own (contexts encoded by its ``tok_batch_encode``
+with its truncation to ``max_length - max_gen_toks``, new tokens decoded by its ``tok_decode``
+and cut at the stop sequences by its ``postprocess_generated_text``) and changes three things:
 
-The standard path still runs, with the reason recorded in ``config.metering.generation``, for
-sampling or other generation kwargs, seq2seq models, ``mixed_precision_dtype``, integer
-``think_end_token``, a model spread over several devices, and a transformers without
-``generate_batch``.
+* the contexts of a task are sorted by length and generated in batches sized to the memory
+  (CUDA: the KV cache and activations of the longest prompt plus ``max_gen_toks`` in half the
+  free memory; CPU: :data:`CPU_BATCH`); ``--batch_size N`` above 1 caps it; an out-of-memory
+  halves it and retries;
+* ``model.generate`` stops a sequence on the model's end-of-sequence tokens and on
+  transformers' token-level ``stop_strings``, not on a per-step decode;
+* the text is cut at lm-eval's stop sequences afterwards. Greedy decoding does not depend on
+  when a sequence stops, so the text is the one lm-eval's loop would give at that batch.
+
+The standard loop still runs, with the reason in ``config.metering.generation``, for sampling
+or other generation kwargs, seq2seq models, ``mixed_precision_dtype``, an integer
+``think_end_token`` and a model spread over several devices. (transformers' continuous batching,
+``generate_batch``, was tried first and was slower on both machines:
+``benchmarks/results/gen_2026-12-01/gen_throughput_continuous_batching.json``.)
 """
 
 from __future__ import annotations
@@ -24,6 +31,7 @@ import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import torch
 from lm_eval.models.utils import (
     handle_stop_sequences,
     normalize_gen_kwargs,
@@ -37,6 +45,10 @@ GENERATION = ("standard", "fast")
 GREEDY_KWARGS = ("do_sample", "temperature")
 #: contexts per ``tok_batch_encode`` call (bounds the padded tensor)
 ENCODE_CHUNK = 256
+#: batch size on the CPU (compute-bound: larger batches mostly add padding)
+CPU_BATCH = 16
+#: most sequences in one CUDA batch, and the share of free memory a batch may plan to use
+MAX_CUDA_BATCH, MEMORY_SHARE = 1024, 0.5
 
 Standard = Callable[[list, bool], list[str]]
 
@@ -49,13 +61,15 @@ class FastGenerationStats:
     fast_requests: int = 0
     standard_requests: int = 0
     fallback_reasons: list[str] = dataclasses.field(default_factory=list)
+    batch_sizes: list[int] = dataclasses.field(default_factory=list)  # planned, per task group
+    out_of_memory_retries: int = 0
 
     def policy(self) -> str:
         """A phrase for the start-up header."""
         if self.requested == "standard":
             return "generation requests through lm-eval's own loop"
-        return ("greedy generation requests through transformers' continuous batching "
-                "(generation=fast; other requests: lm-eval's loop)")
+        return ("greedy generation requests in length-sorted batches sized to the memory, "
+                "stopped by token (generation=fast; other requests: lm-eval's loop)")
 
 
 def model_problem(lm: Any) -> str | None:
@@ -66,8 +80,6 @@ def model_problem(lm: Any) -> str | None:
         return "mixed_precision_dtype is set (lm-eval autocasts its own generate call)"
     if isinstance(getattr(lm, "think_end_token", None), int):
         return "an integer think_end_token (lm-eval strips thinking by token)"
-    if not hasattr(lm.model, "generate_batch"):
-        return "this transformers has no generate_batch (continuous batching)"
     devices = {str(d) for d in (getattr(lm.model, "hf_device_map", None) or {}).values()}
     if len(devices) > 1:
         return f"the model is spread over several devices ({', '.join(sorted(devices))})"
@@ -130,7 +142,7 @@ class FastGenerator:
             self.stats.standard_requests += len(group)
             return standard(group, disable_tqdm)
         contexts = [request.args[0] for request in group]
-        tokens = self._generate(lm, contexts, max_gen_toks)
+        tokens = self._generate(lm, contexts, max_gen_toks, [u for u in until if u != eos])
         texts = []
         for context, new_tokens in zip(contexts, tokens, strict=True):
             text = postprocess_generated_text(
@@ -142,28 +154,79 @@ class FastGenerator:
         self.stats.fast_requests += len(group)
         return texts
 
-    @staticmethod
-    def _generate(lm: Any, contexts: list[str], max_gen_toks: int) -> list[list[int]]:
-        """The new tokens of each context (greedy), through ``model.generate_batch``."""
-        max_context = lm.max_length - max_gen_toks
-        inputs: list[list[int]] = []
-        for start in range(0, len(contexts), ENCODE_CHUNK):
-            encoded, mask = lm.tok_batch_encode(contexts[start:start + ENCODE_CHUNK],
-                                                left_truncate_len=max_context,
-                                                truncation=lm.truncation)
-            inputs += [row[keep.bool()].tolist() for row, keep in zip(encoded, mask, strict=True)]
-        config = copy.deepcopy(lm.model.generation_config)
-        config.update(max_new_tokens=max_gen_toks, do_sample=False, num_beams=1,
-                      num_return_sequences=1, pad_token_id=lm.tokenizer.pad_token_id)
-        attention = lm.model.config._attn_implementation
-        try:
-            out = lm.metering.timed(lm.model.generate_batch, inputs=inputs,
-                                    generation_config=config, progress_bar=False)
-        finally:
-            if lm.model.config._attn_implementation != attention:
-                lm.model.set_attn_implementation(attention)  # for the requests that follow
-        by_index = {int(key.rsplit("_", 1)[-1]): value for key, value in out.items()}
-        return [list(by_index[i].generated_tokens) for i in range(len(inputs))]
+    def _generate(self, lm: Any, contexts: list[str], max_gen_toks: int,
+                  stop_strings: list[str]) -> list[list[int]]:
+        """The new tokens of each context (greedy), longest contexts first."""
+        inputs = encoded_contexts(lm, contexts, lm.max_length - max_gen_toks)
+        order = sorted(range(len(inputs)), key=lambda i: -len(inputs[i]))
+        batch = planned_batch_size(lm, len(inputs[order[0]]) + max_gen_toks, len(inputs))
+        self.stats.batch_sizes.append(batch)
+        out: dict[int, list[int]] = {}
+        start = 0
+        while start < len(order):
+            chunk = order[start:start + batch]
+            try:
+                rows = generate_batch(lm, [inputs[i] for i in chunk], max_gen_toks,
+                                      stop_strings)
+            except torch.cuda.OutOfMemoryError:
+                if batch == 1:
+                    raise
+                torch.cuda.empty_cache()
+                batch = max(1, batch // 2)
+                self.stats.out_of_memory_retries += 1
+                continue
+            out.update(zip(chunk, rows, strict=True))
+            start += len(chunk)
+        return [out[i] for i in range(len(inputs))]
+
+
+def encoded_contexts(lm: Any, contexts: list[str], max_context: int) -> list[list[int]]:
+    """Each context's token ids as lm-eval's loop feeds them (its encoding and truncation)."""
+    inputs: list[list[int]] = []
+    for start in range(0, len(contexts), ENCODE_CHUNK):
+        encoded, mask = lm.tok_batch_encode(contexts[start:start + ENCODE_CHUNK],
+                                            left_truncate_len=max_context,
+                                            truncation=lm.truncation)
+        inputs += [row[keep.bool()].tolist() for row, keep in zip(encoded, mask, strict=True)]
+    return inputs
+
+
+def planned_batch_size(lm: Any, sequence_tokens: int, n_requests: int) -> int:
+    """Sequences per batch: ``--batch_size`` above 1, else what fits (CUDA) or CPU_BATCH."""
+    asked = lm.batch_size if isinstance(lm.batch_size, int) else 1
+    if asked > 1:
+        return min(asked, n_requests)
+    if lm.device.type != "cuda":
+        return min(CPU_BATCH, n_requests)
+    config = getattr(lm.model.config, "text_config", None) or lm.model.config
+    heads = config.num_attention_heads
+    head_dim = getattr(config, "head_dim", None) or config.hidden_size // heads
+    kv_heads = getattr(config, "num_key_value_heads", None) or heads
+    element = torch.finfo(lm.model.dtype).bits // 8 if lm.model.dtype.is_floating_point else 2
+    kv = 2 * config.num_hidden_layers * kv_heads * head_dim * element * sequence_tokens
+    activations = sequence_tokens * (getattr(config, "intermediate_size", 4 * config.hidden_size)
+                                     + 4 * config.hidden_size) * element
+    logits = 2 * config.vocab_size * 4  # the last position's scores, fp32
+    free, _ = torch.cuda.mem_get_info(lm.device)
+    fits = int(MEMORY_SHARE * free // (kv + activations + logits))
+    return max(1, min(MAX_CUDA_BATCH, n_requests, fits))
+
+
+def generate_batch(lm: Any, rows: list[list[int]], max_gen_toks: int,
+                   stop_strings: list[str]) -> list[list[int]]:
+    """Greedy new tokens for left-padded ``rows`` (one ``model.generate`` call, timed)."""
+    pad = lm.tokenizer.pad_token_id
+    width = max(len(r) for r in rows)
+    ids = torch.full((len(rows), width), 0 if pad is None else pad, dtype=torch.long)
+    mask = torch.zeros((len(rows), width), dtype=torch.long)
+    for i, row in enumerate(rows):
+        ids[i, width - len(row):] = torch.tensor(row)
+        mask[i, width - len(row):] = 1
+    extra = {"stop_strings": stop_strings, "tokenizer": lm.tokenizer} if stop_strings else {}
+    out = lm.metering.timed(lm.model.generate, input_ids=ids.to(lm.device),
+                            attention_mask=mask.to(lm.device), max_new_tokens=max_gen_toks,
+                            do_sample=False, pad_token_id=pad, use_cache=True, **extra)
+    return out[:, width:].tolist()
 
 
 class FastGeneration:
