@@ -9,7 +9,7 @@ differences). The JSON is rewritten after every run, so a time-out loses nothing
 
     python benchmarks/gen_throughput.py --device cuda --out OUT/gen_throughput.json
     python benchmarks/gen_throughput.py --device cpu --precision fp32 --limit 8 --rounds 1 \\
-        --batches 1,8 --out /tmp/gen_throughput_cpu.json     # a smoke test
+        --conditions standard@1,standard@8,fast@1 --out /tmp/gen_throughput_cpu.json  # smoke test
 """
 
 from __future__ import annotations
@@ -23,9 +23,15 @@ from _harness import Deadline, environment, task_manager, write_json
 TASK = "bbq_subset_25pct"
 
 
-def run_once(lm, path: str, batch_size: int, limit: int | None) -> tuple[dict, list[str]]:
-    """One metered run of the headline task; returns its row and its generated texts."""
+def run_once(lm, path: str, batch_size: int, limit: int | None,
+             save_to: str | None = None) -> tuple[dict, list[str]]:
+    """One metered run of the headline task; returns its row and its generated texts.
+
+    ``save_to``: also write lm-eval's output folder (results + samples) there, for
+    ``lm-eval-ext analyze`` (the samples hold benchmark text: never commit them).
+    """
     from lm_eval import simple_evaluate
+    from lm_eval.loggers import EvaluationTracker
 
     from lm_eval_ext.model_wrappers.fast_generation import FastGenerator
 
@@ -37,6 +43,12 @@ def run_once(lm, path: str, batch_size: int, limit: int | None) -> tuple[dict, l
                               log_samples=True, limit=limit, bootstrap_iters=0)
     wall = time.perf_counter() - started
     texts = [s["resps"][0][0] for s in results["samples"][TASK]]
+    if save_to:
+        tracker = EvaluationTracker(output_path=save_to)
+        tracker.general_config_tracker.model_name = f"{path}_b{batch_size}"
+        samples = results.pop("samples")
+        tracker.save_results_aggregated(results=results, samples=samples)
+        tracker.save_results_samples(task_name=TASK, samples=samples[TASK])
     new_tokens = sum(len(lm.tokenizer(t, add_special_tokens=False)["input_ids"]) for t in texts)
     m = results["config"]["metering"]
     seconds, joules = m["inference_seconds"], m["energy_joules"]
@@ -71,17 +83,19 @@ def main() -> None:
     parser.add_argument("--out", required=True)
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--precision", default="bf16")
-    parser.add_argument("--paths", default="standard,fast")
-    parser.add_argument("--batches", default="32,512", help="lm-eval batch sizes")
+    parser.add_argument("--conditions", default="standard@32,standard@512,fast@1",
+                        help="PATH@BATCH, comma separated (fast@1: the fast path sizes batches "
+                             "itself); the first is the reference of the identical-text share")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--limit", type=int, help="items (default: all 500)")
     parser.add_argument("--budget-seconds", type=float, default=540)
+    parser.add_argument("--runs", help="save round 0's lm-eval output folders here (PATH_bN/)")
     args = parser.parse_args()
     from lm_eval_ext.model_wrappers.hf_metered import HFMeteredLM
 
     deadline = Deadline(args.budget_seconds)
     lm = HFMeteredLM(device=args.device, precision=args.precision, batch_size=1)
-    conditions = [(p, int(b)) for p in args.paths.split(",") for b in args.batches.split(",")]
+    conditions = [(c.split("@")[0], int(c.split("@")[1])) for c in args.conditions.split(",")]
     reference = f"{conditions[0][0]}@{conditions[0][1]}"
     runs, texts = [], {}
     payload = {"command": "python benchmarks/gen_throughput.py " + " ".join(
@@ -93,7 +107,8 @@ def main() -> None:
             if deadline.left() < 60:
                 payload["stopped"] = "device-call time budget"
                 break
-            row, generated = run_once(lm, path, batch, args.limit)
+            save = f"{args.runs}/{path}_b{batch}" if args.runs and round_index == 0 else None
+            row, generated = run_once(lm, path, batch, args.limit, save)
             runs.append({**row, "round": round_index})
             texts.setdefault(f"{path}@{batch}", generated)
             print({k: row[k] for k in ("path", "batch_size", "inference_seconds", "j_per_item",

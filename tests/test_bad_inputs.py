@@ -187,6 +187,7 @@ def test_energy_ratio_refused_across_gpus(rows, tmp_path):
      "--metadata '{\"template_tier\": \"cot\"}' instead of --model_args"),
     ({"precision": "int3"}, "precision='int3' is not valid; use one of bf16"),
     ({"mc_scoring": "packed"}, "mc_scoring='packed' is not valid; use one of standard"),
+    ({"generation": "turbo"}, "generation='turbo' is not valid; use one of standard, fast"),
     ({"chat_template": "of"}, "chat_template='of' is not valid; use one of auto, off"),
 ])
 def test_bad_model_args_fail_before_the_model_loads(args, message, monkeypatch):

@@ -1,0 +1,100 @@
+"""generation=fast: the same text as lm-eval's own loop (fp32, CPU), fallbacks, batch planning."""
+
+from __future__ import annotations
+
+import contextlib
+import types
+
+import pytest
+import torch
+from conftest import package_task_manager
+from lm_eval.api.instance import Instance
+
+from lm_eval_ext.model_wrappers.fast_generation import (
+    CPU_BATCH,
+    MEMORY_SHARE,
+    FastGenerator,
+    planned_batch_size,
+)
+
+
+@contextlib.contextmanager
+def generation_mode(lm, mode: str):
+    """The shared CPU model with another generation path, restored afterwards."""
+    saved = lm.fast_generation
+    lm.fast_generation = FastGenerator(mode, lm.MODEL_NAME)
+    try:
+        yield lm.fast_generation.stats
+    finally:
+        lm.fast_generation = saved
+
+
+def _requests(prompts: list[str], gen_kwargs: dict) -> list[Instance]:
+    return [Instance("generate_until", {}, (p, dict(gen_kwargs)), i, ("t", i, 1))
+            for i, p in enumerate(prompts)]
+
+
+PROMPTS = ["Name three colours of the rainbow.", "What is 12 times 12? Explain briefly.",
+           "Write one sentence about the sea.", "List two prime numbers."]
+
+
+@pytest.mark.slow
+def test_fast_text_equals_the_standard_loop_on_the_headline_task(embedded_lm):
+    """bbq_subset_25pct, 6 items, fp32 on the CPU: the same generated text for every item."""
+    from lm_eval import simple_evaluate
+
+    texts = {}
+    for mode in ("standard", "fast"):
+        with generation_mode(embedded_lm, mode) as stats:
+            results = simple_evaluate(model=embedded_lm, tasks=["bbq_subset_25pct"], limit=6,
+                                      log_samples=True, bootstrap_iters=0,
+                                      gen_kwargs="max_gen_toks=48",
+                                      task_manager=package_task_manager())
+        texts[mode] = [s["resps"][0][0] for s in results["samples"]["bbq_subset_25pct"]]
+        metering = results["config"]["metering"]["generation"]
+        assert metering["requested"] == mode
+    assert stats.fast_requests == 6 and stats.standard_requests == 0
+    assert stats.batch_sizes == [4]  # --batch_size 4 of the shared model caps the batch
+    assert texts["fast"] == texts["standard"]
+    assert all(t.strip() for t in texts["fast"])
+
+
+def test_stop_sequences_cut_the_same_text_and_sampling_falls_back(embedded_lm):
+    greedy = {"until": ["\n", "."], "max_gen_toks": 24, "do_sample": False}
+    with generation_mode(embedded_lm, "standard"):
+        standard = embedded_lm.generate_until(_requests(PROMPTS, greedy), disable_tqdm=True)
+    with generation_mode(embedded_lm, "fast") as stats:
+        fast = embedded_lm.generate_until(_requests(PROMPTS, greedy), disable_tqdm=True)
+        assert fast == standard and not any("\n" in t or "." in t for t in fast)
+        assert (stats.fast_requests, stats.standard_requests) == (4, 0)
+        sampled = {"until": ["\n"], "max_gen_toks": 4, "do_sample": True, "temperature": 0.7}
+        embedded_lm.generate_until(_requests(PROMPTS[:1], sampled), disable_tqdm=True)
+        assert stats.standard_requests == 1
+        assert stats.fallback_reasons == ["sampling (do_sample/temperature)"]
+
+
+def _fake_lm(device: str, batch_size, config: dict, dtype=torch.bfloat16):
+    model = types.SimpleNamespace(config=types.SimpleNamespace(**config), dtype=dtype)
+    return types.SimpleNamespace(device=torch.device(device), batch_size=batch_size, model=model)
+
+
+SMOLLM = {"num_attention_heads": 9, "num_key_value_heads": 3, "hidden_size": 576,
+          "num_hidden_layers": 30, "intermediate_size": 1536, "vocab_size": 49152}
+
+
+def test_batch_plan_on_the_cpu_and_with_a_batch_size_given():
+    assert planned_batch_size(_fake_lm("cpu", 1, SMOLLM), 300, 500) == CPU_BATCH
+    assert planned_batch_size(_fake_lm("cpu", "auto", SMOLLM), 300, 5) == 5
+    assert planned_batch_size(_fake_lm("cpu", 64, SMOLLM), 300, 500) == 64
+
+
+def test_batch_plan_on_cuda_fits_half_the_free_memory(monkeypatch):
+    """Closed form for SmolLM2-135M in bf16: KV 2 x 30 layers x 3 heads x 64 dims x 2 bytes per
+    token, activations (1536 + 4 x 576) x 2 bytes per token, scores 2 x 49,152 x 4 bytes."""
+    free = 8 * 2**30
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device: (free, 2 * free))
+    tokens = 340
+    per_sequence = (2 * 30 * 3 * 64 * 2 + (1536 + 4 * 576) * 2) * tokens + 2 * 49152 * 4
+    expected = int(MEMORY_SHARE * free // per_sequence)
+    assert planned_batch_size(_fake_lm("cuda", 1, SMOLLM), tokens, 10_000) == expected
+    assert planned_batch_size(_fake_lm("cuda", 1, SMOLLM), tokens, 100) == 100
