@@ -18,11 +18,10 @@ from lm_eval_ext.model_wrappers.shared_prefix import SharedPrefixScoring, Shared
 
 @register_model("hf-metered")
 class HFMeteredLM(HFMeteredBase, SharedPrefixScoring, FastGeneration, HFLM):
-    """``hf`` plus metering, precision switches, an embedded default model, packed scoring and
-    fast generation.
+    """``hf`` plus metering, precision, an embedded default model, packed scoring, fast generation.
 
     ``mc_scoring=shared_prefix`` scores a multiple-choice item's options in one forward;
-    ``generation=fast`` lets finished sequences leave the batch (continuous batching).
+    ``generation=fast`` generates in length-sorted batches sized to the memory, stopped by token.
     """
 
     MODEL_NAME = "hf-metered"
