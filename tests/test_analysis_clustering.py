@@ -38,7 +38,7 @@ def test_template_clustering_resamples_bbq_templates(instrument_rows, tmp_path):
     run = np.where(moved & (rng.random(len(rows)) < 0.8), labels, ref)  # template-level gains
     write_run(tmp_path / "ref", "bbq_instrument_loglik", rows, ref)
     write_run(tmp_path / "run", "bbq_instrument_loglik", rows, run)
-    result = analyze(tmp_path / "ref", [tmp_path / "run"], n_resamples=4000, mc_draws=10,
+    result = analyze(tmp_path / "ref", [tmp_path / "run"], n_resamples=2000, mc_draws=10,
                      progress=False, cluster="template")
     assert result.n_clusters == 231 and result.settings["cluster"] == "template"
     row = result.clustering.query("metric == 'accuracy'").iloc[0]
