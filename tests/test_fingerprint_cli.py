@@ -50,7 +50,10 @@ def test_registered_task_loads_exactly_the_manifest_items(data_dir, tmp_path, mo
         ("category,id\nAge,1\n", "lacks column(s) example_id"),
         ("category,example_id\nAge,one\n", "row 2: example_id 'one' is not an integer"),
         ("category,example_id\nAge,1\nAge,1\n", "row 3: duplicate item ('Age', 1)"),
-        ("category,example_id\nAges,1\n", "item ('Ages', 1) is not in BBQ"),
+        ("category,example_id\nAges,1\n",
+         "item ('Ages', 1) is not in BBQ: no category 'Ages' (did you mean 'Age'?)"),
+        ("category,example_id\nAge,99999\n",
+         "item ('Age', 99999) is not in BBQ: Age has example_id 0-3679, not 99999"),
         ("category,example_id\n", "has no rows"),
     ],
 )

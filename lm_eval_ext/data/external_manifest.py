@@ -54,6 +54,20 @@ def read_manifest_keys(path: str | Path) -> list[tuple[str, int]]:
     return keys
 
 
+def _missing_item_hint(key: tuple[str, int], by_key: Mapping[tuple[str, int], Any]) -> str:
+    """Whether the category or the example_id is wrong, and the valid values."""
+    import difflib
+
+    category, example_id = key
+    ids = sorted(i for c, i in by_key if c == category)
+    if ids:
+        return f"{category} has example_id {ids[0]}-{ids[-1]}, not {example_id}"
+    categories = sorted({c for c, _ in by_key})
+    close = difflib.get_close_matches(category, categories, n=1)
+    return (f"no category {category!r}" + (f" (did you mean {close[0]!r}?)" if close else "")
+            + f"; the categories are {', '.join(categories)}")
+
+
 def load_manifest_rows(
     path: str | Path, *, expected_sample_sha256: str | None = None
 ) -> list[Mapping[str, Any]]:
@@ -63,10 +77,8 @@ def load_manifest_rows(
     for key in read_manifest_keys(path):
         row = by_key.get(key)
         if row is None:
-            raise ManifestError(
-                f"manifest {path}: item {key} is not in BBQ {len(by_key)} rows "
-                "(check the category spelling, e.g. 'Race_x_SES')"
-            )
+            raise ManifestError(f"manifest {path}: item {key} is not in BBQ: "
+                                + _missing_item_hint(key, by_key))
         rows.append(row)
     rows.sort(key=lambda r: (r["category"], r["example_id"]))
     if expected_sample_sha256 is not None:
