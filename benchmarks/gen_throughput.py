@@ -23,7 +23,7 @@ from _harness import Deadline, environment, task_manager, write_json
 TASK = "bbq_subset_25pct"
 
 
-def run_once(lm, path: str, batch_size: int, limit: int | None,
+def run_once(lm, path: str, batch_size: int | str, limit: int | None,
              save_to: str | None = None) -> tuple[dict, list[str]]:
     """One metered run of the headline task; returns its row and its generated texts.
 
@@ -59,7 +59,8 @@ def run_once(lm, path: str, batch_size: int, limit: int | None,
            "j_per_new_token": None if joules is None else joules / new_tokens,
            "energy_joules_idle_corrected": m["energy_joules_idle_corrected"],
            "idle_share": m["idle_share"], "forward_share": m["forward_share"],
-           "flags": m["flags"], "gpus": m["gpus"], "generation": m["generation"]}
+           "flags": m["flags"], "gpus": m["gpus"], "generation": m["generation"],
+           "batch_sizes_detected": m["batch_sizes_detected"]}
     return row, texts
 
 
@@ -95,7 +96,8 @@ def main() -> None:
 
     deadline = Deadline(args.budget_seconds)
     lm = HFMeteredLM(device=args.device, precision=args.precision, batch_size=1)
-    conditions = [(c.split("@")[0], int(c.split("@")[1])) for c in args.conditions.split(",")]
+    conditions = [(path, batch if batch == "auto" else int(batch))
+                  for path, batch in (c.split("@") for c in args.conditions.split(","))]
     reference = f"{conditions[0][0]}@{conditions[0][1]}"
     runs, texts = [], {}
     payload = {"command": "python benchmarks/gen_throughput.py " + " ".join(

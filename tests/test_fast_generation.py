@@ -98,3 +98,23 @@ def test_batch_plan_on_cuda_fits_half_the_free_memory(monkeypatch):
     expected = int(MEMORY_SHARE * free // per_sequence)
     assert planned_batch_size(_fake_lm("cuda", 1, SMOLLM), tokens, 10_000) == expected
     assert planned_batch_size(_fake_lm("cuda", 1, SMOLLM), tokens, 100) == 100
+
+
+def test_auto_batch_for_lm_evals_loop_is_planned_from_the_real_prompts(embedded_lm):
+    """--batch_size auto on generation: lm-eval probes at the model's maximum length; here the
+    batch is planned from the longest real prompt (CPU: up to 16; a given max_batch_size caps
+    it), and the text is the loop's own at that batch."""
+    greedy = {"until": ["\n"], "max_gen_toks": 8, "do_sample": False}
+    with generation_mode(embedded_lm, "standard"):
+        fixed = embedded_lm.generate_until(_requests(PROMPTS, greedy), disable_tqdm=True)
+        embedded_lm.batch_size_per_gpu, probed = "auto", embedded_lm._probed_batch_sizes
+        embedded_lm._probed_batch_sizes = []
+        try:
+            auto = embedded_lm.generate_until(_requests(PROMPTS, greedy), disable_tqdm=True)
+            embedded_lm._max_batch_size_given = 2
+            embedded_lm.generate_until(_requests(PROMPTS, greedy), disable_tqdm=True)
+            assert embedded_lm._probed_batch_sizes == [4, 2]
+        finally:
+            embedded_lm.batch_size_per_gpu, embedded_lm._probed_batch_sizes = 4, probed
+            embedded_lm._max_batch_size_given = None
+    assert auto == fixed

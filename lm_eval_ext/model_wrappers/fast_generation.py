@@ -180,6 +180,14 @@ class FastGenerator:
         return [out[i] for i in range(len(inputs))]
 
 
+def generation_tokens(lm: Any, requests: Sequence[Any]) -> int:
+    """The longest prompt (as lm-eval encodes it) plus the largest ``max_gen_toks``."""
+    new = max(normalize_gen_kwargs(copy.deepcopy(r.args[1]), lm.max_gen_toks)["max_gen_toks"]
+              for r in requests)
+    prompts = encoded_contexts(lm, [r.args[0] for r in requests], lm.max_length - new)
+    return max(len(p) for p in prompts) + new
+
+
 def encoded_contexts(lm: Any, contexts: list[str], max_context: int) -> list[list[int]]:
     """Each context's token ids as lm-eval's loop feeds them (its encoding and truncation)."""
     inputs: list[list[int]] = []
@@ -244,8 +252,33 @@ class FastGeneration:
     def __init__(self, *args: Any, generation: str = "standard", **kwargs: Any):
         self.fast_generation = FastGenerator(generation,
                                              getattr(self, "MODEL_NAME", type(self).__name__))
+        self._generation_plan: tuple[int, int] | None = None
+        # lm-eval caps its auto batch at max_batch_size (default 64): only a cap the user gave
+        # bounds the generation plan, which is already sized to the memory
+        self._max_batch_size_given: int | None = kwargs.get("max_batch_size")
         super().__init__(*args, **kwargs)
 
     def generate_until(self, requests, disable_tqdm: bool = False):  # noqa: D102
         return self.fast_generation.generate_until(self, requests, disable_tqdm,
-                                                   super().generate_until)
+                                                   self._standard_generate)
+
+    def _standard_generate(self, requests: list, disable_tqdm: bool) -> list[str]:
+        """lm-eval's loop; with ``--batch_size auto`` its batch is planned for these requests.
+
+        lm-eval's own probe runs a batch at the model's maximum length, far longer than a
+        prompt plus ``max_gen_toks``, and so picks a batch several times too small for
+        generation; the plan uses the longest real prompt (:func:`planned_batch_size`).
+        """
+        if self.batch_size == "auto" and requests:
+            self._generation_plan = (generation_tokens(self, requests), len(requests))
+        try:
+            return super().generate_until(requests, disable_tqdm)
+        finally:
+            self._generation_plan = None
+
+    def _detect_batch_size(self, requests=None, pos: int = 0):  # noqa: D102
+        if self._generation_plan is None or requests is not None:
+            return super()._detect_batch_size(requests, pos)
+        tokens, n_requests = self._generation_plan
+        planned = planned_batch_size(self, tokens, n_requests)
+        return min(planned, int(self._max_batch_size_given or planned))
