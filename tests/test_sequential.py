@@ -163,7 +163,7 @@ def test_sequential_cpu_run_reuses_items_and_matches_a_hand_decision(tmp_path, d
         looks.append(str(path))
     out = tmp_path / "seq"
     args = ["lm-eval-ext", "sequential", "--reference-args", "precision=fp32,idle_seconds=0",
-            "--candidate-args", "precision=fp32,idle_seconds=0", "--candidate-batch", "4",
+            "--candidate-args", "precision=bf16,idle_seconds=0", "--candidate-batch", "4",
             "--looks", ",".join(looks), "--margin", "0.5", "--metric", "bias_s_dis",
             "--out", str(out), "--quiet"]
     assert main(args[1:]) == 0, capfd.readouterr().err[-3000:]  # each arm: its own lm-eval process
@@ -183,14 +183,22 @@ def test_sequential_cpu_run_reuses_items_and_matches_a_hand_decision(tmp_path, d
     cand = pd.concat([load_run(find_results([out / "looks" / str(j) / "candidate"])[0]).items
                       for j in range(k + 1)]).set_index("item_key").loc[ref["item_key"]]
     delta, se = linearised_delta(BIAS_S_DIS, ref, cand.reset_index(), ref["unit_id"])
+
+    def s_dis(items: pd.DataFrame) -> float:  # Parrish et al.: 2 x biased / counted - 1
+        dis = items[items["context_condition"] == "disambig"]
+        counted = dis[dis["pred"].notna() & dis["target_loc"].notna()
+                      & (dis["pred"] != dis["unknown_loc"])]
+        return 2 * (counted["pred"] == counted["target_loc"]).mean() - 1
+
     look = result["looks"][-1]
-    assert look["delta"] == pytest.approx(delta) and look["n_items"] == len(ref)
+    assert look["delta"] == pytest.approx(s_dis(cand) - s_dis(ref)) == pytest.approx(delta)
+    assert look["n_items"] == len(ref)
     plan = SequentialPlan("bias_s_dis", 0.005, (0.5, 1.0))
     a = plan.look_alphas()[k]
     low = delta - stats.norm.ppf(1 - a) * se
     high = delta + stats.norm.ppf(1 - a) * se
     undecided = "continue" if k == 0 else "unresolved"
-    hand = (undecided if se == 0  # fp32 at batch 1 and 4 answer alike: an SE of 0 decides nothing
+    hand = (undecided if se == 0  # answers alike: an SE of 0 decides nothing
             else CHANGED if abs(delta) > plan.boundaries()[k] * se
             else EQUIVALENT if -0.005 < low and high < 0.005
             else undecided)
