@@ -116,7 +116,7 @@ def main() -> None:
             print({k: row[k] for k in ("path", "batch_size", "inference_seconds", "j_per_item",
                                        "new_tokens_per_s")}, flush=True)
             if reference in texts:
-                payload["summary"] = summarise(runs, {k: v for k, v in texts.items()}, reference)
+                payload["summary"] = summarise(runs, texts, reference)
             write_json(args.out, payload)
     write_json(args.out, payload)
 

@@ -31,32 +31,41 @@ def cluster_column(cluster: str) -> str:
 
 
 def clustering_sensitivity(specs: Sequence[MetricSpec], ref_items: pd.DataFrame,
-                           run_items: Mapping[str, pd.DataFrame], *, n_resamples: int, rng,
+                           run_items: Mapping[str, pd.DataFrame], deltas: pd.DataFrame,
+                           cluster: str, *, n_resamples: int, rng,
                            level: float) -> pd.DataFrame | None:
     """Overall verdict of every run x metric under unit and template clustering.
 
-    None when templates and units coincide (every benchmark but BBQ), as the table would
-    repeat the analysis.
+    The chosen clustering's columns are the primary analysis's own overall rows of ``deltas``;
+    only the other clustering is resampled here. None when templates and units coincide (every
+    benchmark but BBQ), as the table would repeat the analysis.
     """
     units, templates = ref_items["unit_id"].astype(str), ref_items["template_id"].astype(str)
     if units.nunique() == templates.nunique():
         return None
-    designs = {name: ClusterDesign.build(ref_items[column], n_resamples, rng)
-               for name, column in CLUSTER_COLUMNS.items()}
+    other = next(name for name in CLUSTER_COLUMNS if name != cluster)
+    design = ClusterDesign.build(ref_items[CLUSTER_COLUMNS[other]], n_resamples, rng)
+    primary = deltas[deltas["subgroup_type"] == "all"].set_index(["run", "metric"])
     rows = []
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DegenerateDataWarning)
         for run, items in run_items.items():
             for spec in specs:
-                row: dict = {"run": run, "metric": spec.name}
-                for name, design in designs.items():
-                    d = paired_delta(spec, ref_items, items, design, level=level)
-                    row["delta_pp"] = spec.scale * d.statistic  # the same under both
-                    row.update({f"n_clusters_{name}": d.n_clusters,
-                                f"ci_low_{name}": spec.scale * d.ci.low,
-                                f"ci_high_{name}": spec.scale * d.ci.high,
-                                f"p_value_{name}": d.pvalue,
-                                f"verdict_{name}": verdict(d.ci.low, d.ci.high, d.pvalue, level)})
+                mine = primary.loc[(run, spec.name)]
+                d = paired_delta(spec, ref_items, items, design, level=level)
+                row = {"run": run, "metric": spec.name, "delta_pp": mine["delta_pp"],
+                       **_columns(cluster, int(mine["n_clusters"]), mine["ci_low"],
+                                  mine["ci_high"], mine["p_value"], level),
+                       **_columns(other, d.n_clusters, spec.scale * d.ci.low,
+                                  spec.scale * d.ci.high, d.pvalue, level)}
                 row["depends_on_clustering"] = row["verdict_unit"] != row["verdict_template"]
                 rows.append(row)
     return pd.DataFrame(rows)
+
+
+def _columns(name: str, n_clusters: int, low_pp: float, high_pp: float, pvalue: float,
+             level: float) -> dict:
+    """One clustering's interval (points), p and verdict."""
+    return {f"n_clusters_{name}": n_clusters, f"ci_low_{name}": low_pp,
+            f"ci_high_{name}": high_pp, f"p_value_{name}": pvalue,
+            f"verdict_{name}": verdict(low_pp, high_pp, pvalue, level)}

@@ -325,8 +325,8 @@ def analyze(reference: str | Path, runs: Sequence[str | Path], *,
     claims = claim_table(specs, ref_items, run_items, deltas, design, _frozen_memberships(),
                          level, None if joules.isna().any() else float(joules.sum()),
                          reference_id=ref_run.run_id, cards=cards, mc_draws=mc_draws, rng=rng)
-    clustering = clustering_sensitivity(specs, ref_items, run_items, n_resamples=n_resamples,
-                                        rng=rng, level=level)
+    clustering = clustering_sensitivity(specs, ref_items, run_items, deltas, cluster,
+                                        n_resamples=n_resamples, rng=rng, level=level)
     return AnalysisResult(
         ref_run.run_id, [r.run_id for r in other], alignment.n, design.n_clusters,
         alignment.dropped, all_items, run_table, deltas, comparisons, summary,

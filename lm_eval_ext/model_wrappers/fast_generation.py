@@ -97,7 +97,7 @@ def kwargs_problem(kwargs: dict[str, Any]) -> str | None:
 
 
 class FastGenerator:
-    """Runs ``generate_until`` requests through continuous batching; owns ``generation``."""
+    """Runs ``generate_until`` requests on the fast path; owns the ``generation`` model arg."""
 
     def __init__(self, mode: str, model_name: str):
         check_choice(f"{model_name}: model arg generation", mode, GENERATION)
@@ -222,19 +222,14 @@ def planned_batch_size(lm: Any, sequence_tokens: int, n_requests: int) -> int:
 
 def generate_batch(lm: Any, rows: list[list[int]], max_gen_toks: int,
                    stop_strings: list[str]) -> list[list[int]]:
-    """Greedy new tokens for left-padded ``rows`` (one ``model.generate`` call, timed)."""
-    pad = lm.tokenizer.pad_token_id
-    width = max(len(r) for r in rows)
-    ids = torch.full((len(rows), width), 0 if pad is None else pad, dtype=torch.long)
-    mask = torch.zeros((len(rows), width), dtype=torch.long)
-    for i, row in enumerate(rows):
-        ids[i, width - len(row):] = torch.tensor(row)
-        mask[i, width - len(row):] = 1
+    """Greedy new tokens for ``rows``, left-padded by the tokenizer (one timed ``generate``)."""
+    batch = lm.tokenizer.pad({"input_ids": rows}, padding_side="left", return_tensors="pt")
     extra = {"stop_strings": stop_strings, "tokenizer": lm.tokenizer} if stop_strings else {}
-    out = lm.metering.timed(lm.model.generate, input_ids=ids.to(lm.device),
-                            attention_mask=mask.to(lm.device), max_new_tokens=max_gen_toks,
-                            do_sample=False, pad_token_id=pad, use_cache=True, **extra)
-    return out[:, width:].tolist()
+    out = lm.metering.timed(lm.model.generate, input_ids=batch["input_ids"].to(lm.device),
+                            attention_mask=batch["attention_mask"].to(lm.device),
+                            max_new_tokens=max_gen_toks, do_sample=False,
+                            pad_token_id=lm.tokenizer.pad_token_id, use_cache=True, **extra)
+    return out[:, batch["input_ids"].shape[1]:].tolist()
 
 
 class FastGeneration:
