@@ -34,8 +34,9 @@ def run_once(lm, path: str, batch_size: int | str, limit: int | None,
     from lm_eval.loggers import EvaluationTracker
 
     from lm_eval_ext.model_wrappers.fast_generation import FastGenerator
+    from lm_eval_ext.model_wrappers.model_args import explicit_batch_size
 
-    lm.fast_generation = FastGenerator(path, lm.MODEL_NAME)
+    lm.fast_generation = FastGenerator(path, lm.MODEL_NAME, explicit_batch_size(batch_size))
     lm.batch_size_per_gpu = batch_size
     lm.reset_metering()
     started = time.perf_counter()

@@ -16,13 +16,15 @@ from lm_eval_ext.model_wrappers.fast_generation import (
     FastGenerator,
     planned_batch_size,
 )
+from lm_eval_ext.model_wrappers.model_args import explicit_batch_size
 
 
 @contextlib.contextmanager
 def generation_mode(lm, mode: str):
     """The shared CPU model with another generation path, restored afterwards."""
     saved = lm.fast_generation
-    lm.fast_generation = FastGenerator(mode, lm.MODEL_NAME)
+    lm.fast_generation = FastGenerator(mode, lm.MODEL_NAME, saved.stats.batch_size_asked,
+                                       saved.max_batch_size)
     try:
         yield lm.fast_generation.stats
     finally:
@@ -85,7 +87,29 @@ SMOLLM = {"num_attention_heads": 9, "num_key_value_heads": 3, "hidden_size": 576
 def test_batch_plan_on_the_cpu_and_with_a_batch_size_given():
     assert planned_batch_size(_fake_lm("cpu", 1, SMOLLM), 300, 500) == CPU_BATCH
     assert planned_batch_size(_fake_lm("cpu", "auto", SMOLLM), 300, 5) == 5
-    assert planned_batch_size(_fake_lm("cpu", 64, SMOLLM), 300, 500) == 64
+    assert planned_batch_size(_fake_lm("cpu", 64, SMOLLM), 300, 500, asked=64) == 64
+    assert planned_batch_size(_fake_lm("cpu", 1, SMOLLM), 300, 500, asked=1) == 1
+
+
+@pytest.mark.parametrize(("given", "asked"), [
+    (1, None),        # lm-eval's default (CLI and Python API): planned
+    ("1", 1),         # a typed --batch_size 1 arrives as a string: honoured
+    (8, 8), ("32", 32), ("auto", None), ("auto:4", None), (None, None)])
+def test_only_a_batch_size_the_user_gave_caps_the_fast_path(given, asked):
+    assert explicit_batch_size(given) == asked
+
+
+def test_a_typed_batch_size_1_reaches_the_model_as_a_string():
+    """The premise of explicit_batch_size, checked against lm-eval's own CLI parser and config:
+    untyped, the model gets the int 1; typed, the string "1"."""
+    from lm_eval._cli.harness import HarnessCLI
+    from lm_eval.config.evaluate_config import EvaluatorConfig
+
+    parser = HarnessCLI()._parser  # its parse_args() reads sys.argv
+    for argv, expected in ((["run", "--model", "hf", "--tasks", "x"], 1),
+                           (["run", "--model", "hf", "--tasks", "x", "--batch_size", "1"], "1")):
+        given = EvaluatorConfig.from_cli(parser.parse_args(argv)).batch_size
+        assert (given, type(given)) == (expected, type(expected))
 
 
 def test_batch_plan_on_cuda_fits_half_the_free_memory(monkeypatch):
@@ -118,3 +142,15 @@ def test_auto_batch_for_lm_evals_loop_is_planned_from_the_real_prompts(embedded_
             embedded_lm.batch_size_per_gpu, embedded_lm._probed_batch_sizes = 4, probed
             embedded_lm._max_batch_size_given = None
     assert auto == fixed
+
+
+def test_a_max_batch_size_given_with_auto_caps_the_fast_path(embedded_lm):
+    """--batch_size auto --max_batch_size 2: the plan (CPU: 16) is capped at 2."""
+    greedy = {"until": ["\n"], "max_gen_toks": 4, "do_sample": False}
+    saved = embedded_lm.fast_generation
+    embedded_lm.fast_generation = FastGenerator("fast", embedded_lm.MODEL_NAME, None, 2)
+    try:
+        embedded_lm.generate_until(_requests(PROMPTS, greedy), disable_tqdm=True)
+        assert embedded_lm.fast_generation.stats.batch_sizes == [2]
+    finally:
+        embedded_lm.fast_generation = saved

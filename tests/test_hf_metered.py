@@ -108,7 +108,7 @@ def test_generation_auto_batch_size_is_recorded_and_the_probe_cut_out(task_manag
 
     # max_length bounds the probe's forward (it runs at the model's full context otherwise)
     lm = HFMeteredLM(device="cpu", batch_size="auto", max_batch_size=2, max_length=640,
-                     idle_seconds=0)
+                     idle_seconds=0, generation="standard")
     res = simple_evaluate(model=lm, tasks=["bbq_subset_12p5pct"], task_manager=task_manager,
                           limit=2, bootstrap_iters=0, gen_kwargs="max_gen_toks=8")
     metering = res["config"]["metering"]

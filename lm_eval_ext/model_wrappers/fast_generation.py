@@ -9,7 +9,9 @@ and cut at the stop sequences by its ``postprocess_generated_text``) and changes
 
 * the contexts of a task are sorted by length and generated in batches sized to the memory
   (CUDA: the KV cache and activations of the longest prompt plus ``max_gen_toks`` in half the
-  free memory; CPU: :data:`CPU_BATCH`); ``--batch_size N`` above 1 caps it; an out-of-memory
+  free memory; CPU: :data:`CPU_BATCH`); a batch size the user gave caps it (a typed
+  ``--batch_size 1`` too; lm-eval's untyped default of 1 does not, see
+  :func:`~lm_eval_ext.model_wrappers.model_args.explicit_batch_size`); an out-of-memory
   halves it and retries;
 * ``model.generate`` stops a sequence on the model's end-of-sequence tokens and on
   transformers' token-level ``stop_strings``, not on a per-step decode;
@@ -39,8 +41,11 @@ from lm_eval.models.utils import (
 )
 
 from lm_eval_ext.errors import check_choice
+from lm_eval_ext.model_wrappers.model_args import explicit_batch_size
 
 GENERATION = ("standard", "fast")
+#: the default path: fast (same text as lm-eval's loop in fp32; measured in docs/hf-metered.md)
+DEFAULT_GENERATION = "fast"
 #: generation kwargs the fast path reproduces (after lm-eval's normalisation): greedy only
 GREEDY_KWARGS = ("do_sample", "temperature")
 #: contexts per ``tok_batch_encode`` call (bounds the padded tensor)
@@ -58,6 +63,7 @@ class FastGenerationStats:
     """What the generation path did (``config.metering.generation``)."""
 
     requested: str = "standard"
+    batch_size_asked: int | None = None  # the user's cap (None: planned from the memory)
     fast_requests: int = 0
     standard_requests: int = 0
     fallback_reasons: list[str] = dataclasses.field(default_factory=list)
@@ -97,11 +103,20 @@ def kwargs_problem(kwargs: dict[str, Any]) -> str | None:
 
 
 class FastGenerator:
-    """Runs ``generate_until`` requests on the fast path; owns the ``generation`` model arg."""
+    """Runs ``generate_until`` requests on the fast path; owns the ``generation`` model arg.
 
-    def __init__(self, mode: str, model_name: str):
+    Args:
+        mode: ``fast`` or ``standard`` (validated here).
+        model_name: The model type, for error messages.
+        batch_size_asked: The batch size the user gave (every batch's size), or None.
+        max_batch_size: A cap the user gave with ``--batch_size auto``, or None.
+    """
+
+    def __init__(self, mode: str, model_name: str, batch_size_asked: int | None = None,
+                 max_batch_size: int | None = None):
         check_choice(f"{model_name}: model arg generation", mode, GENERATION)
-        self.stats = FastGenerationStats(requested=mode)
+        self.stats = FastGenerationStats(requested=mode, batch_size_asked=batch_size_asked)
+        self.max_batch_size = max_batch_size
 
     def _fall_back(self, reason: str) -> None:
         if reason not in self.stats.fallback_reasons:
@@ -159,7 +174,9 @@ class FastGenerator:
         """The new tokens of each context (greedy), longest contexts first."""
         inputs = encoded_contexts(lm, contexts, lm.max_length - max_gen_toks)
         order = sorted(range(len(inputs)), key=lambda i: -len(inputs[i]))
-        batch = planned_batch_size(lm, len(inputs[order[0]]) + max_gen_toks, len(inputs))
+        batch = planned_batch_size(lm, len(inputs[order[0]]) + max_gen_toks, len(inputs),
+                                   self.stats.batch_size_asked)
+        batch = min(batch, self.max_batch_size or batch)
         self.stats.batch_sizes.append(batch)
         out: dict[int, list[int]] = {}
         start = 0
@@ -199,10 +216,10 @@ def encoded_contexts(lm: Any, contexts: list[str], max_context: int) -> list[lis
     return inputs
 
 
-def planned_batch_size(lm: Any, sequence_tokens: int, n_requests: int) -> int:
-    """Sequences per batch: ``--batch_size`` above 1, else what fits (CUDA) or CPU_BATCH."""
-    asked = lm.batch_size if isinstance(lm.batch_size, int) else 1
-    if asked > 1:
+def planned_batch_size(lm: Any, sequence_tokens: int, n_requests: int,
+                       asked: int | None = None) -> int:
+    """Sequences per batch: the size ``asked`` for, else what fits (CUDA) or CPU_BATCH."""
+    if asked is not None:
         return min(asked, n_requests)
     if lm.device.type != "cuda":
         return min(CPU_BATCH, n_requests)
@@ -242,15 +259,18 @@ class FastGeneration:
     @classmethod
     def check_own_model_args(cls, args: dict[str, Any]) -> None:
         """``generation``'s value (for a dry run; the generator checks it again at load)."""
-        check_choice("model arg generation", args.get("generation", "standard"), GENERATION)
+        check_choice("model arg generation", args.get("generation", DEFAULT_GENERATION),
+                     GENERATION)
 
-    def __init__(self, *args: Any, generation: str = "standard", **kwargs: Any):
-        self.fast_generation = FastGenerator(generation,
-                                             getattr(self, "MODEL_NAME", type(self).__name__))
-        self._generation_plan: tuple[int, int] | None = None
+    def __init__(self, *args: Any, generation: str = DEFAULT_GENERATION, **kwargs: Any):
         # lm-eval caps its auto batch at max_batch_size (default 64): only a cap the user gave
         # bounds the generation plan, which is already sized to the memory
         self._max_batch_size_given: int | None = kwargs.get("max_batch_size")
+        self.fast_generation = FastGenerator(generation,
+                                             getattr(self, "MODEL_NAME", type(self).__name__),
+                                             explicit_batch_size(kwargs.get("batch_size", 1)),
+                                             self._max_batch_size_given)
+        self._generation_plan: tuple[int, int] | None = None
         super().__init__(*args, **kwargs)
 
     def generate_until(self, requests, disable_tqdm: bool = False):  # noqa: D102

@@ -70,6 +70,18 @@ def check_batch_size(model: str, value: Any) -> None:
                           "auto or auto:N (e.g. --batch_size 8)")
 
 
+def explicit_batch_size(value: Any) -> int | None:
+    """The batch size the user asked for, or None where it is lm-eval's default or ``auto``.
+
+    lm-eval's CLI passes its default as the int 1 and a typed ``--batch_size 1`` as the
+    string "1" (the Python API's default is also the int 1), so an explicit batch of 1 is a
+    string; any other positive size counts as asked for.
+    """
+    if value is None or str(value).startswith("auto") or (value == 1 and isinstance(value, int)):
+        return None
+    return int(value)
+
+
 def _is_positive(text: str) -> bool:
     try:
         return float(text) > 0 and float(text) == int(float(text))
