@@ -37,7 +37,7 @@ def model_identity(config: Mapping[str, Any]) -> tuple[str, str | None, str]:
         pretrained = args.get("pretrained")
     elif isinstance(args, str) and "pretrained=" in args:
         pretrained = args.split("pretrained=")[1].split(",")[0]
-    embedded = (config.get("hf_metered") or {}).get("embedded_model") or {}
+    embedded = (wrapper_block(config) or {}).get("embedded_model") or {}
     if pretrained:
         return Path(str(pretrained)).name, config.get("model_revision"), f"checkpoint {pretrained}"
     if embedded:
@@ -54,13 +54,21 @@ def _decoding(task_config: Mapping[str, Any], run_config: Mapping[str, Any]) -> 
     return json.dumps(merged, sort_keys=True, default=str)
 
 
+def wrapper_block(config: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The metered model's own block of a results file's ``config`` (hf- or vllm-metered)."""
+    for key in ("hf_metered", "vllm_metered"):
+        if isinstance(config.get(key), Mapping):
+            return config[key]
+    return None
+
+
 def _model_class(config: Mapping[str, Any]) -> str | None:
     """The lm-eval model class; runs handed a model object record its path as ``model``.
 
-    hf-metered names itself in its ``hf_metered`` block (runs before it did: ``hf-metered``).
+    A metered model names itself in its block (hf-metered runs before it did: ``hf-metered``).
     """
-    wrapper = config.get("hf_metered")
-    if isinstance(wrapper, Mapping):
+    wrapper = wrapper_block(config)
+    if wrapper is not None:
         return str(wrapper.get("model_class") or "hf-metered")
     return config.get("model")
 

@@ -1,4 +1,4 @@
-"""Register ``hf-metered`` and the package's task folders with lm-eval.
+"""Register ``hf-metered``, ``vllm-metered`` and the package's task folders with lm-eval.
 
 Used by the start-up hook (:mod:`lm_eval_ext._autoload`) and explicitly by
 ``lm-eval-ext run``. Both functions are idempotent.
@@ -22,6 +22,7 @@ from lm_eval_ext.paths import package_tasks_dir, user_tasks_dir
 MODELS = {
     "hf-metered": "lm_eval_ext.model_wrappers.hf_metered:HFMeteredLM",
     "hf-multimodal-metered": "lm_eval_ext.model_wrappers.hf_multimodal_metered:HFMultimodalMeteredLM",
+    "vllm-metered": "lm_eval_ext.model_wrappers.vllm_metered:VLLMMeteredLM",
 }
 
 _PATCH_MARK = "_lm_eval_ext_patched"

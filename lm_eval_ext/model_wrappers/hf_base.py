@@ -31,7 +31,7 @@ from lm_eval.utils import simple_parse_args_string
 
 from lm_eval_ext.errors import ConfigError
 from lm_eval_ext.model_wrappers import embedded_model
-from lm_eval_ext.model_wrappers.chat_template import ChatTemplatePolicy
+from lm_eval_ext.model_wrappers.chat_template import ChatTemplated, ChatTemplatePolicy
 from lm_eval_ext.model_wrappers.fast_generation import FastGenerationStats
 from lm_eval_ext.model_wrappers.metering import MeteredLM, Metering
 from lm_eval_ext.model_wrappers.metering.codecarbon_check import CodeCarbonCheck
@@ -53,7 +53,7 @@ def parameter_cuda_devices(model: Any) -> list[int]:
     return sorted({p.device.index or 0 for p in model.parameters() if p.device.type == "cuda"})
 
 
-class HFMeteredBase(MeteredLM):
+class HFMeteredBase(ChatTemplated, MeteredLM):
     """Metering, precision switches and the chat-template policy on an lm-eval HF model class."""
 
     MODEL_NAME = "hf-metered"
@@ -166,9 +166,8 @@ class HFMeteredBase(MeteredLM):
                 f"{synced}); {self._chat.describe()}; {self.generation_stats().policy()}; "
                 f"{self.scoring_stats().policy()}.")
 
-    def reset_metering(self) -> None:
-        """Start fresh windows (several conditions on one loaded model)."""
-        self.metering.reset()
+    def reset_metering(self) -> None:  # noqa: D102
+        super().reset_metering()
         self._probed_batch_sizes = []
 
     # precision: HFLM passes the checkpoint's own quantization_config explicitly
@@ -188,22 +187,6 @@ class HFMeteredBase(MeteredLM):
 
     def _model_generate(self, *args: Any, **kwargs: Any):  # noqa: D102
         return self.metering.timed(super()._model_generate, *args, **kwargs)
-
-    # chat-template policy: templated copies before the metered request loop -----------------
-    def generate_until(self, requests, disable_tqdm: bool = False):  # noqa: D102
-        if self._chat.applies(self.tokenizer):
-            base_apply = super().apply_chat_template  # not ours: that marks the run templated
-            requests = self._chat.templated(requests, base_apply)
-        return super().generate_until(requests, disable_tqdm)
-
-    # lm-eval calls these only when the run itself applies a chat template
-    def chat_template(self, chat_template: bool | str = False) -> str | None:  # noqa: D102
-        self._chat.mark_run_applies_template()
-        return super().chat_template(chat_template)
-
-    def apply_chat_template(self, chat_history, add_generation_prompt: bool = True) -> str:  # noqa: D102
-        self._chat.mark_run_applies_template()
-        return super().apply_chat_template(chat_history, add_generation_prompt)
 
     # reporting ------------------------------------------------------------------------------
     def metering_extras(self) -> dict[str, Any]:

@@ -10,6 +10,9 @@ from typing import Any
 
 from lm_eval_ext.model_wrappers.metering.meter import EnergyMeter, EnergyWindow, assess_energy
 
+#: flag of a window whose forward time cannot be seen (the engine runs in another process)
+FORWARD_NOT_OBSERVABLE = "forward_time_not_observable"
+
 
 def _share(part: float | None, whole: float | None) -> float | None:
     return None if part is None or not whole or whole <= 0 else part / whole
@@ -47,7 +50,7 @@ class _Tally:
         for device, joules in other.joules_by_device.items():
             self.joules_by_device[device] = self.joules_by_device.get(device, 0.0) + joules
 
-    def as_dict(self, meter: EnergyMeter) -> dict[str, Any]:
+    def as_dict(self, meter: EnergyMeter, forward_observable: bool = True) -> dict[str, Any]:
         joules, quality = None, []
         if self.windows:
             by_device, quality = assess_energy(
@@ -59,8 +62,9 @@ class _Tally:
         se = idle.se_watts() if idle else None
         return {
             "inference_seconds": self.seconds,
-            "forward_seconds": self.forward_seconds,
-            "forward_share": _share(self.forward_seconds, self.seconds),
+            "forward_seconds": self.forward_seconds if forward_observable else None,
+            "forward_share": _share(self.forward_seconds, self.seconds) if forward_observable
+            else None,
             "energy_joules": joules,
             "energy_joules_idle_corrected": None if joules is None or idle_joules is None
             else joules - idle_joules,
@@ -70,7 +74,8 @@ class _Tally:
             "idle_share": _share(idle_joules, joules),
             "n_requests": self.n_requests,
             "windows": self.windows,
-            "flags": sorted(self.flags | set(quality)),
+            "flags": sorted(self.flags | set(quality)
+                            | (set() if forward_observable else {FORWARD_NOT_OBSERVABLE})),
         }
 
 
@@ -82,11 +87,14 @@ class InferenceLedger:
     so the excluded work is in no segment. Segments are summed raw per device; the zero and
     short-window checks apply to each task's (and the run's) total, so a segment in which the
     counter did not move (a probe 1 ms after the start) adds 0 J rather than voiding the task.
-    ``add_forward_seconds`` credits the synchronised time of single forward/generate calls.
+    ``add_forward_seconds`` credits the synchronised time of single forward/generate calls;
+    with ``forward_observable=False`` (an engine in another process) forward time is reported
+    as null with the flag :data:`FORWARD_NOT_OBSERVABLE`, never as 0.
     """
 
-    def __init__(self, meter: EnergyMeter):
+    def __init__(self, meter: EnergyMeter, forward_observable: bool = True):
         self.meter = meter
+        self.forward_observable = forward_observable
         self._tallies: dict[tuple[str, str], _Tally] = {}
         self._current: tuple[str, str] | None = None
         self._segment = 0
@@ -142,13 +150,16 @@ class InferenceLedger:
         for (task, request_type), tally in sorted(self._tallies.items()):
             entry = per_task.setdefault(task, {"_tally": _Tally(), "request_types": {}})
             entry["_tally"].merge(tally)
-            entry["request_types"][request_type] = tally.as_dict(self.meter)
+            entry["request_types"][request_type] = tally.as_dict(self.meter,
+                                                                 self.forward_observable)
             total.merge(tally)
-        tasks = {t: {**e.pop("_tally").as_dict(self.meter), **e} for t, e in per_task.items()}
+        observable = self.forward_observable
+        tasks = {t: {**e.pop("_tally").as_dict(self.meter, observable), **e}
+                 for t, e in per_task.items()}
         for task, entry in tasks.items():
             if entry["energy_joules"] is None and self.meter.source.name != "unavailable":
                 warnings.warn(
                     f"task {task!r}: energy unavailable ({', '.join(entry['flags'])}); reported "
                     "as null, not 0 J. Meter longer windows (more requests per task).",
                     stacklevel=2)
-        return {"total": total.as_dict(self.meter), "per_task": tasks}
+        return {"total": total.as_dict(self.meter, observable), "per_task": tasks}

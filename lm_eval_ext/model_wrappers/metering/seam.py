@@ -61,20 +61,27 @@ class Metering:
     """
 
     def __init__(self, meter: EnergyMeter, *, clock: Callable[[], float] | None = None,
-                 synced_devices: Sequence[str] = (), codecarbon: Any = None):
+                 synced_devices: Sequence[str] = (), codecarbon: Any = None,
+                 forward_observable: bool = True):
         self.meter = meter
         self.clock = clock or meter.clock
         self.synced_devices = list(synced_devices)
         self.codecarbon = codecarbon
-        self.ledger = InferenceLedger(meter)
+        self.forward_observable = forward_observable
+        self.ledger = InferenceLedger(meter, forward_observable)
         self.padding_requests = 0  # data-parallel padding answered without the model
         self._rank_blocks: list[dict[str, Any]] | None = None  # every rank's block (DP)
 
     @classmethod
     def start(cls, cuda_indices: Sequence[int], *, energy: str = "auto", sync: bool = True,
               idle_seconds: float = 3.0, codecarbon: Any = None,
-              clock: Callable[[], float] = time.perf_counter) -> Metering:
-        """Pick the energy source for these GPUs (none: the CPU) and sample idle power."""
+              clock: Callable[[], float] = time.perf_counter,
+              forward_observable: bool = True) -> Metering:
+        """Pick the energy source for these GPUs (none: the CPU) and sample idle power.
+
+        ``forward_observable=False``: the backend's forward passes run where this process
+        cannot time them (an engine process); forward time is then reported as null.
+        """
         cuda = list(cuda_indices)
         meter = EnergyMeter(select_source(cuda, prefer=energy),
                             sync=synchronize_all(cuda) if cuda and sync else None, clock=clock,
@@ -83,7 +90,8 @@ class Metering:
         if codecarbon is not None:
             codecarbon.start()
         return cls(meter, clock=clock, codecarbon=codecarbon,
-                   synced_devices=[device_label(i) for i in cuda] if sync else [])
+                   synced_devices=[device_label(i) for i in cuda] if sync else [],
+                   forward_observable=forward_observable)
 
     # measuring ------------------------------------------------------------------------------
     def run(self, request_type: str, requests: Sequence[Any], call: Callable[[list], list], *,
@@ -122,7 +130,7 @@ class Metering:
 
     def reset(self) -> None:
         """A fresh ledger: later windows only (several conditions on one loaded model)."""
-        self.ledger = InferenceLedger(self.meter)
+        self.ledger = InferenceLedger(self.meter, self.forward_observable)
         self.padding_requests = 0
         self._rank_blocks = None
 
@@ -207,6 +215,10 @@ class MeteredLM:
 
     def generate_until(self, requests, disable_tqdm: bool = False):  # noqa: D102
         return self._metered("generate_until", requests, disable_tqdm)
+
+    def reset_metering(self) -> None:
+        """Start fresh windows (several conditions on one loaded model)."""
+        self.metering.reset()
 
     def metering_info(self) -> dict[str, Any]:
         """The ``config.metering`` block (every field: ``docs/hf-metered.md``)."""
