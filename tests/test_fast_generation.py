@@ -154,3 +154,30 @@ def test_a_max_batch_size_given_with_auto_caps_the_fast_path(embedded_lm):
         assert embedded_lm.fast_generation.stats.batch_sizes == [2]
     finally:
         embedded_lm.fast_generation = saved
+
+
+def test_a_finished_sequence_leaves_the_batch_and_the_others_match_generate(embedded_lm):
+    """greedy_decode against transformers' own generate (fp32, CPU): the same tokens per row,
+    while the batch shrinks once a row has ended (here: the first row's first token is made
+    an end-of-sequence token, so that row ends at once)."""
+    from lm_eval_ext.model_wrappers.greedy_decode import greedy_decode
+
+    model, tokenizer = embedded_lm.model, embedded_lm.tokenizer
+    rows = [tokenizer(p)["input_ids"] for p in PROMPTS]
+    batch = tokenizer.pad({"input_ids": rows}, padding_side="left", return_tensors="pt")
+    first = greedy_decode(model, batch["input_ids"], batch["attention_mask"], 1, [-1])
+    eos = [first[0][0]]
+    sizes: list[int] = []
+    hook = model.model.register_forward_pre_hook(
+        lambda module, args, kwargs: sizes.append(kwargs["input_ids"].shape[0]),
+        with_kwargs=True)
+    try:
+        ours = greedy_decode(model, batch["input_ids"], batch["attention_mask"], 12, eos)
+    finally:
+        hook.remove()
+    assert ours[0] == eos and sizes[0] == 4 and sizes[1] == 4 - sum(o[0] in eos for o in ours)
+    assert sizes == sorted(sizes, reverse=True) and len(sizes) == max(map(len, ours))
+    reference = model.generate(**batch, max_new_tokens=12, do_sample=False, eos_token_id=eos,
+                               pad_token_id=tokenizer.pad_token_id)[:, batch["input_ids"].shape[1]:]
+    for mine, theirs in zip(ours, reference.tolist(), strict=True):
+        assert mine == theirs[:len(mine)] and (len(mine) == 12 or mine[-1] in eos)

@@ -13,8 +13,10 @@ and cut at the stop sequences by its ``postprocess_generated_text``) and changes
   ``--batch_size 1`` too; lm-eval's untyped default of 1 does not, see
   :func:`~lm_eval_ext.model_wrappers.model_args.explicit_batch_size`); an out-of-memory
   halves it and retries;
-* ``model.generate`` stops a sequence on the model's end-of-sequence tokens and on
-  transformers' token-level ``stop_strings``, not on a per-step decode;
+* a sequence stops on the model's end-of-sequence tokens and on transformers' token-level
+  ``StopStringCriteria``, not on a per-step decode, and then leaves the batch
+  (:mod:`~lm_eval_ext.model_wrappers.greedy_decode`: each step costs what the unfinished
+  sequences cost);
 * the text is cut at lm-eval's stop sequences afterwards. Greedy decoding does not depend on
   when a sequence stops, so the text is the one lm-eval's loop would give at that batch.
 
@@ -40,7 +42,10 @@ from lm_eval.models.utils import (
     postprocess_generated_text,
 )
 
+from transformers.generation.stopping_criteria import StopStringCriteria
+
 from lm_eval_ext.errors import check_choice
+from lm_eval_ext.model_wrappers.greedy_decode import eos_token_ids, greedy_decode
 from lm_eval_ext.model_wrappers.model_args import explicit_batch_size
 
 GENERATION = ("standard", "fast")
@@ -239,14 +244,12 @@ def planned_batch_size(lm: Any, sequence_tokens: int, n_requests: int,
 
 def generate_batch(lm: Any, rows: list[list[int]], max_gen_toks: int,
                    stop_strings: list[str]) -> list[list[int]]:
-    """Greedy new tokens for ``rows``, left-padded by the tokenizer (one timed ``generate``)."""
+    """Greedy new tokens for ``rows``, left-padded by the tokenizer (one timed decode)."""
     batch = lm.tokenizer.pad({"input_ids": rows}, padding_side="left", return_tensors="pt")
-    extra = {"stop_strings": stop_strings, "tokenizer": lm.tokenizer} if stop_strings else {}
-    out = lm.metering.timed(lm.model.generate, input_ids=batch["input_ids"].to(lm.device),
-                            attention_mask=batch["attention_mask"].to(lm.device),
-                            max_new_tokens=max_gen_toks, do_sample=False,
-                            pad_token_id=lm.tokenizer.pad_token_id, use_cache=True, **extra)
-    return out[:, batch["input_ids"].shape[1]:].tolist()
+    stop = StopStringCriteria(lm.tokenizer, stop_strings) if stop_strings else None
+    return lm.metering.timed(greedy_decode, lm.model, batch["input_ids"].to(lm.device),
+                             batch["attention_mask"].to(lm.device), max_gen_toks,
+                             eos_token_ids(lm.model, lm.tokenizer), stop)
 
 
 class FastGeneration:

@@ -1,0 +1,86 @@
+"""Greedy decoding in which a finished sequence leaves the batch.
+
+``model.generate`` keeps every sequence of a batch in every decode step until the last one
+stops: in a batch whose answers run 5 to 128 tokens, most of the work is on sequences that
+are already done. Here a sequence that emits an end-of-sequence token, completes a stop string
+or reaches ``max_new_tokens`` is taken out of the batch and its rows are dropped from the KV
+cache (transformers' ``DynamicCache.batch_select_indices``), so each step costs what the
+unfinished sequences cost.
+
+Each step is the one ``generate`` takes for greedy search: position ids from the left-padded
+attention mask, the last position's scores in fp32, their argmax. Stop strings are checked by
+transformers' ``StopStringCriteria`` on the generated tokens only (lm-eval's own loop also
+looks at the generated part only).
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+
+def eos_token_ids(model: Any, tokenizer: Any) -> list[int]:
+    """The ids that end a sequence: the generation config's, else the tokenizer's."""
+    ids = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
+    if ids is None:
+        ids = tokenizer.eos_token_id
+    return [ids] if isinstance(ids, int) else list(ids or [])
+
+
+@torch.inference_mode()
+def greedy_decode(model: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                  max_new_tokens: int, eos_ids: Sequence[int],
+                  stop: Any = None) -> list[list[int]]:
+    """The new tokens of each (left-padded) row, the stopping token included.
+
+    Args:
+        model: A decoder-only transformers model.
+        input_ids: Left-padded prompts, ``[batch, length]``.
+        attention_mask: Their mask (0 on padding).
+        max_new_tokens: Most new tokens per row.
+        eos_ids: Token ids that end a row.
+        stop: A ``StopStringCriteria`` (or None): called on the generated tokens, True ends a row.
+    """
+    from transformers import DynamicCache
+
+    device = input_ids.device
+    cache = DynamicCache(config=model.config)
+    accepted = inspect.signature(model.forward).parameters
+    # transformers 5.2x renames the forward's past_key_values to cache
+    name = "cache" if "cache" in accepted else "past_key_values"
+    last_only = {"logits_to_keep": 1} if "logits_to_keep" in accepted else {}
+    positions = (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
+    logits = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=positions,
+                   use_cache=True, **{name: cache}, **last_only).logits[:, -1]
+    eos = torch.tensor(list(eos_ids), device=device, dtype=torch.long)
+    alive = torch.arange(input_ids.shape[0], device=device)
+    generated = input_ids.new_empty((input_ids.shape[0], 0))
+    out: list[list[int]] = [[] for _ in range(input_ids.shape[0])]
+    for step in range(max_new_tokens):
+        token = logits.float().argmax(-1)
+        generated = torch.cat([generated, token[:, None]], dim=1)
+        done = torch.isin(token, eos)
+        if stop is not None:
+            done |= stop(generated, None).to(device)
+        if step == max_new_tokens - 1:
+            done[:] = True
+        finished = done.nonzero().flatten().tolist()
+        if finished:
+            rows = alive.tolist()
+            for j in finished:
+                out[rows[j]] = generated[j].tolist()
+            if len(finished) == len(rows):
+                break
+            keep = (~done).nonzero().flatten()
+            cache.batch_select_indices(keep)
+            alive, token = alive[keep], token[keep]
+            generated, attention_mask = generated[keep], attention_mask[keep]
+        attention_mask = torch.cat([attention_mask, attention_mask.new_ones((len(alive), 1))],
+                                   dim=1)
+        positions = attention_mask.long().sum(-1, keepdim=True) - 1
+        logits = model(input_ids=token[:, None], attention_mask=attention_mask,
+                       position_ids=positions, use_cache=True, **{name: cache}).logits[:, -1]
+    return out
