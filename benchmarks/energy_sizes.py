@@ -68,15 +68,20 @@ def build_checkpoint(size: str, folder: Path, device: str, seed: int = 0) -> dic
         "num_key_value_heads", "vocab_size", "tie_word_embeddings")}}
 
 
-def measure(lm, task: str, limit: int, batch: int, gen_kwargs: str | None) -> dict:
+def measure(lm, task: str, limit: int, batch: int, gen_kwargs: str | None,
+            generation: str = "standard") -> dict:
     """One condition on an already loaded model: hf-metered's own figures for it.
 
     One batch of the condition runs first, untimed (kernels, allocator, autotuning), so the
-    first precision loaded does not carry the process's cold start.
+    first precision loaded does not carry the process's cold start. Generation runs on
+    ``generation``'s path at exactly ``batch`` sequences per batch.
     """
     from lm_eval import simple_evaluate
 
+    from lm_eval_ext.model_wrappers.fast_generation import FastGenerator
+
     lm.batch_size_per_gpu = batch
+    lm.fast_generation = FastGenerator(generation, lm.MODEL_NAME, batch)
     simple_evaluate(model=lm, tasks=[task], task_manager=task_manager(),  # warm-up, untimed
                     limit=max(2, min(limit, batch)), gen_kwargs=gen_kwargs, bootstrap_iters=0)
     lm.reset_metering()
@@ -93,7 +98,8 @@ def measure(lm, task: str, limit: int, batch: int, gen_kwargs: str | None) -> di
             "idle_share": window["idle_share"], "forward_share": window["forward_share"],
             "flags": window["flags"], "precision": metering["precision"],
             "quantized_modules": metering["quantized_modules"], "gpus": metering["gpus"],
-            "idle_watts": (metering["idle_power"] or {}).get("watts"), "label": LABEL}
+            "idle_watts": (metering["idle_power"] or {}).get("watts"), "label": LABEL,
+            "generation": metering["generation"] if gen_kwargs else None}
 
 
 def conditions(args) -> list[tuple[str, str, int, int, str | None]]:
@@ -139,6 +145,9 @@ def main() -> None:
     parser.add_argument("--gen-items-large", type=int, default=64)
     parser.add_argument("--gen-batch", type=int, default=32)
     parser.add_argument("--new-tokens", type=int, default=32)
+    parser.add_argument("--generation", choices=["standard", "fast"], default="standard",
+                        help="hf-metered's generation path (the committed P3 figures: standard;"
+                             " fast falls back to it for min_new_tokens, recorded per row)")
     parser.add_argument("--workdir", default="/tmp/energy_sizes")
     parser.add_argument("--budget-s", type=float, default=540)
     parser.add_argument("--out", required=True)
@@ -166,7 +175,7 @@ def main() -> None:
                 if deadline.left() < 30:
                     break
                 row = {"size": size, "condition": name, "precision_requested": precision,
-                       **measure(lm, task, items, batch, gen_kwargs)}
+                       **measure(lm, task, items, batch, gen_kwargs, args.generation)}
                 rows.append(row)
                 print({k: row[k] for k in ("size", "condition", "precision", "items_per_s",
                                            "j_per_item", "idle_share")}, flush=True)

@@ -156,17 +156,17 @@ def test_a_max_batch_size_given_with_auto_caps_the_fast_path(embedded_lm):
         embedded_lm.fast_generation = saved
 
 
-def test_a_finished_sequence_leaves_the_batch_and_the_others_match_generate(embedded_lm):
+def test_finished_sequences_leave_the_batch_and_the_others_match_generate(embedded_lm):
     """greedy_decode against transformers' own generate (fp32, CPU): the same tokens per row,
-    while the batch shrinks once a row has ended (here: the first row's first token is made
-    an end-of-sequence token, so that row ends at once)."""
+    while the batch shrinks once half its rows have ended (here: row 1's first token is made
+    the end-of-sequence token; two of the four rows start with it and end at once)."""
     from lm_eval_ext.model_wrappers.greedy_decode import greedy_decode
 
     model, tokenizer = embedded_lm.model, embedded_lm.tokenizer
     rows = [tokenizer(p)["input_ids"] for p in PROMPTS]
     batch = tokenizer.pad({"input_ids": rows}, padding_side="left", return_tensors="pt")
     first = greedy_decode(model, batch["input_ids"], batch["attention_mask"], 1, [-1])
-    eos = [first[0][0]]
+    eos = [first[1][0]]
     sizes: list[int] = []
     hook = model.model.register_forward_pre_hook(
         lambda module, args, kwargs: sizes.append(kwargs["input_ids"].shape[0]),
@@ -175,8 +175,10 @@ def test_a_finished_sequence_leaves_the_batch_and_the_others_match_generate(embe
         ours = greedy_decode(model, batch["input_ids"], batch["attention_mask"], 12, eos)
     finally:
         hook.remove()
-    assert ours[0] == eos and sizes[0] == 4 and sizes[1] == 4 - sum(o[0] in eos for o in ours)
-    assert sizes == sorted(sizes, reverse=True) and len(sizes) == max(map(len, ours))
+    running = sum(o[0] not in eos for o in ours)
+    assert ours[1] == eos and running == 2
+    assert sizes[:2] == [4, running] and sizes == sorted(sizes, reverse=True)
+    assert len(sizes) == max(map(len, ours))
     reference = model.generate(**batch, max_new_tokens=12, do_sample=False, eos_token_id=eos,
                                pad_token_id=tokenizer.pad_token_id)[:, batch["input_ids"].shape[1]:]
     for mine, theirs in zip(ours, reference.tolist(), strict=True):

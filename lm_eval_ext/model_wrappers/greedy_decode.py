@@ -3,9 +3,10 @@
 ``model.generate`` keeps every sequence of a batch in every decode step until the last one
 stops: in a batch whose answers run 5 to 128 tokens, most of the work is on sequences that
 are already done. Here a sequence that emits an end-of-sequence token, completes a stop string
-or reaches ``max_new_tokens`` is taken out of the batch and its rows are dropped from the KV
-cache (transformers' ``DynamicCache.batch_select_indices``), so each step costs what the
-unfinished sequences cost.
+or reaches ``max_new_tokens`` is done; once at most half of the batch's rows are still running,
+the done rows are taken out of the batch and the KV cache (transformers'
+``DynamicCache.batch_select_indices``), so each step costs at most twice what the unfinished
+sequences cost, and the batch changes shape only a few times.
 
 Each step is the one ``generate`` takes for greedy search: position ids from the left-padded
 attention mask, the last position's scores in fp32, their argmax. Stop strings are checked by
@@ -20,6 +21,10 @@ from collections.abc import Sequence
 from typing import Any
 
 import torch
+
+#: the batch is compacted once the running sequences are at most this share of its rows: a new
+#: batch shape costs kernel selection on a GPU, so rows leave in a few large steps, not one by one
+COMPACT_SHARE = 0.5
 
 
 def eos_token_ids(model: Any, tokenizer: Any) -> list[int]:
@@ -56,9 +61,11 @@ def greedy_decode(model: Any, input_ids: torch.Tensor, attention_mask: torch.Ten
     logits = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=positions,
                    use_cache=True, **{name: cache}, **last_only).logits[:, -1]
     eos = torch.tensor(list(eos_ids), device=device, dtype=torch.long)
-    alive = torch.arange(input_ids.shape[0], device=device)
+    present = torch.arange(input_ids.shape[0], device=device)  # original row of each batch row
+    ended = torch.zeros(input_ids.shape[0], dtype=torch.bool, device=device)
     generated = input_ids.new_empty((input_ids.shape[0], 0))
     out: list[list[int]] = [[] for _ in range(input_ids.shape[0])]
+    running = input_ids.shape[0]
     for step in range(max_new_tokens):
         token = logits.float().argmax(-1)
         generated = torch.cat([generated, token[:, None]], dim=1)
@@ -67,18 +74,22 @@ def greedy_decode(model: Any, input_ids: torch.Tensor, attention_mask: torch.Ten
             done |= stop(generated, None).to(device)
         if step == max_new_tokens - 1:
             done[:] = True
+        done &= ~ended
         finished = done.nonzero().flatten().tolist()
         if finished:
-            rows = alive.tolist()
+            rows = present.tolist()
             for j in finished:
                 out[rows[j]] = generated[j].tolist()
-            if len(finished) == len(rows):
+            ended |= done
+            running -= len(finished)
+            if running == 0:
                 break
-            keep = (~done).nonzero().flatten()
-            cache.batch_select_indices(keep)
-            alive, token = alive[keep], token[keep]
-            generated, attention_mask = generated[keep], attention_mask[keep]
-        attention_mask = torch.cat([attention_mask, attention_mask.new_ones((len(alive), 1))],
+            if running <= COMPACT_SHARE * len(rows):
+                keep = (~ended).nonzero().flatten()
+                cache.batch_select_indices(keep)
+                present, token, ended = present[keep], token[keep], ended[keep]
+                generated, attention_mask = generated[keep], attention_mask[keep]
+        attention_mask = torch.cat([attention_mask, attention_mask.new_ones((len(present), 1))],
                                    dim=1)
         positions = attention_mask.long().sum(-1, keepdim=True) - 1
         logits = model(input_ids=token[:, None], attention_mask=attention_mask,
