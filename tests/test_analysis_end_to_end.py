@@ -43,7 +43,7 @@ def test_analyze_cli_writes_report_csvs_and_figures(real_runs, tmp_path):
     for name in ("report.md", "report.html", "items.csv", "deltas.csv", "membership.csv",
                  "runs.csv", "comparisons.csv", "preregistration.md"):
         assert (out / name).stat().st_size > 0, name
-    for figure in ("metric_vs_energy", "subset_size", "heatmap_category",
+    for figure in ("quality_vs_cost", "subset_size", "heatmap_category",
                    "heatmap_context_polarity"):
         assert (out / "figures" / f"{figure}.png").stat().st_size > 10_000, figure
     items = pd.read_csv(out / "items.csv")

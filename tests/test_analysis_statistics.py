@@ -305,3 +305,25 @@ def test_permutation_p_without_discordant_pairs_is_one():
     design = ClusterDesign.build(np.arange(50), 500, np.random.default_rng(1))
     sums = design.sums(ACCURACY.features(pd.DataFrame({"correct": same}))[:, None, :])
     assert permutation_pvalues(ACCURACY.value, design, sums, sums)[0] == 1.0
+
+
+def test_each_runs_own_interval_matches_the_wald_interval_and_the_cluster_robust_one():
+    """The level intervals beside each delta (quality vs cost's error bars): with one item
+    per cluster the percentile bootstrap matches the Wald interval p +- 1.96 sqrt(p(1-p)/n);
+    with 4 correlated items per unit it matches statsmodels' cluster-robust SE of the mean."""
+    import statsmodels.api as sm
+
+    rng = np.random.default_rng(7)
+    ref = pd.DataFrame({"correct": rng.random(1000) < 0.3, "unit_id": np.arange(1000)})
+    run = pd.DataFrame({"correct": rng.random(1000) < 0.6, "unit_id": np.arange(1000)})
+    delta = paired_delta(ACCURACY, ref, run, ClusterDesign.build(ref["unit_id"], 4000, rng))
+    for ci, p in ((delta.reference_ci, delta.reference), (delta.value_ci, delta.value)):
+        half = 1.96 * math.sqrt(p * (1 - p) / 1000)
+        assert ci.low == pytest.approx(p - half, abs=0.1 * half)
+        assert ci.high == pytest.approx(p + half, abs=0.1 * half)
+    ref, run = next(_unit_effect_datasets(rng, 1, n_units=400))
+    delta = paired_delta(ACCURACY, ref, run, ClusterDesign.build(ref["unit_id"], 4000, rng))
+    fit = sm.OLS(run["correct"].astype(float), np.ones(len(run))).fit(
+        cov_type="cluster", cov_kwds={"groups": run["unit_id"]})
+    width = delta.value_ci.high - delta.value_ci.low
+    assert width == pytest.approx(2 * 1.96 * float(fit.bse.iloc[0]), rel=0.1)

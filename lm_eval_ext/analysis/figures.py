@@ -1,4 +1,8 @@
-"""Figures of the analysis report. They only read the result tables; no statistics here."""
+"""Figures of the analysis report. They only read the result tables; no statistics here.
+
+Every figure uses matplotlib's constrained layout, puts run names in a legend or a caption
+rather than beside points (long names would collide), and sizes itself from what it shows.
+"""
 
 from __future__ import annotations
 
@@ -11,110 +15,258 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.colors import TwoSlopeNorm  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
+from matplotlib.ticker import FixedLocator, NullFormatter, NullLocator  # noqa: E402
+
+#: metrics drawn against cost, in panel order
+QUALITY_METRICS = ("accuracy", "bias_s_dis", "bias_s_amb", "parse_failure_rate")
+MARKERS = "osD^vP<>Xh"
+SIGNIFICANT = 0.05  # Holm-adjusted p below which a heatmap cell is marked
 
 
-def _save(fig, path: Path) -> Path:
-    fig.savefig(path, dpi=100, bbox_inches="tight")
+def save(fig: Figure | None, path: Path) -> Path | None:
+    """Write a figure (None: nothing to draw) as PNG and close it."""
+    if fig is None:
+        return None
+    fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
 
 
-def metric_vs_energy(runs: pd.DataFrame, overall: pd.DataFrame, path: Path) -> Path | None:
-    """Accuracy and BBQ bias of every run against its energy (log axis).
+def _log_ticks(ax, values: np.ndarray) -> None:
+    """Three labelled ticks over the data (log axes label only these: none can collide)."""
+    low, high = float(np.min(values)), float(np.max(values))
+    middle = float(np.sqrt(low * high))
+    ticks = [middle] if high < 1.5 * low else [low, high] if high < 6 * low else [low, middle, high]
+    ax.xaxis.set_major_locator(FixedLocator(ticks))
+    ax.xaxis.set_minor_locator(NullLocator())
+    ax.xaxis.set_minor_formatter(NullFormatter())
+    ax.set_xticklabels([f"{t:.3g}" for t in ticks])
+    ax.set_xlim(low / 1.6, high * 1.6)
 
-    When no run has measured energy (a CPU machine without RAPL), the x axis is inference
-    seconds instead, and says so.
+
+def quality_vs_cost(runs: pd.DataFrame, overall: pd.DataFrame) -> Figure | None:
+    """Each metric of every run, the reference included, against joules per item (log axis).
+
+    Error bars are the 95% cluster-bootstrap intervals of each run's own value (the
+    reference's from its own resamples). Without measured energy the x axis is inference
+    seconds per item, and the figure's title says so. Runs are told apart by marker and named
+    in one legend below the panels.
     """
-    energy = pd.to_numeric(runs["energy_joules"], errors="coerce")
-    seconds = pd.to_numeric(runs["inference_seconds"], errors="coerce")
-    if (energy > 0).any():
-        x, label = energy, "inference energy (J, log scale)"
-    elif (seconds > 0).any():
-        x, label = seconds, "inference seconds (log scale; energy not measured)"
+    items = pd.to_numeric(runs["n_items"], errors="coerce").replace(0, np.nan)
+    energy = pd.to_numeric(runs["energy_joules"], errors="coerce") / items
+    seconds = pd.to_numeric(runs["inference_seconds"], errors="coerce") / items
+    if (energy > 0).all():
+        cost, unit = energy, "joules per item"
+    elif (seconds > 0).all():
+        cost, unit = seconds, "inference seconds per item (energy not measured)"
     else:
         return None
-    metrics = [m for m in ("accuracy", "bias_s_dis", "bias_s_amb") if m in set(overall["metric"])]
-    fig, axes = plt.subplots(1, len(metrics), figsize=(4.2 * len(metrics), 3.6), squeeze=False)
-    for ax, metric in zip(axes[0], metrics, strict=False):
-        values = overall[overall["metric"] == metric].set_index("run")["value"]
-        for index, run in runs.iterrows():
-            if run["run"] in values and x[index] > 0:
-                ax.scatter(x[index], values[run["run"]], s=36,
-                           marker="*" if run["is_reference"] else "o")
-                ax.annotate(run["run"][:24], (x[index], values[run["run"]]), fontsize=6,
-                            xytext=(3, 3), textcoords="offset points")
+    metrics = [m for m in QUALITY_METRICS if m in set(overall["metric"])]
+    if not metrics:
+        return None
+    points = _quality_points(runs, overall, metrics)
+    fig, axes = plt.subplots(1, len(metrics), figsize=(3.3 * len(metrics), 3.6),
+                             squeeze=False, layout="constrained")
+    for ax, metric in zip(axes[0], metrics, strict=True):
+        for index, run in runs.reset_index(drop=True).iterrows():
+            value, low, high = points[metric].get(run["run"], (np.nan,) * 3)
+            if not np.isfinite(value):
+                continue
+            reference = bool(run["is_reference"])
+            ax.errorbar(cost.iloc[index], value,
+                        yerr=[[max(value - low, 0)], [max(high - value, 0)]]
+                        if np.isfinite(low) and np.isfinite(high) else None,
+                        fmt="*" if reference else MARKERS[index % len(MARKERS)],
+                        markersize=11 if reference else 6, capsize=2, color=f"C{index % 10}",
+                        label=f"{run['run']} (reference)" if reference else run["run"])
         ax.set_xscale("log")
-        ax.set_xlabel(label)
-        ax.set_ylabel(metric)
-        ax.set_title(f"{metric} vs cost", fontsize=9)
-    return _save(fig, path)
+        _log_ticks(ax, cost[cost > 0].to_numpy())
+        ax.set_xlabel(unit.split(" (")[0])
+        ax.set_title(metric, fontsize=10)
+        ax.grid(alpha=0.3)
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside lower center", ncols=min(3, len(labels)),
+               fontsize=8, frameon=False)
+    fig.suptitle(f"Quality vs cost ({unit}; bars: 95% cluster bootstrap)", fontsize=10)
+    return fig
 
 
-def subset_size(summary: pd.DataFrame, draws: pd.DataFrame, frozen: pd.DataFrame,
-                path: Path) -> Path | None:
-    """Metric against subset size: Monte Carlo spread (boxes) and frozen memberships (dots)."""
+def _quality_points(runs: pd.DataFrame, overall: pd.DataFrame, metrics: list[str]
+                    ) -> dict[str, dict[str, tuple[float, float, float]]]:
+    """Metric -> run -> (value, interval low, interval high); the reference from any row."""
+    reference = runs.loc[runs["is_reference"].astype(bool), "run"]
+    out: dict[str, dict[str, tuple[float, float, float]]] = {}
+    for metric in metrics:
+        rows = overall[overall["metric"] == metric]
+        got = {r["run"]: (r["value"], r.get("value_ci_low", np.nan),
+                          r.get("value_ci_high", np.nan)) for _, r in rows.iterrows()}
+        if len(rows) and len(reference):
+            first = rows.iloc[0]
+            got[reference.iloc[0]] = (first["reference"], first.get("reference_ci_low", np.nan),
+                                      first.get("reference_ci_high", np.nan))
+        out[metric] = got
+    return out
+
+
+def subset_size(summary: pd.DataFrame, draws: pd.DataFrame, frozen: pd.DataFrame, *,
+                as_delta_pp: bool = False) -> Figure | None:
+    """Metric against subset size, each size naming its natural units.
+
+    Monte Carlo spread (boxes), frozen memberships (dots) and the full instrument's value (a
+    labelled line).
+
+    ``as_delta_pp``: the y axis is the deviation from the full instrument, in points.
+    """
     metrics = list(summary["metric"].unique()) if len(summary) else []
     if not metrics:
         return None
-    fig, axes = plt.subplots(1, len(metrics), figsize=(4.6 * len(metrics), 3.6), squeeze=False)
-    for ax, metric in zip(axes[0], metrics, strict=False):
+    fig, axes = plt.subplots(1, len(metrics), figsize=(4.2 * len(metrics), 3.8),
+                             squeeze=False, layout="constrained")
+    for ax, metric in zip(axes[0], metrics, strict=True):
         s = summary[summary["metric"] == metric].sort_values("size_units")
+        full = float(s["full_value"].iloc[0])
+        shift, scale = (full, 100.0) if as_delta_pp else (0.0, 1.0)
         d = draws[draws["metric"] == metric]
-        groups = [d[d["size_units"] == u]["value"].dropna().to_numpy() for u in s["size_units"]]
-        positions = s["size_items"].to_numpy()
-        width = 0.08 * (positions.max() - positions.min() + 1)
+        groups = [(d[d["size_units"] == u]["value"].dropna().to_numpy() - shift) * scale
+                  for u in s["size_units"]]
+        positions = s["size_items"].to_numpy(float)
+        width = 0.35 * np.min(np.diff(positions)) if len(positions) > 1 else 1.0
         ax.boxplot(groups, positions=positions, widths=width, showfliers=False,
                    manage_ticks=False)
         f = frozen[frozen["metric"] == metric] if len(frozen) else frozen
         if len(f):
-            items_of = dict(zip(s["size_units"], s["size_items"], strict=False))
-            ax.scatter([items_of.get(u, np.nan) for u in f["size_units"]], f["value"],
-                       color="C3", zorder=3, s=18, label="frozen memberships")
-            ax.legend(fontsize=7)
-        ax.axhline(s["full_value"].iloc[0], color="grey", linestyle="--", linewidth=1)
-        ax.set_xlabel("subset size (items)")
-        ax.set_ylabel(metric)
-        ax.set_title(f"{metric} by subset size", fontsize=9)
-    return _save(fig, path)
+            items_of = dict(zip(s["size_units"], s["size_items"], strict=True))
+            ax.scatter([items_of.get(u, np.nan) for u in f["size_units"]],
+                       (f["value"] - shift) * scale, color="C3", zorder=3, s=18,
+                       label="frozen memberships")
+        ax.axhline((full - shift) * scale, color="grey", linestyle="--", linewidth=1,
+                   label=f"full instrument ({full:.3g})")
+        ax.set_xticks(positions, [f"{int(i)}\n({int(u)} u)" for i, u
+                                  in zip(s["size_items"], s["size_units"], strict=True)],
+                      fontsize=7)
+        ax.set_xlim(positions.min() - width, positions.max() + width)
+        ax.set_xlabel("subset size: items (natural units)")
+        ax.set_ylabel(f"{metric} - full (pp)" if as_delta_pp else metric)
+        ax.set_title(f"{metric} by subset size", fontsize=10)
+        ax.legend(fontsize=7, loc="best")
+    return fig
 
 
-def delta_heatmap(deltas: pd.DataFrame, subgroup_type: str, path: Path) -> Path | None:
-    """Runs x subgroups heatmaps of signed deltas (points), one panel per metric.
+def delta_heatmap(deltas: pd.DataFrame, subgroup_type: str) -> Figure | None:
+    """Runs x subgroups deltas (points) with their values, one panel per metric.
 
-    Diverging colours centred on 0.
+    One symmetric colour scale per metric, shared by all runs; a cell whose Holm-adjusted p is
+    below 0.05 is outlined and starred. With one subgroup the panel is a small table instead.
     """
     data = deltas[deltas["subgroup_type"] == subgroup_type]
     metrics = list(data["metric"].unique())
     if not metrics:
         return None
-    columns = data["subgroup"].nunique()
-    fig, axes = plt.subplots(len(metrics), 1, squeeze=False, gridspec_kw={"hspace": 1.1},
-                             figsize=(max(6, 0.45 * columns + 3),
-                                      len(metrics) * (0.45 * data["run"].nunique() + 2.4)))
-    for ax, metric in zip(axes[:, 0], metrics, strict=False):
-        wide = data[data["metric"] == metric].pivot_table(index="run", columns="subgroup",
-                                                          values="delta_pp")
-        values = wide.to_numpy()
+    runs, columns = data["run"].nunique(), data["subgroup"].nunique()
+    if columns == 1:
+        return _delta_table(data, metrics, subgroup_type)
+    fig, axes = plt.subplots(len(metrics), 1, squeeze=False, layout="constrained",
+                             figsize=(max(5.0, 0.62 * columns + 2.8),
+                                      len(metrics) * (0.34 * runs + 1.9)))
+    for ax, metric in zip(axes[:, 0], metrics, strict=True):
+        rows = data[data["metric"] == metric]
+        wide = rows.pivot_table(index="run", columns="subgroup", values="delta_pp")
+        marked = rows.pivot_table(index="run", columns="subgroup", values="p_adjusted")
+        marked = marked.reindex(index=wide.index, columns=wide.columns) < SIGNIFICANT
+        values = wide.to_numpy(float)
         limit = float(np.nanmax(np.abs(values))) if np.isfinite(values).any() else 1.0
+        limit = max(limit, 1e-9)
         image = ax.imshow(values, cmap="RdBu_r", aspect="auto",
-                          norm=TwoSlopeNorm(vcenter=0, vmin=-limit - 1e-9, vmax=limit + 1e-9))
-        ax.set_xticks(range(wide.shape[1]), wide.columns, rotation=60, ha="right", fontsize=7)
-        ax.set_yticks(range(wide.shape[0]), [r[:30] for r in wide.index], fontsize=7)
-        fig.colorbar(image, ax=ax, label="delta (pp)")
-        ax.set_title(f"{metric} delta vs reference by {subgroup_type}", fontsize=9)
-    return _save(fig, path)
+                          norm=TwoSlopeNorm(vcenter=0, vmin=-limit, vmax=limit))
+        for (i, j), value in np.ndenumerate(values):
+            if not np.isfinite(value):
+                continue
+            star = marked.iat[i, j]
+            ax.text(j, i, f"{value:+.1f}{'*' if star else ''}", ha="center", va="center",
+                    fontsize=6.5, fontweight="bold" if star else "normal",
+                    color="white" if abs(value) > 0.6 * limit else "black")
+            if star:
+                ax.add_patch(plt.Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, linewidth=1.2,
+                                           edgecolor="black"))
+        ax.set_xticks(range(wide.shape[1]), wide.columns, rotation=90, fontsize=7)
+        ax.set_yticks(range(wide.shape[0]), list(wide.index), fontsize=7)
+        fig.colorbar(image, ax=ax, label="delta (pp)", shrink=0.9)
+        ax.set_title(f"{metric}: delta vs reference by {subgroup_type} (* Holm p < 0.05)",
+                     fontsize=9)
+    return fig
 
 
-def savings(runs: pd.DataFrame, path: Path) -> Path | None:
+def _delta_table(data: pd.DataFrame, metrics: list[str], subgroup_type: str) -> Figure:
+    """A one-subgroup 'heatmap' as a small table of deltas, intervals and adjusted p."""
+    rows = data[data["metric"].isin(metrics)].sort_values(["metric", "run"])
+    cells = [[r["metric"], r["run"], f"{r['delta_pp']:+.2f}",
+              f"[{r['ci_low']:+.2f}, {r['ci_high']:+.2f}]", f"{r['p_adjusted']:.3g}"]
+             for _, r in rows.iterrows()]
+    fig, ax = plt.subplots(figsize=(6.4, 0.28 * len(cells) + 0.9), layout="constrained")
+    ax.axis("off")
+    table = ax.table(cellText=cells, colLabels=["metric", "run", "delta (pp)", "95% CI",
+                                                "Holm p"], loc="center")
+    table.auto_set_font_size(False)
+    table.set_fontsize(7)
+    table.auto_set_column_width(list(range(5)))
+    ax.set_title(f"delta vs reference, {subgroup_type} {rows['subgroup'].iloc[0]}", fontsize=9)
+    return fig
+
+
+def rank_flips(orderings: pd.DataFrame | None) -> Figure | None:
+    """Bump chart per benchmark: each condition's model ranks.
+
+    Under each condition its Kendall tau against the consensus ordering; a red ring on models
+    ordered the other way round than in the consensus. Conditions are numbered; the caption
+    names them.
+    """
+    if orderings is None or orderings.empty:
+        return None
+    benchmarks = list(orderings["benchmark"].unique())
+    configs = list(dict.fromkeys(orderings["config"]))
+    number = {config: f"C{i + 1}" for i, config in enumerate(configs)}
+    n_models = orderings["model"].nunique()
+    fig, axes = plt.subplots(1, len(benchmarks), squeeze=False, layout="constrained",
+                             figsize=(max(4.5, 0.9 * len(configs) + 2.5) * len(benchmarks),
+                                      0.45 * n_models + 2.6 + 0.16 * len(configs)))
+    for ax, benchmark in zip(axes[0], benchmarks, strict=True):
+        part = orderings[orderings["benchmark"] == benchmark]
+        order = [c for c in configs if c in set(part["config"])]
+        x_of = {config: i for i, config in enumerate(order)}
+        for index, (model, rows) in enumerate(part.groupby("model", sort=True)):
+            rows = rows.assign(x=rows["config"].map(x_of)).sort_values("x")
+            ax.plot(rows["x"], rows["rank"], marker="o", color=f"C{index % 10}", label=model)
+            flipped = rows[rows["flipped_with"].astype(str).str.len() > 0]
+            ax.scatter(flipped["x"], flipped["rank"], s=160, facecolors="none",
+                       edgecolors="red", linewidths=1.4, zorder=3)
+        taus = part.groupby("config")["kendall_tau_vs_consensus"].first()
+        ax.set_xticks(range(len(order)), [f"{number[c]}\ntau {taus[c]:+.2f}" for c in order],
+                      fontsize=7)
+        ax.set_yticks(range(1, n_models + 1))
+        ax.set_ylim(n_models + 0.5, 0.5)
+        ax.set_ylabel("rank (1 = highest)")
+        ax.set_title(f"{benchmark}: model ranks per condition", fontsize=9)
+        ax.grid(alpha=0.3, axis="y")
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    handles.append(plt.Line2D([], [], marker="o", linestyle="none", markerfacecolor="none",
+                              markeredgecolor="red", markersize=10))
+    labels.append("ordered against the consensus")
+    fig.legend(handles, labels, loc="outside right upper", fontsize=7, frameon=False)
+    fig.supxlabel("\n".join(f"{number[c]}: {c}" for c in configs), fontsize=6.5, x=0.01,
+                  ha="left")
+    return fig
+
+
+def savings(runs: pd.DataFrame) -> Figure | None:
     """Runtime saving vs energy saving relative to the reference, with the y = x diagonal."""
     data = runs[~runs["is_reference"]].dropna(subset=["runtime_saving_pct", "energy_saving_pct"])
     if data.empty:
         return None
-    fig, ax = plt.subplots(figsize=(4.8, 4.4))
-    ax.scatter(data["runtime_saving_pct"], data["energy_saving_pct"])
-    for _, run in data.iterrows():
-        ax.annotate(run["run"][:24], (run["runtime_saving_pct"], run["energy_saving_pct"]),
-                    fontsize=6, xytext=(3, 3), textcoords="offset points")
+    fig, ax = plt.subplots(figsize=(5.2, 4.6), layout="constrained")
+    for index, (_, run) in enumerate(data.iterrows()):
+        ax.scatter(run["runtime_saving_pct"], run["energy_saving_pct"],
+                   marker=MARKERS[index % len(MARKERS)], color=f"C{index % 10}", label=run["run"])
     low = min(data["runtime_saving_pct"].min(), data["energy_saving_pct"].min(), 0) - 5
     high = max(data["runtime_saving_pct"].max(), data["energy_saving_pct"].max(), 0) + 5
     ax.plot([low, high], [low, high], color="grey", linestyle="--", linewidth=1,
@@ -123,5 +275,5 @@ def savings(runs: pd.DataFrame, path: Path) -> Path | None:
     ax.axvline(0, color="black", linewidth=0.5)
     ax.set_xlabel("runtime saving vs reference (%)")
     ax.set_ylabel("energy saving vs reference (%)")
-    ax.legend(fontsize=7)
-    return _save(fig, path)
+    fig.legend(loc="outside lower center", fontsize=7, ncols=2, frameon=False)
+    return fig

@@ -34,6 +34,7 @@ from lm_eval_ext.analysis.stats.power import (
 )
 from lm_eval_ext.analysis.stats.rank_flips import (
     FACTORS,
+    condition_orderings,
     rank_flip_table,
     ranking_summary,
     same_partition,
@@ -68,6 +69,8 @@ class AnalysisResult:
     claims: pd.DataFrame | None = None  # claim sentences and their stability
     #: overall verdicts under unit and template clustering (BBQ only; see analysis.clustering)
     clustering: pd.DataFrame | None = None
+    #: each grid condition's model ordering against the consensus (with ``--grid``)
+    grid_orderings: pd.DataFrame | None = None
 
 
 def _frozen_memberships() -> dict[str, set[str]]:
@@ -192,8 +195,12 @@ def core_mask(cells: pd.DataFrame, core: dict[str, list[str]]) -> pd.Series:
 
 
 def _grid_analysis(grid: Sequence[str | Path], core: dict[str, list[str]] | None
-                   ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
-    """Rank flips, ranking summary (full envelope, plus the core one) and variance shares."""
+                   ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """Rank flips, rankings (full envelope, plus the core one), shares and orderings.
+
+    The last two: variance shares over the grid factors, and each condition's ordering of
+    the models against the consensus.
+    """
     cells = _grid_cells(load_runs(grid, one_per_entry=False), ACCURACY)
     models = sorted(set(cells["model"].astype(str)))
     if len(models) < 2:
@@ -207,7 +214,7 @@ def _grid_analysis(grid: Sequence[str | Path], core: dict[str, list[str]] | None
         inner = cells[cells["in_core"]]
         flips = pd.concat([flips, rank_flip_table(inner).assign(envelope="core")])
         rankings = pd.concat([rankings, ranking_summary(inner).assign(envelope="core")])
-    return flips, rankings, variance_shares(cells)
+    return flips, rankings, variance_shares(cells), condition_orderings(cells)
 
 
 def check_settings(*, n_resamples: int, mc_draws: int, seed: int, level: float) -> None:
@@ -274,7 +281,8 @@ def analyze(reference: str | Path, runs: Sequence[str | Path], *,
             raise AnalysisInputError(
                 f"run {run.run_id} is the reference itself ({run.results_path}); compare the "
                 "reference with a different run")
-    flips, rankings, shares = _grid_analysis(grid, core) if grid else (None, None, None)
+    flips, rankings, shares, orderings = (_grid_analysis(grid, core) if grid
+                                          else (None, None, None, None))
     alignment = align(ref_run, other, intersection=intersection)
     ref_items = aligned_items(ref_run, alignment)
     run_items = {r.run_id: aligned_items(r, alignment) for r in other}
@@ -300,7 +308,10 @@ def analyze(reference: str | Path, runs: Sequence[str | Path], *,
                         "delta_pp": spec.scale * d.statistic, "ci_low": spec.scale * d.ci.low,
                         "ci_high": spec.scale * d.ci.high, "p_value": d.pvalue, "test": d.test,
                         "p_value_mcnemar": d.pvalue_mcnemar,
-                        "undefined_resample_share": d.undefined_resample_share})
+                        "undefined_resample_share": d.undefined_resample_share,
+                        "value_ci_low": d.value_ci.low, "value_ci_high": d.value_ci.high,
+                        "reference_ci_low": d.reference_ci.low,
+                        "reference_ci_high": d.reference_ci.high})
                 steps.update()
             comparison_rows.append(_comparison(ref_items, items, run.run_id, design.codes))
     steps.close()
@@ -334,7 +345,7 @@ def analyze(reference: str | Path, runs: Sequence[str | Path], *,
         {"n_resamples": n_resamples, "mc_draws": mc_draws, "seed": seed, "level": level,
          "intersection": intersection, "cluster": cluster},
         {r.run_id: r.cards for r in [ref_run, *other]}, card_differences(ref_run, other),
-        claims, clustering)
+        claims, clustering, orderings)
 
 
 def _comparison(ref_items: pd.DataFrame, items: pd.DataFrame, run_id: str,

@@ -157,20 +157,25 @@ def write_outputs(result, out: Path) -> dict[str, Path]:
                                   encoding="utf-8")
     if result.rank_flips is not None:
         tables.update(rank_flips=result.rank_flips, rankings=result.rankings,
-                      variance_shares=result.variance_shares)
+                      variance_shares=result.variance_shares,
+                      grid_orderings=result.grid_orderings)
     for name, table in tables.items():
         paths[name] = out / f"{name}.csv"
         table.to_csv(paths[name], index=False)
+    overall = result.deltas[result.deltas["subgroup_type"] == "all"].drop_duplicates(
+        ["run", "metric"])
     made = [
-        figures.metric_vs_energy(result.runs, result.deltas[result.deltas["subgroup_type"] == "all"]
-                                 .drop_duplicates(["run", "metric"]), fig_dir / "metric_vs_energy.png"),
-        figures.savings(result.runs, fig_dir / "runtime_vs_energy_savings.png"),
+        figures.save(figures.quality_vs_cost(result.runs, overall),
+                     fig_dir / "quality_vs_cost.png"),
+        figures.save(figures.savings(result.runs), fig_dir / "runtime_vs_energy_savings.png"),
+        figures.save(figures.rank_flips(result.grid_orderings), fig_dir / "rank_flips.png"),
+        figures.save(figures.subset_size(result.membership_summary, result.membership_draws,
+                                         result.membership_frozen),
+                     fig_dir / "subset_size.png"),
     ]
-    made.append(figures.subset_size(result.membership_summary, result.membership_draws,
-                                    result.membership_frozen, fig_dir / "subset_size.png"))
     for subgroup_type in ("category", "demographic_group", "context_polarity"):
-        made.append(figures.delta_heatmap(result.deltas, subgroup_type,
-                                          fig_dir / f"heatmap_{subgroup_type}.png"))
+        made.append(figures.save(figures.delta_heatmap(result.deltas, subgroup_type),
+                                 fig_dir / f"heatmap_{subgroup_type}.png"))
     paths.update({p.stem: p for p in made if p is not None})
     paths["preregistration"] = out / "preregistration.md"
     paths["preregistration"].write_text("# Pre-registration cards\n\n"

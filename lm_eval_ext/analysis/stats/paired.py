@@ -91,6 +91,10 @@ class PairedDelta:
     bootstrap_distribution: np.ndarray = field(default=None, repr=False)
     #: share of resamples where the delta is undefined (left out of ``ci``; NaN ``ci`` > 0.1)
     undefined_resample_share: float = 0.0
+    #: percentile cluster-bootstrap intervals of the run's and the reference's own values
+    #: (metric units, the same resamples as ``ci``)
+    value_ci: ConfidenceInterval | None = None
+    reference_ci: ConfidenceInterval | None = None
 
     def confidence_interval(self) -> ConfidenceInterval:
         """The percentile cluster-bootstrap interval of the delta."""
@@ -118,16 +122,22 @@ def paired_deltas(spec: MetricSpec, ref: pd.DataFrame, run: pd.DataFrame, design
     ref_sums = design.sums(ref_x[:, None, :] * masks[:, :, None])  # (C, G, k)
     run_sums = design.sums(run_x[:, None, :] * masks[:, :, None])
     reference, value = spec.value(ref_sums.sum(0)), spec.value(run_sums.sum(0))
-    draws = (resampled(spec.value, design.weights, run_sums)
-             - resampled(spec.value, design.weights, ref_sums))
+    run_draws = resampled(spec.value, design.weights, run_sums)
+    ref_draws = resampled(spec.value, design.weights, ref_sums)
+    draws = run_draws - ref_draws
     n = masks.sum(0)
     clusters = np.array([len(np.unique(design.codes[m])) for m in masks.T])
     degenerate = (n < 2) | (clusters < 2)
     if degenerate.any():
         warnings.warn(f"{spec.name}: {int(degenerate.sum())} subgroup(s) with < 2 items or "
                       "clusters; no interval", DegenerateDataWarning, stacklevel=2)
-        draws[:, degenerate] = np.nan
+        for matrix in (draws, run_draws, ref_draws):
+            matrix[:, degenerate] = np.nan
     low, high, undefined = percentile_intervals(draws, level)
+    with warnings.catch_warnings():  # the delta's interval already warned about these
+        warnings.simplefilter("ignore", DegenerateDataWarning)
+        run_low, run_high, _ = percentile_intervals(run_draws, level)
+        ref_low, ref_high, _ = percentile_intervals(ref_draws, level)
     p_perm = permutation_pvalues(spec.value, design, ref_sums, run_sums)
     results = []
     for g in range(masks.shape[1]):
@@ -142,7 +152,9 @@ def paired_deltas(spec: MetricSpec, ref: pd.DataFrame, run: pd.DataFrame, design
             int(n[g]), int(clusters[g]), ConfidenceInterval(float(low[g]), float(high[g])),
             float(p_perm[g]), PRIMARY_TEST, float(pvalue_mcnemar), spec.scale,
             draws[:, g].copy() if keep_draws else None,
-            undefined_resample_share=float(undefined[g])))
+            undefined_resample_share=float(undefined[g]),
+            value_ci=ConfidenceInterval(float(run_low[g]), float(run_high[g])),
+            reference_ci=ConfidenceInterval(float(ref_low[g]), float(ref_high[g]))))
     return results
 
 

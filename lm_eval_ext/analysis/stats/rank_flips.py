@@ -84,6 +84,40 @@ def ranking_summary(cells: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def condition_orderings(cells: pd.DataFrame) -> pd.DataFrame:
+    """Each condition's ordering of the models against the consensus ordering.
+
+    The consensus ranks the models by their mean value over the conditions where every model
+    ran. Per benchmark, condition (config) and model: the value, the rank (1 = highest, ties
+    share the lower rank), Kendall's tau between the condition's values and the consensus means
+    (NaN with fewer than two models or a constant side), and the models this one is flipped
+    with (ordered the other way round than in the consensus, ties not counted).
+    """
+    rows = []
+    for benchmark, group in cells.groupby("benchmark"):
+        wide = cell_matrix(group)
+        complete = wide.dropna(axis=0)
+        consensus = (complete if len(complete) else wide).mean(axis=0)
+        for config, values in wide.iterrows():
+            values = values.dropna()
+            ranks = values.rank(ascending=False, method="min")
+            tau = np.nan
+            if len(values) >= 2 and values.nunique() > 1 and consensus[values.index].nunique() > 1:
+                tau = float(stats.kendalltau(values, consensus[values.index]).statistic)
+            for model, value in values.items():
+                flipped = sorted(str(other) for other in values.index if other != model
+                                 and (value - values[other])
+                                 * (consensus[model] - consensus[other]) < 0)
+                rows.append({"benchmark": benchmark, "config": config, "model": model,
+                             "value": float(value), "rank": int(ranks[model]),
+                             "consensus_value": float(consensus[model]),
+                             "kendall_tau_vs_consensus": tau,
+                             "flipped_with": ", ".join(flipped)})
+    return pd.DataFrame(rows, columns=["benchmark", "config", "model", "value", "rank",
+                                       "consensus_value", "kendall_tau_vs_consensus",
+                                       "flipped_with"])
+
+
 def same_partition(a: pd.Series, b: pd.Series) -> bool:
     """Whether two factors split the cells identically (levels in one-to-one correspondence)."""
     a, b = a.astype(str), b.astype(str)
