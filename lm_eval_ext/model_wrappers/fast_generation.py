@@ -41,7 +41,6 @@ from lm_eval.models.utils import (
     normalize_gen_kwargs,
     postprocess_generated_text,
 )
-
 from transformers.generation.stopping_criteria import StopStringCriteria
 
 from lm_eval_ext.errors import check_choice
