@@ -252,7 +252,7 @@ def rank_flips(orderings: pd.DataFrame | None) -> Figure | None:
     handles.append(plt.Line2D([], [], marker="o", linestyle="none", markerfacecolor="none",
                               markeredgecolor="red", markersize=10))
     labels.append("ordered against the consensus")
-    fig.legend(handles, labels, loc="outside right upper", fontsize=7, frameon=False)
+    fig.legend(handles, labels, loc="outside right center", fontsize=7, frameon=False)
     fig.supxlabel("\n".join(f"{number[c]}: {c}" for c in configs), fontsize=6.5, x=0.01,
                   ha="left")
     return fig
