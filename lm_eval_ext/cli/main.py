@@ -3,10 +3,11 @@
 Subcommands (one module each in this package):
     run ...                        stock ``lm_eval`` arguments, hf-metered and our tasks registered
     data verify|fingerprint|manifest|instrument    the benchmark data
-    model prepare                  convert the embedded model once
+    model prepare [--model NAME]   convert the embedded (or a packaged) model once
     analyze --reference R --runs A B --out OUT     did the conclusion change?
     compare-harness H=PATH ... --out OUT           one model through several harnesses
     mde --m M --rho-d R            paired minimum detectable effect and a pre-registration card
+    recommend PILOT --claim M=PP   the cheapest protocol that keeps every claim, from a pilot
     sequential ...                 evaluate nested subsets until the claim is settled
     campaign CAMPAIGN.yaml|--preset ... --out DIR  models x conditions x tasks, resumable
     grid GRID.yaml --out DIR       models x configuration axes, then rank flips
@@ -31,6 +32,7 @@ from lm_eval_ext.cli import (
     judge,
     mde,
     model,
+    recommend,
     run,
     sequential,
 )
@@ -38,8 +40,8 @@ from lm_eval_ext.cli.options import CommandParser
 from lm_eval_ext.errors import LmEvalExtError
 from lm_eval_ext.registration import TRACEBACK_ENV
 
-COMMANDS = (run, data, model, analyze, compare_harness, mde, sequential, campaign, judge,
-            export_upstream)
+COMMANDS = (run, data, model, analyze, compare_harness, mde, recommend, sequential, campaign,
+            judge, export_upstream)
 
 
 def build_parser() -> argparse.ArgumentParser:
