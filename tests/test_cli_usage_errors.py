@@ -57,8 +57,11 @@ def test_bad_values_are_one_line_naming_the_flag_and_nothing_is_written(argv, me
 @pytest.mark.parametrize(("argv", "line"), [
     (["data", "verify", "--only", "bbq"], "lm-eval-ext data verify: error: unrecognized "
      "arguments: --only (see lm-eval-ext data verify --help)"),
-    (["model", "prepare", "--model", "gpt"], "lm-eval-ext model prepare: error: unrecognized "
-     "arguments: --model gpt (see lm-eval-ext model prepare --help)"),
+    (["model", "prepare", "--size", "small"], "lm-eval-ext model prepare: error: unrecognized "
+     "arguments: --size small (see lm-eval-ext model prepare --help)"),
+    (["model", "prepare", "--model", "gpt"], "lm-eval-ext model prepare: error: argument --model: "
+     "invalid choice: 'gpt' (choose from 'embedded', 'gemma3-270m', 'all') (see lm-eval-ext "
+     "model prepare --help)"),
     (["mde", "--m", "500", "--rho-d", "0.1", "extra"],
      "lm-eval-ext mde: error: unrecognized arguments: extra (see lm-eval-ext mde --help)"),
 ])
