@@ -41,6 +41,7 @@ from lm_eval_ext.model_wrappers.model_args import (
     merge_model_args,
     validate_own_args,
 )
+from lm_eval_ext.model_wrappers.model_info import wrapper_info
 from lm_eval_ext.model_wrappers.precision import PrecisionPlan, plan_precision, verify_precision
 from lm_eval_ext.model_wrappers.shared_prefix import SharedPrefixStats
 
@@ -206,12 +207,5 @@ class HFMeteredBase(ChatTemplated, MeteredLM):
 
     def get_model_info(self) -> dict:  # noqa: D102
         info = super().get_model_info()
-        info["hf_metered"] = {
-            "model_class": self.MODEL_NAME,
-            "adds": self.header(),
-            "embedded_model": embedded_model.provenance() if self._embedded else None,
-            "packaged_model": self._packaged,
-            "chat_template_mode": self._chat.mode,
-            "generation_chat_template_applied_by": self._chat.applied_by(self.tokenizer),
-        }
+        info["hf_metered"] = wrapper_info(self, self.MODEL_NAME)
         return info

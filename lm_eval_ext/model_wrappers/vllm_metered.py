@@ -34,6 +34,7 @@ from lm_eval_ext.model_wrappers import embedded_model, packaged_models  # noqa: 
 from lm_eval_ext.model_wrappers.chat_template import ChatTemplated, ChatTemplatePolicy  # noqa: E402
 from lm_eval_ext.model_wrappers.metering import MeteredLM, Metering  # noqa: E402
 from lm_eval_ext.model_wrappers.model_args import merge_model_args, validate_own_args  # noqa: E402
+from lm_eval_ext.model_wrappers.model_info import wrapper_info  # noqa: E402
 from lm_eval_ext.model_wrappers.vllm_engine_args import MODEL_NAME, plan_engine  # noqa: E402
 
 
@@ -122,14 +123,7 @@ class VLLMMeteredLM(ChatTemplated, MeteredLM, VLLM):
 
     def get_model_info(self) -> dict:  # noqa: D102
         info = super().get_model_info()
-        info["vllm_metered"] = {
-            "model_class": MODEL_NAME,
-            "adds": self.header(),
-            "embedded_model": embedded_model.provenance() if self._embedded else None,
-            "packaged_model": self._packaged,
-            "chat_template_mode": self._chat.mode,
-            "generation_chat_template_applied_by": self._chat.applied_by(self.tokenizer),
-        }
+        info["vllm_metered"] = wrapper_info(self, MODEL_NAME)
         return info
 
     def shutdown(self) -> None:
