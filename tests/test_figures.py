@@ -5,8 +5,6 @@ draws each condition's ranks."""
 
 from __future__ import annotations
 
-from itertools import combinations
-
 import matplotlib.pyplot as plt
 import numpy as np
 import pytest
@@ -81,13 +79,15 @@ def overlapping_texts(fig) -> list[tuple[str, str]]:
     boxes = [(t.get_text(), t.get_window_extent(renderer)) for t in texts(fig)
              if t.get_visible() and t.get_text().strip() and id(t) not in hidden]
     boxes = [(text, box) for text, box in boxes if np.isfinite(box.get_points()).all()]
-    clashes = []
-    for (a, box_a), (b, box_b) in combinations(boxes, 2):
-        width = min(box_a.x1, box_b.x1) - max(box_a.x0, box_b.x0)
-        height = min(box_a.y1, box_b.y1) - max(box_a.y0, box_b.y0)
-        if width > 1 and height > 1:
-            clashes.append((a, b))
-    return clashes
+    if len(boxes) < 2:
+        return []
+    corners = np.array([[box.x0, box.y0, box.x1, box.y1] for _, box in boxes])
+    width = (np.minimum(corners[:, None, 2], corners[None, :, 2])
+             - np.maximum(corners[:, None, 0], corners[None, :, 0]))
+    height = (np.minimum(corners[:, None, 3], corners[None, :, 3])
+              - np.maximum(corners[:, None, 1], corners[None, :, 1]))
+    first, second = np.nonzero(np.triu((width > 1) & (height > 1), k=1))
+    return [(boxes[i][0], boxes[j][0]) for i, j in zip(first, second, strict=True)]
 
 
 def _every_figure(result) -> dict:
@@ -202,10 +202,19 @@ def test_rank_flip_chart_draws_each_conditions_ranks_and_marks_the_flip(grid):
     plt.close(fig)
 
 
-def test_report_writes_the_new_figures(paper_scale, grid, tmp_path):
+def test_report_writes_the_new_figures(small_scale, grid, tmp_path):
     paths = write_outputs(grid, tmp_path / "grid")
     assert paths["rank_flips"].stat().st_size > 5_000
     assert (tmp_path / "grid" / "grid_orderings.csv").is_file()
-    paths = write_outputs(paper_scale, tmp_path / "paper")
+    paths = write_outputs(small_scale, tmp_path / "small")
     assert paths["quality_vs_cost"].stat().st_size > 10_000
     assert "![quality_vs_cost](figures/quality_vs_cost.png)" in paths["report_md"].read_text()
+
+
+def test_the_overlap_check_finds_overlapping_texts():
+    fig, ax = plt.subplots()
+    ax.text(0.5, 0.5, "first label")
+    ax.text(0.52, 0.5, "second label")
+    ax.text(0.1, 0.1, "apart")
+    assert overlapping_texts(fig) == [("first label", "second label")]
+    plt.close(fig)
