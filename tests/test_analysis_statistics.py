@@ -327,3 +327,47 @@ def test_each_runs_own_interval_matches_the_wald_interval_and_the_cluster_robust
         cov_type="cluster", cov_kwds={"groups": run["unit_id"]})
     width = delta.value_ci.high - delta.value_ci.low
     assert width == pytest.approx(2 * 1.96 * float(fit.bse.iloc[0]), rel=0.1)
+
+
+def test_batched_kendall_tau_b_matches_scipy_with_ties():
+    from lm_eval_ext.analysis.stats.rank_flips import kendall_tau_b
+
+    rng = np.random.default_rng(5)
+    x, y = rng.integers(0, 4, size=(200, 6)), rng.integers(0, 4, size=(200, 6))
+    ours = kendall_tau_b(x.astype(float), y.astype(float))
+    for row in range(200):
+        expected = stats.kendalltau(x[row], y[row]).statistic
+        assert ours[row] == pytest.approx(expected, nan_ok=True)
+
+
+def _known_grid(accuracies: dict, units: int = 100, seed: int = 0):
+    """Cells and per-unit counts of a grid with known accuracies (4 items per unit)."""
+    rng = np.random.default_rng(seed)
+    rows, sums = [], {}
+    for index, ((config, model), accuracy) in enumerate(accuracies.items()):
+        correct = rng.random((units, 4)) < accuracy
+        sums[index] = pd.DataFrame({"correct": correct.sum(1).astype(float),
+                                    "n": np.full(units, 4.0)},
+                                   index=[f"u{u}" for u in range(units)])
+        rows.append({"benchmark": "bbq", "config": config, "model": model,
+                     "value": correct.mean()})
+    return pd.DataFrame(rows), sums
+
+
+def test_rank_flip_intervals_know_a_real_flip_from_resampling_noise():
+    """Known truth: A far ahead in c1 and c2, B far ahead in c3 (one real flip in three
+    conditions: rho_flip 1/3 in every resample, beyond the noise); two models of equal accuracy
+    reorder under resampling alone (large noise, nothing beyond it)."""
+    from lm_eval_ext.analysis.stats.rank_flips import rank_flip_intervals
+
+    cells, sums = _known_grid({("c1", "A"): 0.8, ("c1", "B"): 0.3, ("c2", "A"): 0.8,
+                         ("c2", "B"): 0.3, ("c3", "A"): 0.3, ("c3", "B"): 0.8})
+    pairs, taus = rank_flip_intervals(cells, sums, 500, 1)
+    row = pairs.iloc[0]
+    assert (row["rho_flip_ci_low"], row["rho_flip_ci_high"]) == pytest.approx((1 / 3, 1 / 3))
+    assert row["ordering_noise"] < 0.01 and row["beyond_noise"]
+    tau = taus.iloc[0]
+    assert tau["mean_kendall_tau_ci_low"] == pytest.approx(-1 / 3)  # (1 - 1 - 1) / 3
+    cells, sums = _known_grid({(c, m): 0.5 for c in ("c1", "c2", "c3") for m in ("A", "B")}, seed=2)
+    row = rank_flip_intervals(cells, sums, 500, 1)[0].iloc[0]
+    assert row["ordering_noise"] > 0.15 and not row["beyond_noise"]

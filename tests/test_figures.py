@@ -189,6 +189,11 @@ def grid(tmp_path_factory):
 
 def test_rank_flip_chart_draws_each_conditions_ranks_and_marks_the_flip(grid):
     orderings = grid.grid_orderings
+    flips = grid.rank_flips[grid.rank_flips["envelope"] == "full"].set_index(
+        ["model_a", "model_b"])
+    assert flips.loc[("b", "c"), "rho_flip"] == pytest.approx(1 / 3)
+    assert flips.loc[("b", "c"), "rho_flip_ci_low"] > flips.loc[("b", "c"), "ordering_noise"]
+    assert flips.loc[("b", "c"), "beyond_noise"] and not flips.loc[("a", "b"), "beyond_noise"]
     nf4 = orderings[orderings["config"].str.contains("nf4")].set_index("model")
     assert nf4.loc["b", "flipped_with"] == "c" and nf4.loc["a", "flipped_with"] == ""
     assert nf4["kendall_tau_vs_consensus"].iloc[0] == pytest.approx(1 / 3)

@@ -35,6 +35,7 @@ from lm_eval_ext.analysis.stats.power import (
 from lm_eval_ext.analysis.stats.rank_flips import (
     FACTORS,
     condition_orderings,
+    rank_flip_intervals,
     rank_flip_table,
     ranking_summary,
     same_partition,
@@ -146,13 +147,14 @@ def _adjust(deltas: pd.DataFrame) -> pd.DataFrame:
     return deltas
 
 
-def _grid_cells(grid_runs: list[Run], metric) -> pd.DataFrame:
-    """One row per run x task; the benchmark key includes the item set's fingerprint.
+def _grid_cells(grid_runs: list[Run], metric) -> tuple[pd.DataFrame, dict[int, pd.DataFrame]]:
+    """One row per run x task, and each row's per-unit correct counts (for resampling).
 
-    Runs over different item sets (memberships) are different benchmarks here, so a rank is
-    never compared across item sets; two runs in one cell are an error (see ``cell_matrix``).
+    The benchmark key includes the item set's fingerprint: runs over different item sets
+    (memberships) are different benchmarks here, so a rank is never compared across item sets;
+    two runs in one cell are an error (see ``cell_matrix``).
     """
-    rows = []
+    rows, unit_sums = [], {}
     for run in grid_runs:
         for task, items in run.items.groupby("task"):
             setting = run.info["task_settings"][task]
@@ -162,6 +164,9 @@ def _grid_cells(grid_runs: list[Run], metric) -> pd.DataFrame:
                    "model": run.info["model"], "precision": run.info["precision"],
                    "batch_size": str(run.info["batch_size"]), **setting,
                    "value": metric.compute(items), "run": run.run_id}
+            unit_sums[len(rows)] = (items.assign(correct=items["correct"].astype(float))
+                                    .groupby(items["unit_id"].astype(str))["correct"]
+                                    .agg(correct="sum", n="size"))
             rows.append(row)
     cells = pd.DataFrame(rows)
     cells["config"] = ""
@@ -172,7 +177,7 @@ def _grid_cells(grid_runs: list[Run], metric) -> pd.DataFrame:
             group[f].astype(str).nunique() > 1 and same_partition(group["model"], group[f]))]
         cells.loc[index, "config"] = group[factors].astype(str).apply(
             lambda row, fs=factors: "|".join(f"{f}={row[f]}" for f in fs), axis=1)
-    return cells
+    return cells, unit_sums
 
 
 def core_mask(cells: pd.DataFrame, core: dict[str, list[str]]) -> pd.Series:
@@ -194,22 +199,27 @@ def core_mask(cells: pd.DataFrame, core: dict[str, list[str]]) -> pd.Series:
     return inside
 
 
-def _grid_analysis(grid: Sequence[str | Path], core: dict[str, list[str]] | None
+def _grid_analysis(grid: Sequence[str | Path], core: dict[str, list[str]] | None,
+                   n_resamples: int, rng, level: float
                    ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """Rank flips, rankings (full envelope, plus the core one), shares and orderings.
 
     The last two: variance shares over the grid factors, and each condition's ordering of
-    the models against the consensus.
+    the models against the consensus. The full envelope's rho_flip and mean tau carry
+    natural-unit cluster-bootstrap intervals and each pair's ordering noise.
     """
-    cells = _grid_cells(load_runs(grid, one_per_entry=False), ACCURACY)
+    cells, unit_sums = _grid_cells(load_runs(grid, one_per_entry=False), ACCURACY)
     models = sorted(set(cells["model"].astype(str)))
     if len(models) < 2:
         raise AnalysisInputError(f"--grid: every run is of model {models[0]}, so there is no "
                                  "ordering of models to flip; give runs of two or more models")
     if core:
         cells = cells.assign(in_core=core_mask(cells, core))
-    flips = rank_flip_table(cells).assign(envelope="full")
-    rankings = ranking_summary(cells).assign(envelope="full")
+    pair_ci, tau_ci = rank_flip_intervals(cells, unit_sums, n_resamples, rng, level)
+    flips = rank_flip_table(cells).merge(pair_ci, on=["benchmark", "model_a", "model_b"],
+                                         how="left").assign(envelope="full")
+    rankings = ranking_summary(cells).merge(tau_ci, on="benchmark", how="left").assign(
+        envelope="full")
     if core:
         inner = cells[cells["in_core"]]
         flips = pd.concat([flips, rank_flip_table(inner).assign(envelope="core")])
@@ -281,8 +291,9 @@ def analyze(reference: str | Path, runs: Sequence[str | Path], *,
             raise AnalysisInputError(
                 f"run {run.run_id} is the reference itself ({run.results_path}); compare the "
                 "reference with a different run")
-    flips, rankings, shares, orderings = (_grid_analysis(grid, core) if grid
-                                          else (None, None, None, None))
+    flips, rankings, shares, orderings = (
+        _grid_analysis(grid, core, n_resamples, np.random.default_rng(seed), level) if grid
+        else (None, None, None, None))
     alignment = align(ref_run, other, intersection=intersection)
     ref_items = aligned_items(ref_run, alignment)
     run_items = {r.run_id: aligned_items(r, alignment) for r in other}

@@ -166,3 +166,68 @@ def variance_shares(cells: pd.DataFrame, factors: tuple[str, ...] = FACTORS,
                          "share": float(row["sum_sq"]) / total if total else np.nan,
                          "note": note})
     return pd.DataFrame(rows)
+
+
+def kendall_tau_b(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Kendall's tau-b between the last axes of ``x`` and ``y`` (batched; NaN where undefined)."""
+    i, j = np.triu_indices(x.shape[-1], k=1)
+    sx, sy = np.sign(x[..., i] - x[..., j]), np.sign(y[..., i] - y[..., j])
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return (sx * sy).sum(-1) / np.sqrt((sx ** 2).sum(-1) * (sy ** 2).sum(-1))
+
+
+def rank_flip_intervals(cells: pd.DataFrame, unit_sums: dict[int, pd.DataFrame],
+                        n_resamples: int, rng, level: float = 0.95
+                        ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Natural-unit cluster-bootstrap intervals of rho_flip and mean Kendall tau, and noise.
+
+    ``unit_sums`` maps a cell's index to its per-unit ``correct`` and ``n`` (accuracy). Each
+    resample draws the benchmark's natural units with replacement, the same draw for every cell
+    (all cells of a benchmark hold the same items). ``ordering_noise`` of a model pair is the
+    share of (resample, condition) in which the pair's order differs from the condition's
+    observed order: how often resampling alone reorders them. A flip rate whose interval lies
+    above that noise is ``beyond_noise``.
+    """
+    rng = np.random.default_rng(rng) if not isinstance(rng, np.random.Generator) else rng
+    tail = (1 - level) / 2
+    pair_rows, tau_rows = [], []
+    for benchmark, group in cells.groupby("benchmark"):
+        units = sorted(set().union(*(unit_sums[i].index for i in group.index)))
+        correct = np.array([unit_sums[i]["correct"].reindex(units, fill_value=0).to_numpy()
+                            for i in group.index], float)
+        counts = np.array([unit_sums[i]["n"].reindex(units, fill_value=0).to_numpy()
+                           for i in group.index], float)
+        weights = rng.multinomial(len(units), np.full(len(units), 1 / len(units)),
+                                  size=n_resamples).astype(float)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            draws = (weights @ correct.T) / (weights @ counts.T)  # (B, cells)
+        configs = list(dict.fromkeys(group["config"]))
+        models = sorted(set(group["model"]))
+        values = np.full((n_resamples, len(configs), len(models)), np.nan)
+        observed = np.full((len(configs), len(models)), np.nan)
+        for column, (_, cell) in enumerate(group.iterrows()):
+            c, m = configs.index(cell["config"]), models.index(cell["model"])
+            values[:, c, m], observed[c, m] = draws[:, column], cell["value"]
+        for a, b in combinations(range(len(models)), 2):
+            both = ~np.isnan(observed[:, a]) & ~np.isnan(observed[:, b])
+            diff = values[:, both, a] - values[:, both, b]
+            n_plus, n_minus = (diff > 0).sum(1), (diff < 0).sum(1)
+            rho = np.minimum(n_plus, n_minus) / max(int(both.sum()), 1)
+            seen = np.sign(observed[both, a] - observed[both, b])
+            flipped = (np.sign(diff) != seen) & (seen != 0)
+            noise = float(flipped.mean()) if flipped.size else np.nan
+            low, high = np.quantile(rho, [tail, 1 - tail]) if both.any() else (np.nan, np.nan)
+            pair_rows.append({"benchmark": benchmark, "model_a": models[a], "model_b": models[b],
+                              "rho_flip_ci_low": float(low), "rho_flip_ci_high": float(high),
+                              "ordering_noise": noise, "beyond_noise": bool(low > noise)})
+        complete = ~np.isnan(observed).any(axis=1)
+        pairs = list(combinations(np.flatnonzero(complete), 2))
+        if pairs and len(models) >= 2:
+            taus = np.stack([kendall_tau_b(values[:, c1], values[:, c2]) for c1, c2 in pairs], 1)
+            mean_tau = np.nanmean(taus, axis=1)
+            low, high = np.nanquantile(mean_tau, [tail, 1 - tail])
+        else:
+            low = high = np.nan
+        tau_rows.append({"benchmark": benchmark, "mean_kendall_tau_ci_low": float(low),
+                         "mean_kendall_tau_ci_high": float(high)})
+    return pd.DataFrame(pair_rows), pd.DataFrame(tau_rows)
