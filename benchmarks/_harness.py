@@ -65,6 +65,22 @@ def command_line(script: str, args: Any) -> str:
     return " ".join(parts)
 
 
+def save_run(results: dict, folder: str | Path, name: str) -> dict:
+    """Write ``simple_evaluate``'s results and every task's samples in lm-eval's layout.
+
+    Pops and returns the samples (they hold benchmark text: never commit them).
+    """
+    from lm_eval.loggers import EvaluationTracker
+
+    tracker = EvaluationTracker(output_path=str(folder))
+    tracker.general_config_tracker.model_name = name
+    samples = results.pop("samples")
+    tracker.save_results_aggregated(results=results, samples=samples)
+    for task, task_samples in samples.items():
+        tracker.save_results_samples(task_name=task, samples=task_samples)
+    return samples
+
+
 def write_json(path: str | Path, payload: Any) -> None:
     """Write JSON (sorted keys, NaN allowed as null-free floats) and print where."""
     path = Path(path)

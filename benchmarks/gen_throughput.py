@@ -18,7 +18,7 @@ import argparse
 import statistics
 import time
 
-from _harness import Deadline, environment, task_manager, write_json
+from _harness import Deadline, environment, save_run, task_manager, write_json
 
 TASK = "bbq_subset_25pct"
 
@@ -31,7 +31,6 @@ def run_once(lm, path: str, batch_size: int | str, limit: int | None,
     ``lm-eval-ext analyze`` (the samples hold benchmark text: never commit them).
     """
     from lm_eval import simple_evaluate
-    from lm_eval.loggers import EvaluationTracker
 
     from lm_eval_ext.model_wrappers.fast_generation import FastGenerator
     from lm_eval_ext.model_wrappers.model_args import explicit_batch_size
@@ -45,11 +44,7 @@ def run_once(lm, path: str, batch_size: int | str, limit: int | None,
     wall = time.perf_counter() - started
     texts = [s["resps"][0][0] for s in results["samples"][TASK]]
     if save_to:
-        tracker = EvaluationTracker(output_path=save_to)
-        tracker.general_config_tracker.model_name = f"{path}_b{batch_size}"
-        samples = results.pop("samples")
-        tracker.save_results_aggregated(results=results, samples=samples)
-        tracker.save_results_samples(task_name=TASK, samples=samples[TASK])
+        save_run(results, save_to, f"{path}_b{batch_size}")
     new_tokens = sum(len(lm.tokenizer(t, add_special_tokens=False)["input_ids"]) for t in texts)
     m = results["config"]["metering"]
     seconds, joules = m["inference_seconds"], m["energy_joules"]

@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 import gc
 
-from _harness import Deadline, command_line, environment, task_manager, write_json
+from _harness import Deadline, command_line, environment, save_run, task_manager, write_json
 
 TASK = "bbq_instrument_loglik"
 MODELS = {"smollm2-135m-instruct": None, "gemma3-270m": "gemma3-270m"}
@@ -32,7 +32,6 @@ def main() -> None:
     deadline = Deadline(args.budget_seconds)
     import torch
     from lm_eval import simple_evaluate
-    from lm_eval.loggers import EvaluationTracker
 
     from lm_eval_ext.model_wrappers.hf_metered import HFMeteredLM
 
@@ -48,11 +47,8 @@ def main() -> None:
                              batch_size=args.batch)
             results = simple_evaluate(model=lm, tasks=[TASK], task_manager=task_manager(),
                                       limit=args.limit, log_samples=True, bootstrap_iters=0)
-            tracker = EvaluationTracker(output_path=f"{args.runs}/{label}_{precision}")
-            tracker.general_config_tracker.model_name = f"{label}_{precision}"
-            samples = results.pop("samples")
-            tracker.save_results_aggregated(results=results, samples=samples)
-            tracker.save_results_samples(task_name=TASK, samples=samples[TASK])
+            samples = save_run(results, f"{args.runs}/{label}_{precision}",
+                               f"{label}_{precision}")
             metrics, m = results["results"][TASK], results["config"]["metering"]
             items = len(samples[TASK])
             rows.append({"model": label, "precision": precision, "batch_size": args.batch,

@@ -18,7 +18,7 @@ import argparse
 import statistics
 import time
 
-from _harness import Deadline, command_line, environment, task_manager, write_json
+from _harness import Deadline, command_line, environment, save_run, task_manager, write_json
 
 GEN, LOGLIK = "bbq_subset_25pct", "bbq_instrument_loglik"
 REQUEST_TYPES = ("generate_until", "loglikelihood")
@@ -67,7 +67,6 @@ def run_once(lm, outside: OutsideMeter, condition: str, limit: int | None,
              save_to: str | None) -> tuple[dict, dict]:
     """Both tasks through ``lm``; the row and the per-item answers."""
     from lm_eval import simple_evaluate
-    from lm_eval.loggers import EvaluationTracker
 
     lm.reset_metering()
     outside.take()
@@ -78,11 +77,7 @@ def run_once(lm, outside: OutsideMeter, condition: str, limit: int | None,
     answers = {task: [s["resps"] for s in sorted(samples[task], key=lambda s: s["doc_id"])]
                for task in (GEN, LOGLIK)}
     if save_to:
-        tracker = EvaluationTracker(output_path=save_to)
-        tracker.general_config_tracker.model_name = condition
-        tracker.save_results_aggregated(results=results, samples=results.pop("samples"))
-        for task in (GEN, LOGLIK):
-            tracker.save_results_samples(task_name=task, samples=samples[task])
+        save_run(results, save_to, condition)
     m = results["config"]["metering"]
     texts = [r[0][0] for r in answers[GEN]]
     new_tokens = sum(len(lm.tokenizer(t, add_special_tokens=False)["input_ids"]) for t in texts)

@@ -18,9 +18,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     rec.add_argument("--claim", action="append", required=True, metavar="METRIC=MARGIN_PP",
                      help="a pre-registered claim and the margin (points) it must resolve, "
                           "e.g. --claim accuracy=2 --claim bias_s_dis=5")
-    rec.add_argument("--sizes", default=",".join(map(str, (62, 125, 250, 500))),
-                     help="subset sizes in natural units (default: the instrument's nested "
-                          "memberships; the last is the full instrument)")
+    rec.add_argument("--sizes", help="subset sizes in natural units, comma separated (default: "
+                                      "the instrument's nested memberships, 62,125,250,500; the "
+                                      "largest is the full instrument)")
     rec.add_argument("--alpha", type=probability, default=0.05)
     rec.add_argument("--power", type=probability, default=0.8)
     rec.add_argument("--max-risk", type=probability, default=0.2,
@@ -35,6 +35,7 @@ def run(args: argparse.Namespace) -> int:
     """Print the recommendation; write the card if asked."""
     from lm_eval_ext.analysis.errors import AnalysisInputError
     from lm_eval_ext.analysis.recommendation import (
+        INSTRUMENT_SIZES_UNITS,
         ITEMS_PER_UNIT,
         card,
         card_markdown,
@@ -44,7 +45,8 @@ def run(args: argparse.Namespace) -> int:
     from lm_eval_ext.analysis.stats.recommend import recommend
 
     try:
-        sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
+        sizes = ([int(s) for s in args.sizes.split(",") if s.strip()] if args.sizes
+                 else list(INSTRUMENT_SIZES_UNITS))
     except ValueError:
         sizes = []
     if not sizes or min(sizes) < 1:

@@ -179,8 +179,7 @@ class FastGenerator:
         inputs = encoded_contexts(lm, contexts, lm.max_length - max_gen_toks)
         order = sorted(range(len(inputs)), key=lambda i: -len(inputs[i]))
         batch = planned_batch_size(lm, len(inputs[order[0]]) + max_gen_toks, len(inputs),
-                                   self.stats.batch_size_asked)
-        batch = min(batch, self.max_batch_size or batch)
+                                   self.stats.batch_size_asked, self.max_batch_size)
         self.stats.batch_sizes.append(batch)
         out: dict[int, list[int]] = {}
         start = 0
@@ -221,10 +220,18 @@ def encoded_contexts(lm: Any, contexts: list[str], max_context: int) -> list[lis
 
 
 def planned_batch_size(lm: Any, sequence_tokens: int, n_requests: int,
-                       asked: int | None = None) -> int:
-    """Sequences per batch: the size ``asked`` for, else what fits (CUDA) or CPU_BATCH."""
-    if asked is not None:
-        return min(asked, n_requests)
+                       asked: int | None = None, cap: int | None = None) -> int:
+    """Sequences per batch: the size ``asked`` for, else what fits; at most ``cap``.
+
+    ``cap`` is a ``max_batch_size`` the user gave; what fits is CUDA memory's plan or CPU_BATCH.
+    """
+    planned = (min(asked, n_requests) if asked is not None
+               else _fitting_batch_size(lm, sequence_tokens, n_requests))
+    return min(planned, cap or planned)
+
+
+def _fitting_batch_size(lm: Any, sequence_tokens: int, n_requests: int) -> int:
+    """What fits: the KV cache and activations in half the free CUDA memory; CPU_BATCH."""
     if lm.device.type != "cuda":
         return min(CPU_BATCH, n_requests)
     config = getattr(lm.model.config, "text_config", None) or lm.model.config
@@ -297,5 +304,4 @@ class FastGeneration:
         if self._generation_plan is None or requests is not None:
             return super()._detect_batch_size(requests, pos)
         tokens, n_requests = self._generation_plan
-        planned = planned_batch_size(self, tokens, n_requests)
-        return min(planned, int(self._max_batch_size_given or planned))
+        return planned_batch_size(self, tokens, n_requests, cap=self._max_batch_size_given)

@@ -36,9 +36,9 @@ from lm_eval_ext.model_wrappers.fast_generation import FastGenerationStats
 from lm_eval_ext.model_wrappers.metering import MeteredLM, Metering
 from lm_eval_ext.model_wrappers.metering.codecarbon_check import CodeCarbonCheck
 from lm_eval_ext.model_wrappers.model_args import (
+    MergedModelArgs,
     OwnArgs,
     check_unknown_args,
-    merge_model_args,
     validate_own_args,
 )
 from lm_eval_ext.model_wrappers.model_info import wrapper_info
@@ -54,22 +54,11 @@ def parameter_cuda_devices(model: Any) -> list[int]:
     return sorted({p.device.index or 0 for p in model.parameters() if p.device.type == "cuda"})
 
 
-class HFMeteredBase(ChatTemplated, MeteredLM):
+class HFMeteredBase(MergedModelArgs, ChatTemplated, MeteredLM):
     """Metering, precision switches and the chat-template policy on an lm-eval HF model class."""
 
     MODEL_NAME = "hf-metered"
     EMBEDDED_DEFAULT = True  # no ``pretrained``: use the embedded SmolLM2
-
-    @classmethod
-    def create_from_arg_obj(cls, arg_dict: dict, additional_config: dict | None = None):
-        """lm-eval's constructor, with ``--model_args`` keys that clash with CLI flags explained."""
-        return cls(**merge_model_args(cls.MODEL_NAME, arg_dict, additional_config))
-
-    @classmethod
-    def create_from_arg_string(cls, arg_string: str, additional_config: dict | None = None):
-        """The same from ``--model_args`` as a string (lm-eval's Python API)."""
-        return cls.create_from_arg_obj(simple_parse_args_string(arg_string or ""),
-                                       additional_config)
 
     def __init__(self, pretrained: Any = None, chat_template: str = "auto",
                  precision: str | None = None, energy: str = "auto", idle_seconds: float = 3.0,

@@ -149,6 +149,29 @@ def check_unknown_args(model: str, cls: type, given: Iterable[str]) -> None:
                           f"valid: {', '.join(sorted(valid))}")
 
 
+class MergedModelArgs:
+    """lm-eval's two constructors for a metered model, through :func:`merge_model_args`.
+
+    A key given both in ``--model_args`` and as one of lm-eval's own flags is taken once, or
+    explained; the class names itself in ``MODEL_NAME``.
+    """
+
+    MODEL_NAME: str
+
+    @classmethod
+    def create_from_arg_obj(cls, arg_dict: dict, additional_config: dict | None = None):
+        """lm-eval's constructor, with ``--model_args`` keys that clash with CLI flags explained."""
+        return cls(**merge_model_args(cls.MODEL_NAME, arg_dict, additional_config))
+
+    @classmethod
+    def create_from_arg_string(cls, arg_string: str, additional_config: dict | None = None):
+        """The same from ``--model_args`` as a string (lm-eval's Python API)."""
+        from lm_eval.utils import simple_parse_args_string
+
+        return cls.create_from_arg_obj(simple_parse_args_string(arg_string or ""),
+                                       additional_config)
+
+
 def merge_model_args(model: str, args: dict[str, Any],
                      additional_config: dict | None) -> dict[str, Any]:
     """``--model_args`` plus lm-eval's own flags, with a key given both ways explained.

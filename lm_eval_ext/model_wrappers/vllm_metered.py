@@ -33,7 +33,7 @@ from lm_eval.models.vllm_causallms import VLLM  # noqa: E402
 from lm_eval_ext.model_wrappers import embedded_model, packaged_models  # noqa: E402
 from lm_eval_ext.model_wrappers.chat_template import ChatTemplated, ChatTemplatePolicy  # noqa: E402
 from lm_eval_ext.model_wrappers.metering import MeteredLM, Metering  # noqa: E402
-from lm_eval_ext.model_wrappers.model_args import merge_model_args, validate_own_args  # noqa: E402
+from lm_eval_ext.model_wrappers.model_args import MergedModelArgs, validate_own_args  # noqa: E402
 from lm_eval_ext.model_wrappers.model_info import wrapper_info  # noqa: E402
 from lm_eval_ext.model_wrappers.vllm_engine_args import MODEL_NAME, plan_engine  # noqa: E402
 
@@ -50,23 +50,10 @@ def engine_config(llm: Any) -> dict[str, Any]:
 
 
 @register_model(MODEL_NAME)
-class VLLMMeteredLM(ChatTemplated, MeteredLM, VLLM):
+class VLLMMeteredLM(MergedModelArgs, ChatTemplated, MeteredLM, VLLM):
     """``vllm`` plus metering, precision and batch switches, and an embedded default model."""
 
     MODEL_NAME = MODEL_NAME
-
-    @classmethod
-    def create_from_arg_obj(cls, arg_dict: dict, additional_config: dict | None = None):
-        """lm-eval's constructor, with ``--model_args`` keys that clash with CLI flags explained."""
-        return cls(**merge_model_args(MODEL_NAME, arg_dict, additional_config))
-
-    @classmethod
-    def create_from_arg_string(cls, arg_string: str, additional_config: dict | None = None):
-        """The same from ``--model_args`` as a string (lm-eval's Python API)."""
-        from lm_eval.utils import simple_parse_args_string
-
-        return cls.create_from_arg_obj(simple_parse_args_string(arg_string or ""),
-                                       additional_config)
 
     def __init__(self, pretrained: str | None = None, precision: str | None = None,
                  chat_template: str = "auto", energy: str = "auto", idle_seconds: float = 3.0,

@@ -17,6 +17,7 @@ import pandas as pd
 from scipy import stats
 
 from lm_eval_ext.analysis.errors import AnalysisInputError
+from lm_eval_ext.analysis.stats.bootstrap import as_rng
 
 FACTORS = ("model", "precision", "batch_size", "template_tier", "shots", "decoding",
            "scoring_path")
@@ -188,7 +189,7 @@ def rank_flip_intervals(cells: pd.DataFrame, unit_sums: dict[int, pd.DataFrame],
     observed order: how often resampling alone reorders them. A flip rate whose interval lies
     above that noise is ``beyond_noise``.
     """
-    rng = np.random.default_rng(rng) if not isinstance(rng, np.random.Generator) else rng
+    rng = as_rng(rng)
     tail = (1 - level) / 2
     pair_rows, tau_rows = [], []
     for benchmark, group in cells.groupby("benchmark"):
