@@ -9,14 +9,22 @@ energy. Per condition: identical generated text and log-likelihood max |diff| / 
 changes against hf-metered's standard loop. ``--runs DIR`` keeps round 0's lm-eval outputs
 (results + samples, for ``lm-eval-ext analyze``; never commit the samples).
 
+``--size llama-8b`` (any size of ``energy_sizes.py``) runs a randomly initialised model of
+that shape instead (built and saved in a child process, so this process starts the engine
+before it uses CUDA): speed and energy only, labelled so in the JSON.
+
     python benchmarks/vllm_compare.py --out $OUT/vllm_compare.json --runs /tmp/vruns
+    python benchmarks/vllm_compare.py --size llama-8b --limit 500 --batch 128 --out $OUT/v8b.json
 """
 
 from __future__ import annotations
 
 import argparse
+import multiprocessing
+import shutil
 import statistics
 import time
+from pathlib import Path
 
 from _harness import Deadline, command_line, environment, save_run, task_manager, write_json
 
@@ -126,17 +134,36 @@ def main() -> None:
     parser.add_argument("--budget-seconds", type=float, default=540)
     parser.add_argument("--runs", help="save round 0's lm-eval output folders here")
     parser.add_argument("--device", default="cuda", help="cpu: a smoke run (stand-in engine)")
+    parser.add_argument("--size", help="a random-init shape of energy_sizes.py (e.g. llama-8b) "
+                                       "instead of the embedded model")
+    parser.add_argument("--workdir", default="/tmp/vllm_compare",
+                        help="where --size's checkpoint is saved (removed at the end)")
     args = parser.parse_args()
     deadline = Deadline(args.budget_seconds)
+    pretrained, model = None, {"model": "embedded SmolLM2-135M-Instruct"}
+    if args.size:
+        from energy_sizes import LABEL, build_checkpoint
+
+        pretrained = str(Path(args.workdir) / args.size)
+        started = time.perf_counter()
+        child = multiprocessing.get_context("spawn").Process(
+            target=build_checkpoint, args=(args.size, Path(pretrained), args.device))
+        child.start()
+        child.join()
+        if child.exitcode:
+            raise SystemExit(f"building the {args.size} checkpoint failed ({child.exitcode})")
+        model = {"model": f"random-init {args.size}", "label": LABEL,
+                 "build_seconds": time.perf_counter() - started}
     from lm_eval_ext.model_wrappers.fast_generation import FastGenerator
     from lm_eval_ext.model_wrappers.hf_metered import HFMeteredLM
     from lm_eval_ext.model_wrappers.vllm_metered import VLLMMeteredLM
 
     started = time.perf_counter()  # the engine first: it starts before this process uses CUDA
-    vllm = VLLMMeteredLM(precision="bf16", batch_size=str(args.batch),
+    vllm = VLLMMeteredLM(pretrained=pretrained, precision="bf16", batch_size=str(args.batch),
                          gpu_memory_utilization=args.gpu_memory_utilization)
     engine_start = time.perf_counter() - started
-    hf = HFMeteredLM(device=args.device, precision="bf16", batch_size=args.batch)
+    hf = HFMeteredLM(pretrained=pretrained, device=args.device, precision="bf16",
+                     batch_size=args.batch)
     gpus = [0] if args.device.startswith("cuda") else []
     meters = {"vllm": OutsideMeter(gpus), "hf": OutsideMeter(gpus)}
     meters["vllm"].wrap(vllm)
@@ -152,7 +179,7 @@ def main() -> None:
     names = list(conditions)
     runs, answers = [], {}
     payload = {"command": command_line("vllm_compare.py", args), "environment": environment(),
-               "tasks": [GEN, LOGLIK], "reference": names[0],
+               "tasks": [GEN, LOGLIK], "reference": names[0], **model,
                "vllm_engine_start_seconds": engine_start, "runs": runs}
     for round_index in range(args.rounds):
         shift = round_index % len(names)
@@ -174,6 +201,8 @@ def main() -> None:
             write_json(args.out, payload)
     vllm.shutdown()
     write_json(args.out, payload)
+    if args.size:
+        shutil.rmtree(pretrained, ignore_errors=True)
 
 
 if __name__ == "__main__":
