@@ -72,26 +72,32 @@ def test_the_cheapest_safe_and_decidable_option_is_chosen():
     assert recommend(candidates, [Claim("accuracy", 0.1)], [62, 125], 4).chosen is None
 
 
-@pytest.fixture(scope="module")
-def pilot(tmp_path_factory):
-    """A pilot on the 25% membership's first 500 items: 'same' gives the reference's answers
-    (a quarter of the joules), 'broken' is cheaper still but loses 15 points of accuracy."""
+def _pilot(folder, answers: dict[str, tuple[str, str, float]]):
+    """A pilot analysis on the instrument's first 500 items: per run (precision, answers,
+    joules), answers 'base' (accuracy 0.6) or 'broken' (a quarter of them moved off)."""
     rows = load_membership("instrument").rows[:500]
     rng = np.random.default_rng(3)
     base = simulate_predictions(rows, 0.6, rng)
     labels = np.array([int(r["label"]) for r in rows])
-    broken = np.where(rng.random(len(rows)) < 0.25, (labels + 1) % 3, base)
-    folder = tmp_path_factory.mktemp("pilot")
-    for name, preds, joules in (("ref", base, 4000.0), ("same", base, 1000.0),
-                                ("broken", broken, 500.0)):
-        write_run(folder / name, "bbq_instrument_loglik", rows, preds, model="m",
-                  precision={"ref": "bf16", "same": "int8", "broken": "nf4"}[name],
-                  energy_joules=joules, inference_seconds=joules / 100)
-    result = analyze(folder / "ref", [folder / "same", folder / "broken"], n_resamples=1000,
-                     mc_draws=10, seed=0, progress=False,
-                     labels=["ref", "same", "broken"])
+    preds = {"base": base,
+             "broken": np.where(rng.random(len(rows)) < 0.25, (labels + 1) % 3, base)}
+    for name, (precision, kind, joules) in answers.items():
+        write_run(folder / name, "bbq_instrument_loglik", rows, preds[kind], model="m",
+                  precision=precision, energy_joules=joules, inference_seconds=joules / 100)
+    names = list(answers)
+    result = analyze(folder / names[0], [folder / n for n in names[1:]], n_resamples=1000,
+                     mc_draws=10, seed=0, progress=False, labels=names)
     write_outputs(result, folder / "analysis")
     return folder / "analysis"
+
+
+@pytest.fixture(scope="module")
+def pilot(tmp_path_factory):
+    """'same' gives the reference's answers (a quarter of the joules), 'broken' is cheaper
+    still but loses 15 points of accuracy."""
+    return _pilot(tmp_path_factory.mktemp("pilot"), {
+        "ref": ("bf16", "base", 4000.0), "same": ("int8", "base", 1000.0),
+        "broken": ("nf4", "broken", 500.0)})
 
 
 def test_recommend_command_picks_the_protocol_that_keeps_the_claims(pilot, tmp_path):
@@ -118,3 +124,44 @@ def test_bad_claims_and_folders_are_one_line(pilot, tmp_path):
     assert "claim 'accuracy' is not METRIC=MARGIN_PP" in proc.stderr
     proc = run_cli(["lm-eval-ext", "recommend", str(tmp_path), "--claim", "accuracy=2"])
     assert proc.returncode != 0 and "deltas.csv not found" in proc.stderr
+
+
+def test_several_pilots_choose_one_protocol_that_keeps_the_claims_for_every_model(
+        pilot, tmp_path_factory, tmp_path):
+    """A second model for which 'same' breaks and 'broken' is harmless: only the reference
+    protocol keeps accuracy for both, on the smallest subset where it stays decidable (125
+    units: level SE about sqrt(.6 x .4 / 500) = 2.2 pp, MDE about 6.2 pp; 8.7 pp at 62 units), and each
+    model's claim is on the card."""
+    other = _pilot(tmp_path_factory.mktemp("pilot_b"), {
+        "ref": ("bf16", "base", 2000.0), "same": ("int8", "broken", 1000.0),
+        "broken": ("nf4", "base", 500.0)})
+    proc = run_cli(["lm-eval-ext", "recommend", f"m1={pilot}", f"m2={other}",
+                    "--claim", "accuracy=8", "--out", str(tmp_path)])
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    card = json.loads((tmp_path / "card.json").read_text())
+    chosen = card["recommended"]
+    assert (chosen["protocol"], chosen["units"]) == ("ref", 125)
+    assert chosen["saved_share"] == pytest.approx(0.75)
+    assert max(chosen["risk_of_change"].values()) == 0.0
+    assert set(card["claims"]) == {"accuracy@m1", "accuracy@m2"}
+    unsafe = {o["candidate"]: o["risk_of_change"] for o in card["options"] if o["units"] == 500}
+    assert unsafe["same"]["accuracy@m2"] > 0.2 > unsafe["same"]["accuracy@m1"]
+    assert unsafe["broken"]["accuracy@m1"] > 0.2 > unsafe["broken"]["accuracy@m2"]
+    # cost per item adds up over the models: (4000 + 2000) J / 500 items for the reference
+    assert card["baseline"]["cost"] == pytest.approx(12.0 * 2000)
+    same = next(o for o in card["options"] if o["candidate"] == "same" and o["units"] == 125)
+    assert same["cost"] == pytest.approx((1000 + 1000) / 500 * 500)
+    proc = run_cli(["lm-eval-ext", "recommend", f"m1={pilot}", "--claim", "accuracy=8"])
+    assert proc.returncode == 0 and "Run same on" in proc.stdout  # alone, m1 takes 'same'
+
+
+def test_pilots_that_do_not_match_are_one_line(pilot, tmp_path_factory):
+    odd = _pilot(tmp_path_factory.mktemp("pilot_c"), {
+        "ref": ("bf16", "base", 2000.0), "fp8": ("fp8", "base", 1000.0)})
+    proc = run_cli(["lm-eval-ext", "recommend", f"m1={pilot}", f"m2={odd}",
+                    "--claim", "accuracy=8"])
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr
+    assert "is not in every pilot" in proc.stderr
+    proc = run_cli(["lm-eval-ext", "recommend", f"m1={pilot}", f"m1={odd}",
+                    "--claim", "accuracy=8"])
+    assert proc.returncode != 0 and "two pilots have one name" in proc.stderr

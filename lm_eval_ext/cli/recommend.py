@@ -1,4 +1,4 @@
-"""``lm-eval-ext recommend PILOT_ANALYSIS --claim METRIC=MARGIN ...``: the cheapest safe protocol."""
+"""``lm-eval-ext recommend PILOT [PILOT ...] --claim METRIC=MARGIN ...``: the cheapest safe protocol."""
 
 from __future__ import annotations
 
@@ -13,8 +13,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     """Register ``recommend``."""
     rec = sub.add_parser("recommend", help="the cheapest protocol that keeps every claim, from "
                                            "a pilot's analysis")
-    rec.add_argument("pilot", type=Path, help="the `lm-eval-ext analyze --out` folder of a "
-                                              "pilot (reference vs candidate protocols)")
+    rec.add_argument("pilot", nargs="+", help="the `lm-eval-ext analyze --out` folder of a "
+                                              "pilot (reference vs candidate protocols); one "
+                                              "per model as NAME=FOLDER to choose one protocol "
+                                              "for several models (claims then hold for each)")
     rec.add_argument("--claim", action="append", required=True, metavar="METRIC=MARGIN_PP",
                      help="a pre-registered claim and the margin (points) it must resolve, "
                           "e.g. --claim accuracy=2 --claim bias_s_dis=5")
@@ -39,6 +41,7 @@ def run(args: argparse.Namespace) -> int:
         ITEMS_PER_UNIT,
         card,
         card_markdown,
+        claims_for,
         parse_claims,
         pilot_candidates,
     )
@@ -52,13 +55,14 @@ def run(args: argparse.Namespace) -> int:
     if not sizes or min(sizes) < 1:
         raise AnalysisInputError(f"recommend: --sizes {args.sizes!r} is not a list of positive "
                                  "natural-unit counts (e.g. --sizes 62,125,250,500)")
-    claims = parse_claims(args.claim)
+    parsed = parse_claims(args.claim)
     candidates, reference = pilot_candidates(args.pilot, args.level)
+    claims = claims_for(parsed, reference["pilots"])
     result = recommend(candidates, claims, sizes, ITEMS_PER_UNIT, alpha=args.alpha,
                        power=args.power, max_risk=args.max_risk)
     data = card(result, claims, reference, max(sizes),
                 {"alpha": args.alpha, "power": args.power, "max_risk": args.max_risk,
-                 "sizes_units": sizes, "pilot": str(args.pilot)})
+                 "sizes_units": sizes, "pilots": [str(p) for p in args.pilot]})
     text = card_markdown(data)
     print(text, end="")
     if args.out:

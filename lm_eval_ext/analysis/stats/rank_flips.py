@@ -9,6 +9,7 @@ that some cell reaches, and Type II ANOVA variance shares of the metric over the
 
 from __future__ import annotations
 
+import warnings
 from collections import Counter
 from itertools import combinations
 
@@ -225,7 +226,9 @@ def rank_flip_intervals(cells: pd.DataFrame, unit_sums: dict[int, pd.DataFrame],
         pairs = list(combinations(np.flatnonzero(complete), 2))
         if pairs and len(models) >= 2:
             taus = np.stack([kendall_tau_b(values[:, c1], values[:, c2]) for c1, c2 in pairs], 1)
-            mean_tau = np.nanmean(taus, axis=1)
+            with warnings.catch_warnings():  # a draw that ties every pair has no tau
+                warnings.simplefilter("ignore", RuntimeWarning)
+                mean_tau = np.nanmean(taus, axis=1)
             low, high = np.nanquantile(mean_tau, [tail, 1 - tail])
         else:
             low = high = np.nan
