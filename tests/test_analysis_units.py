@@ -1,5 +1,6 @@
 """Loader tolerance, judge pairing, membership draws, and the mde command."""
 
+import json
 
 import numpy as np
 import pandas as pd
@@ -24,7 +25,7 @@ from lm_eval_ext.analysis.metrics import (
     judge_metric,
 )
 from lm_eval_ext.analysis.synthetic import simulate_predictions, write_run
-from lm_eval_ext.data.instrument import load_membership
+from lm_eval_ext.data.instrument import load_manifest, load_membership
 from lm_eval_ext.tasks.bbq import metrics as task_metrics
 
 
@@ -193,13 +194,17 @@ def test_grid_rank_flips_and_core_envelope(instrument_rows, tmp_path):
     """Two models x two precisions: model B beats A in bf16 but not in int8."""
     rows = instrument_rows[:400]
     rng = np.random.default_rng(4)
+    fingerprint = load_manifest()["memberships"]["instrument"]["membership_sha256"]
     accuracy = {("A", "bf16"): 0.50, ("B", "bf16"): 0.70, ("A", "int8"): 0.70,
                 ("B", "int8"): 0.45}
     grid = []
     for (model, precision), acc in accuracy.items():
         folder = tmp_path / f"{model}_{precision}"
-        write_run(folder, "bbq_instrument_loglik", rows, simulate_predictions(rows, acc, rng),
-                  model=model, precision=precision)
+        path = write_run(folder, "bbq_instrument_loglik", rows,
+                         simulate_predictions(rows, acc, rng), model=model, precision=precision)
+        results = json.loads(path.read_text())  # as the real task records its item set
+        results["configs"]["bbq_instrument_loglik"]["metadata"]["membership_sha256"] = fingerprint
+        path.write_text(json.dumps(results))
         grid.append(folder)
     result = analyze(grid[0], grid[1:2], grid=grid, core={"precision": ["bf16"]},
                      intersection=True, n_resamples=200, mc_draws=20, progress=False)
@@ -211,6 +216,7 @@ def test_grid_rank_flips_and_core_envelope(instrument_rows, tmp_path):
     assert {"model", "precision", "Residual"} <= set(shares.index)
     assert "one run per cell" in shares.loc["model", "note"]  # 2x2, no replicates
     assert result.rankings.query("envelope == 'full'").iloc[0]["n_orderings"] == 2
+    assert set(result.rank_flips["benchmark"]) == {"bbq[instrument]"}  # the membership's name
 
 
 def test_runs_are_labelled_model_precision_batch_subset_and_told_apart(instrument_rows,

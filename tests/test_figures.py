@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import matplotlib.pyplot as plt
 import numpy as np
+import pandas as pd
 import pytest
 from matplotlib.image import AxesImage
 from matplotlib.text import Text
@@ -203,6 +204,19 @@ def test_rank_flip_chart_draws_each_conditions_ranks_and_marks_the_flip(grid):
     assert len(lines) == 3 and all(len(line.get_xdata()) == 3 for line in lines)
     ticks = [t.get_text() for t in ax.get_xticklabels()]
     assert any("tau +0.33" in t for t in ticks) and sum("tau +1.00" in t for t in ticks) == 2
+    caption = fig.get_supxlabel().splitlines()  # conditions by what varies between them
+    assert caption[:3] == ["C1: precision=bf16", "C2: precision=int8", "C3: precision=nf4"]
+    assert caption[3].startswith("all conditions: batch_size=1, ")
+    assert overlapping_texts(fig) == []
+    plt.close(fig)
+
+
+def test_rank_flip_chart_wraps_many_benchmarks_three_to_a_row(grid):
+    orderings = pd.concat([grid.grid_orderings.assign(benchmark=f"bench{i}") for i in range(4)])
+    fig = figures.rank_flips(orderings)
+    drawn = [ax for ax in fig.axes if ax.axison]
+    assert len(fig.axes) == 6 and len(drawn) == 4
+    assert [ax.get_title().split(":")[0] for ax in drawn] == [f"bench{i}" for i in range(4)]
     assert overlapping_texts(fig) == []
     plt.close(fig)
 

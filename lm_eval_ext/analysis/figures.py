@@ -226,11 +226,17 @@ def rank_flips(orderings: pd.DataFrame | None) -> Figure | None:
     benchmarks = list(orderings["benchmark"].unique())
     configs = list(dict.fromkeys(orderings["config"]))
     number = {config: f"C{i + 1}" for i, config in enumerate(configs)}
+    names, fixed = _condition_names(configs)
     n_models = orderings["model"].nunique()
-    fig, axes = plt.subplots(1, len(benchmarks), squeeze=False, layout="constrained",
-                             figsize=(max(4.5, 0.9 * len(configs) + 2.5) * len(benchmarks),
-                                      0.45 * n_models + 2.6 + 0.16 * len(configs)))
-    for ax, benchmark in zip(axes[0], benchmarks, strict=True):
+    columns = min(3, len(benchmarks))
+    rows = -(-len(benchmarks) // columns)
+    fig, axes = plt.subplots(rows, columns, squeeze=False, layout="constrained",
+                             figsize=(max(4.5, 0.9 * len(configs) + 2.5) * columns + 2,
+                                      (0.45 * n_models + 2.2) * rows + 0.5
+                                      + 0.16 * (len(configs) + 1)))
+    for ax in axes.flat[len(benchmarks):]:
+        ax.set_axis_off()
+    for ax, benchmark in zip(axes.flat, benchmarks, strict=False):
         part = orderings[orderings["benchmark"] == benchmark]
         order = [c for c in configs if c in set(part["config"])]
         x_of = {config: i for i, config in enumerate(order)}
@@ -253,9 +259,23 @@ def rank_flips(orderings: pd.DataFrame | None) -> Figure | None:
                               markeredgecolor="red", markersize=10))
     labels.append("ordered against the consensus")
     fig.legend(handles, labels, loc="outside right center", fontsize=7, frameon=False)
-    fig.supxlabel("\n".join(f"{number[c]}: {c}" for c in configs), fontsize=6.5, x=0.01,
-                  ha="left")
+    caption = [f"{number[c]}: {names[c]}" for c in configs]
+    fig.supxlabel("\n".join(caption + ([f"all conditions: {fixed}"] if fixed else [])),
+                  fontsize=6.5, x=0.01, ha="left")
     return fig
+
+
+def _condition_names(configs: list[str]) -> tuple[dict[str, str], str]:
+    """Each condition by the factors that vary between conditions, and the fixed ones."""
+    parsed = {c: dict(part.partition("=")[::2] for part in c.split("|") if part)
+              for c in configs}
+    keys = list(dict.fromkeys(k for p in parsed.values() for k in p))
+    varying = [k for k in keys if len({p.get(k) for p in parsed.values()}) > 1]
+    names = {c: ", ".join(f"{k}={p[k]}" for k in varying if k in p) or c
+             for c, p in parsed.items()}
+    fixed = ", ".join(f"{k}={next(iter(parsed.values()))[k]}" for k in keys
+                      if k not in varying and all(k in p for p in parsed.values()))
+    return names, fixed
 
 
 def savings(runs: pd.DataFrame) -> Figure | None:

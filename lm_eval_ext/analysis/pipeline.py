@@ -80,6 +80,13 @@ def _frozen_memberships() -> dict[str, set[str]]:
     return {name: set(rec["unit_ids"]) for name, rec in load_manifest()["memberships"].items()}
 
 
+def _membership_names() -> dict[str, str]:
+    """The frozen memberships' fingerprints -> their names (``12p5pct``, ``instrument``, ...)."""
+    from lm_eval_ext.data.instrument import load_manifest
+
+    return {rec["membership_sha256"]: name for name, rec in load_manifest()["memberships"].items()}
+
+
 def energy_comparability(reference: dict[str, Any], run: dict[str, Any]) -> str | None:
     """Why two runs' joules cannot be compared (None when they can).
 
@@ -150,17 +157,20 @@ def _adjust(deltas: pd.DataFrame) -> pd.DataFrame:
 def _grid_cells(grid_runs: list[Run], metric) -> tuple[pd.DataFrame, dict[int, pd.DataFrame]]:
     """One row per run x task, and each row's per-unit correct counts (for resampling).
 
-    The benchmark key includes the item set's fingerprint: runs over different item sets
-    (memberships) are different benchmarks here, so a rank is never compared across item sets;
-    two runs in one cell are an error (see ``cell_matrix``).
+    The benchmark key includes the item set (a frozen membership's name, else the first 12
+    characters of its fingerprint): runs over different item sets are different benchmarks
+    here, so a rank is never compared across item sets; two runs in one cell are an error
+    (see ``cell_matrix``).
     """
     rows, unit_sums = [], {}
+    known = _membership_names()
     for run in grid_runs:
         for task, items in run.items.groupby("task"):
             setting = run.info["task_settings"][task]
             benchmark = task.split("_subset")[0].split("_instrument")[0]
             membership = setting.get("membership_sha256")
-            row = {"benchmark": f"{benchmark}[{membership[:12]}]" if membership else benchmark,
+            label = known.get(membership) or (membership or "")[:12]
+            row = {"benchmark": f"{benchmark}[{label}]" if membership else benchmark,
                    "model": run.info["model"], "precision": run.info["precision"],
                    "batch_size": str(run.info["batch_size"]), **setting,
                    "value": metric.compute(items), "run": run.run_id}
