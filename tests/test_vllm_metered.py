@@ -120,3 +120,20 @@ def test_vllm_metered_sends_what_hf_metered_sends_and_meters_each_task(stand_in_
                                              "max_num_seqs": 8}
     info = results["config"]["vllm_metered"]
     assert info["generation_chat_template_applied_by"] == "vllm-metered"
+
+
+
+@pytest.mark.slow
+def test_disabled_progress_bars_do_not_crash_the_engine(tmp_path):
+    """vLLM 0.24's generate divides by tqdm's elapsed time, 0 under TQDM_DISABLE (the stand-in
+    does the same arithmetic, checked first); `lm_eval --model vllm-metered` then asks for no
+    bar and finishes."""
+    env = {"TQDM_DISABLE": "1", "PYTHONPATH": str(STAND_IN)}
+    bare = run_cli(["python", "-c", "import vllm; vllm.LLM.generate(None, [], None)"], env=env)
+    assert bare.returncode != 0 and "ZeroDivisionError" in bare.stderr
+    proc = run_cli(["lm_eval", "--model", "vllm-metered", "--model_args", "precision=fp32",
+                    "--tasks", TASKS[0], "--limit", "2", "--batch_size", "8", "--gen_kwargs",
+                    "max_gen_toks=8", "--output_path", str(tmp_path)], env=env)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    [results] = tmp_path.rglob("results_*.json")
+    assert json.loads(results.read_text())["n-samples"][TASKS[0]]["effective"] == 2

@@ -16,6 +16,8 @@ Install with ``pip install "lm-eval-ext[vllm]"``; without vLLM the run stops wit
 from __future__ import annotations
 
 import atexit
+import functools
+import io
 import sys
 import time
 from importlib.metadata import version
@@ -49,6 +51,25 @@ def engine_config(llm: Any) -> dict[str, Any]:
             "max_num_seqs": getattr(scheduler, "max_num_seqs", None)}
 
 
+def progress_bars_disabled() -> bool:
+    """Whether tqdm bars are off (``TQDM_DISABLE``)."""
+    from tqdm.auto import tqdm
+
+    bar = tqdm(total=0, file=io.StringIO())
+    off = bool(bar.disable)
+    bar.close()
+    return off
+
+
+def _without_progress_bar(generate: Any, *args: Any, **kwargs: Any) -> Any:
+    """The engine's ``generate`` without its progress bar; the outputs do not change.
+
+    vLLM 0.24 divides by the bar's elapsed time, which is 0 when tqdm is disabled
+    (ZeroDivisionError, vllm#28097).
+    """
+    return generate(*args, **{**kwargs, "use_tqdm": False})
+
+
 @register_model(MODEL_NAME)
 class VLLMMeteredLM(MergedModelArgs, ChatTemplated, MeteredLM, VLLM):
     """``vllm`` plus metering, precision and batch switches, and an embedded default model."""
@@ -73,6 +94,8 @@ class VLLMMeteredLM(MergedModelArgs, ChatTemplated, MeteredLM, VLLM):
         super().__init__(pretrained=pretrained, batch_size="auto",
                          **self._plan.engine_kwargs(), **kwargs)
         self._load_seconds = time.perf_counter() - started
+        if self.data_parallel_size == 1 and progress_bars_disabled():
+            self.model.generate = functools.partial(_without_progress_bar, self.model.generate)
         self._engine = engine_config(self.model) if self.data_parallel_size == 1 else {}
         atexit.register(self.shutdown)
         self.metering = Metering.start(self._cuda_indices(), energy=own.energy, sync=False,

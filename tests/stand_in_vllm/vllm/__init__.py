@@ -61,7 +61,14 @@ class LLM:
 
     @torch.no_grad()
     def generate(self, prompts, sampling_params, use_tqdm=True, lora_request=None):
-        """One output per prompt, in order."""
+        """One output per prompt, in order; with ``use_tqdm``, vLLM 0.24's speed arithmetic
+        (it divides by the bar's elapsed time, which is 0 when tqdm is disabled: vllm#28097)."""
+        if use_tqdm:
+            from tqdm.auto import tqdm
+
+            bar = tqdm(total=len(prompts))
+            len(prompts) / bar.format_dict["elapsed"]
+            bar.close()
         if not isinstance(sampling_params, list):
             sampling_params = [sampling_params] * len(prompts)
         return [self._prompt_logprobs(p["prompt_token_ids"]) if sp.prompt_logprobs
