@@ -183,3 +183,50 @@ def test_finished_sequences_leave_the_batch_and_the_others_match_generate(embedd
                                pad_token_id=tokenizer.pad_token_id)[:, batch["input_ids"].shape[1]:]
     for mine, theirs in zip(ours, reference.tolist(), strict=True):
         assert mine == theirs[:len(mine)] and (len(mine) == 12 or mine[-1] in eos)
+
+
+def test_a_shared_prefix_runs_once_and_every_row_matches_generate(embedded_lm):
+    """share_prefix (the CPU default): the chat template's common tokens run once at batch 1,
+    then the rows' own tokens; fp32 on the CPU, the same tokens per row as transformers'
+    generate, which runs every row whole."""
+    from lm_eval_ext.model_wrappers.greedy_decode import (
+        eos_token_ids,
+        greedy_decode,
+        shared_prefix_length,
+    )
+
+    model, tokenizer = embedded_lm.model, embedded_lm.tokenizer
+    rows = [tokenizer.apply_chat_template([{"role": "user", "content": p}], tokenize=True,
+                                          add_generation_prompt=True)["input_ids"]
+            for p in PROMPTS]
+    common = next(i for i in range(min(map(len, rows)))
+                  if len({tuple(r[:i + 1]) for r in rows}) > 1)
+    batch = tokenizer.pad({"input_ids": rows}, padding_side="left", return_tensors="pt")
+    assert shared_prefix_length(batch["input_ids"], batch["attention_mask"]) == common >= 16
+    calls: list[tuple[int, int]] = []
+    hook = model.model.register_forward_pre_hook(
+        lambda module, args, kwargs: calls.append(tuple(kwargs["input_ids"].shape)),
+        with_kwargs=True)
+    try:
+        ours = greedy_decode(model, batch["input_ids"], batch["attention_mask"], 10,
+                             eos_token_ids(model, tokenizer), share_prefix=True)
+    finally:
+        hook.remove()
+    longest = max(map(len, rows))
+    assert calls[:2] == [(1, common), (len(rows), longest - common)]
+    reference = model.generate(**batch, max_new_tokens=10, do_sample=False,
+                               pad_token_id=tokenizer.pad_token_id
+                               )[:, batch["input_ids"].shape[1]:].tolist()
+    eos = set(eos_token_ids(model, tokenizer))
+    for mine, theirs in zip(ours, reference, strict=True):
+        assert mine == theirs[:len(mine)] and (len(mine) == 10 or mine[-1] in eos)
+
+
+def test_no_shared_prefix_for_one_row_or_rows_that_differ_at_once():
+    from lm_eval_ext.model_wrappers.greedy_decode import shared_prefix_length
+
+    ids = torch.tensor([[0, 0, 5, 6, 7], [5, 6, 7, 8, 9], [0, 5, 6, 9, 9]])
+    mask = (torch.arange(5) >= torch.tensor([[2], [0], [1]])).long()
+    assert shared_prefix_length(ids, mask) == 2  # 5, 6 (the shortest row keeps its 7)
+    assert shared_prefix_length(ids[:1], mask[:1]) == 0
+    assert shared_prefix_length(torch.tensor([[1, 2], [3, 2]]), torch.ones(2, 2)) == 0

@@ -25,6 +25,35 @@ import torch
 #: the batch is compacted once the running sequences are at most this share of its rows: a new
 #: batch shape costs kernel selection on a GPU, so rows leave in a few large steps, not one by one
 COMPACT_SHARE = 0.5
+#: with ``share_prefix``, the rows' common prefix is computed once when at least this long
+MIN_SHARED_PREFIX = 16
+
+
+def shared_prefix_length(input_ids: torch.Tensor, attention_mask: torch.Tensor) -> int:
+    """Tokens every (left-padded) row starts with, leaving each row at least one of its own."""
+    if input_ids.shape[0] < 2:
+        return 0
+    lengths = attention_mask.sum(-1).long()
+    shortest = int(lengths.min())
+    width = input_ids.shape[1]
+    first = input_ids[0, width - int(lengths[0]):][: shortest - 1]
+    same = torch.ones(len(first), dtype=torch.bool, device=input_ids.device)
+    for row, length in zip(input_ids, lengths.tolist(), strict=True):
+        same &= row[width - length:][: len(first)] == first
+    return int(same.long().cumprod(0).sum())
+
+
+def _suffixes(input_ids: torch.Tensor, attention_mask: torch.Tensor, shared: int
+              ) -> tuple[torch.Tensor, torch.Tensor]:
+    """Each row without its first ``shared`` tokens, left-padded again to the longest rest."""
+    lengths = attention_mask.sum(-1).long() - shared
+    width = int(lengths.max())
+    ids = input_ids.new_zeros((len(input_ids), width))
+    mask = attention_mask.new_zeros((len(input_ids), width))
+    for i, length in enumerate(lengths.tolist()):
+        ids[i, width - length:] = input_ids[i, input_ids.shape[1] - length:]
+        mask[i, width - length:] = 1
+    return ids, mask
 
 
 def eos_token_ids(model: Any, tokenizer: Any) -> list[int]:
@@ -38,7 +67,7 @@ def eos_token_ids(model: Any, tokenizer: Any) -> list[int]:
 @torch.inference_mode()
 def greedy_decode(model: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor,
                   max_new_tokens: int, eos_ids: Sequence[int],
-                  stop: Any = None) -> list[list[int]]:
+                  stop: Any = None, share_prefix: bool = False) -> list[list[int]]:
     """The new tokens of each (left-padded) row, the stopping token included.
 
     Args:
@@ -48,6 +77,11 @@ def greedy_decode(model: Any, input_ids: torch.Tensor, attention_mask: torch.Ten
         max_new_tokens: Most new tokens per row.
         eos_ids: Token ids that end a row.
         stop: A ``StopStringCriteria`` (or None): called on the generated tokens, True ends a row.
+        share_prefix: Run the tokens every row starts with once, at batch 1, and give each row
+            a copy of their cache; the rows' own tokens then follow, left-padded after the
+            prefix (masked, so each row sees what it would see alone). Where the prompt pass is
+            compute-bound (a CPU) this saves the prefix's share of it: the chat template and
+            the instructions are about half of the headline task's prompt tokens.
     """
     from transformers import DynamicCache
 
@@ -57,7 +91,17 @@ def greedy_decode(model: Any, input_ids: torch.Tensor, attention_mask: torch.Ten
     # transformers 5.2x renames the forward's past_key_values to cache
     name = "cache" if "cache" in accepted else "past_key_values"
     last_only = {"logits_to_keep": 1} if "logits_to_keep" in accepted else {}
-    positions = (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
+    shared = shared_prefix_length(input_ids, attention_mask) if share_prefix else 0
+    if shared >= MIN_SHARED_PREFIX:  # the common prefix once, its cache copied to every row
+        prefix = input_ids[:1, -int(attention_mask[0].sum()):][:, :shared]
+        model(input_ids=prefix, use_cache=True, **{name: cache}, **last_only)
+        cache.batch_repeat_interleave(input_ids.shape[0])
+        input_ids, attention_mask = _suffixes(input_ids, attention_mask, shared)
+        attention_mask = torch.cat([attention_mask.new_ones((len(input_ids), shared)),
+                                    attention_mask], dim=1)
+        positions = (attention_mask.long().cumsum(-1) - 1)[:, shared:].clamp(min=0)
+    else:
+        positions = (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
     logits = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=positions,
                    use_cache=True, **{name: cache}, **last_only).logits[:, -1]
     eos = torch.tensor(list(eos_ids), device=device, dtype=torch.long)
