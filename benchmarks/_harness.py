@@ -74,6 +74,7 @@ def save_run(results: dict, folder: str | Path, name: str) -> dict:
 
     tracker = EvaluationTracker(output_path=str(folder))
     tracker.general_config_tracker.model_name = name
+    tracker.general_config_tracker.model_name_sanitized = name  # the sub-folder (else "None")
     samples = results.pop("samples")
     tracker.save_results_aggregated(results=results, samples=samples)
     for task, task_samples in samples.items():
