@@ -57,8 +57,8 @@ DEFAULT_GENERATION = "fast"
 GREEDY_KWARGS = ("do_sample", "temperature")
 #: contexts per ``tok_batch_encode`` call (bounds the padded tensor)
 ENCODE_CHUNK = 256
-#: batch size on the CPU: the prompt pass is compute-bound (batch size barely matters), decode
-#: steps read every weight (larger batches share the read); 32 beat 16 and 64 on the headline
+#: batch size on the CPU: each decode step reads every weight, and a larger batch shares the
+#: read; a longer batch pads its prompts more (the headline as typed: docs/hf-metered.md)
 CPU_BATCH = 32
 #: most sequences in one CUDA batch, and the share of free memory a batch may plan to use
 MAX_CUDA_BATCH, MEMORY_SHARE = 1024, 0.5
