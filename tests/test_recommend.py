@@ -128,10 +128,12 @@ def test_bad_claims_and_folders_are_one_line(pilot, tmp_path):
 
 def test_several_pilots_choose_one_protocol_that_keeps_the_claims_for_every_model(
         pilot, tmp_path_factory, tmp_path):
-    """A second model for which 'same' breaks and 'broken' is harmless: only the reference
-    protocol keeps accuracy for both, on the smallest subset where it stays decidable (125
-    units: level SE about sqrt(.6 x .4 / 500) = 2.2 pp, MDE about 6.2 pp; 8.7 pp at 62 units), and each
-    model's claim is on the card."""
+    """A second model for which 'same' breaks and 'broken' is harmless.
+
+    Only the reference protocol keeps accuracy for both, on the smallest subset where it stays
+    decidable: 125 units (level SE about sqrt(.6 x .4 / 500) = 2.2 pp, MDE about 6.2 pp; 8.7 pp
+    at 62 units). Each model's claim is on the card.
+    """
     other = _pilot(tmp_path_factory.mktemp("pilot_b"), {
         "ref": ("bf16", "base", 2000.0), "same": ("int8", "broken", 1000.0),
         "broken": ("nf4", "base", 500.0)})

@@ -3,8 +3,8 @@
 The pilot is an ``lm-eval-ext analyze`` folder (the reference protocol against candidate
 protocols on one nested subset): ``deltas.csv`` gives each candidate's shift and level
 intervals per metric, ``runs.csv`` the joules (or seconds) per item. A study of several
-models gives one pilot per model; a protocol is then chosen for all of them at once. The statistics are in
-:mod:`lm_eval_ext.analysis.stats.recommend`.
+models gives one pilot per model; a protocol is then chosen for all of them at once. The
+statistics are in :mod:`lm_eval_ext.analysis.stats.recommend`.
 """
 
 from __future__ import annotations

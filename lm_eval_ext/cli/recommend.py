@@ -1,4 +1,4 @@
-"""``lm-eval-ext recommend PILOT [PILOT ...] --claim METRIC=MARGIN ...``: the cheapest safe protocol."""
+"""``lm-eval-ext recommend PILOT [PILOT ...] --claim METRIC=MARGIN ...``: the cheapest protocol."""
 
 from __future__ import annotations
 
