@@ -23,6 +23,15 @@ TASKS = ["bbq_instrument_loglik"]
 MODELS = {"smollm2-135m-instruct": None, "gemma3-270m": "gemma3-270m"}
 
 
+def batch_size(text: str) -> int | str:
+    """A ``--batches`` value: a positive integer or ``auto``."""
+    if text == "auto":
+        return text
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: give a positive integer or auto")
+    return int(text)
+
+
 def run_task(lm, task: str, limit: int | None, folder: str) -> dict:
     """One task through a loaded model, saved in ``folder``; the row of its figures."""
     from lm_eval import simple_evaluate
@@ -34,8 +43,8 @@ def run_task(lm, task: str, limit: int | None, folder: str) -> dict:
     metrics, m = results["results"][task], results["config"]["metering"]
     items = len(samples[task])
     return {"task": task, "items": items,
-            "metrics": {k.split(",")[0]: v for k, v in metrics.items()
-                        if k.endswith(",none") and isinstance(v, int | float)},
+            "metrics": {k.split(",")[0]: v for k, v in metrics.items()  # one filter per task
+                        if "," in k and "_stderr," not in k and isinstance(v, int | float)},
             "inference_seconds": m["inference_seconds"], "energy_joules": m["energy_joules"],
             "j_per_item": None if m["energy_joules"] is None else m["energy_joules"] / items,
             "idle_share": m["idle_share"], "forward_share": m["forward_share"],
@@ -49,8 +58,10 @@ def main() -> None:
     parser.add_argument("--runs", required=True, help="lm-eval output folders go here")
     parser.add_argument("--tasks", nargs="+", default=TASKS)
     parser.add_argument("--precisions", nargs="+", default=["bf16", "int8", "nf4"])
-    parser.add_argument("--batches", nargs="+", type=int, default=[64],
-                        help="typed batch sizes (as `--batch_size N`), each a condition")
+    parser.add_argument("--batches", nargs="+", type=batch_size, default=[64],
+                        help="typed batch sizes (as `--batch_size N`) or auto (lm-eval's probe "
+                             "for log-likelihood, the memory plan for generation), each a "
+                             "condition")
     parser.add_argument("--models", nargs="+", default=list(MODELS), choices=list(MODELS))
     parser.add_argument("--skip", nargs="*", default=[], metavar="PRECISION_bBATCH",
                         help="conditions left out, e.g. int8_b1")
@@ -81,8 +92,9 @@ def main() -> None:
                     if lm is None:
                         lm = HFMeteredLM(pretrained=MODELS[label], precision=precision,
                                          device=args.device, batch_size=str(batch))
-                    lm.batch_size_per_gpu = batch  # the typed size, for both request types
-                    lm.fast_generation = FastGenerator("fast", lm.MODEL_NAME, batch)
+                    lm.batch_size_per_gpu = batch  # typed or auto, for both request types
+                    lm.fast_generation = FastGenerator(
+                        "fast", lm.MODEL_NAME, None if batch == "auto" else batch)
                     row = {"model": label, "precision": precision, "batch_size": batch,
                            **run_task(lm, task, args.limit,
                                       f"{args.runs}/{task}/{label}_{condition}")}
