@@ -98,3 +98,25 @@ class Deadline:
 
     def left(self) -> float:  # noqa: D102
         return self.end - time.monotonic()
+
+
+def random_init_checkpoint(size: str, workdir: str | Path, device: str) -> tuple[str, dict]:
+    """A random-init checkpoint of ``energy_sizes.py``'s ``size`` under ``workdir``.
+
+    Built in a child process, so this process has not touched CUDA yet (an engine that forks
+    its workers can still start). Returns its folder and the model's description for the JSON.
+    """
+    import multiprocessing
+
+    from energy_sizes import LABEL, build_checkpoint
+
+    folder = Path(workdir) / size
+    started = time.perf_counter()
+    child = multiprocessing.get_context("spawn").Process(target=build_checkpoint,
+                                                         args=(size, folder, device))
+    child.start()
+    child.join()
+    if child.exitcode:
+        raise SystemExit(f"building the {size} checkpoint failed ({child.exitcode})")
+    return str(folder), {"model": f"random-init {size}", "label": LABEL,
+                         "build_seconds": time.perf_counter() - started}

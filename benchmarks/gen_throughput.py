@@ -9,16 +9,24 @@ differences). The JSON is rewritten after every run, so a time-out loses nothing
 
     python benchmarks/gen_throughput.py --device cuda --out OUT/gen_throughput.json
     python benchmarks/gen_throughput.py --device cpu --precision fp32 --limit 8 --rounds 1 \\
-        --conditions standard@1,standard@8,fast@1 --out /tmp/gen_throughput_cpu.json  # smoke test
+        --conditions standard@1,standard@8,fast@auto --out /tmp/gen_throughput_cpu.json  # smoke test
 """
 
 from __future__ import annotations
 
 import argparse
+import shutil
 import statistics
 import time
 
-from _harness import Deadline, environment, save_run, task_manager, write_json
+from _harness import (
+    Deadline,
+    environment,
+    random_init_checkpoint,
+    save_run,
+    task_manager,
+    write_json,
+)
 
 TASK = "bbq_subset_25pct"
 
@@ -35,7 +43,9 @@ def run_once(lm, path: str, batch_size: int | str, limit: int | None,
     from lm_eval_ext.model_wrappers.fast_generation import FastGenerator
     from lm_eval_ext.model_wrappers.model_args import explicit_batch_size
 
-    lm.fast_generation = FastGenerator(path, lm.MODEL_NAME, explicit_batch_size(batch_size))
+    mode, graphs = ("fast", False) if path == "fast_eager" else (path, True)
+    lm.fast_generation = FastGenerator(mode, lm.MODEL_NAME, explicit_batch_size(str(batch_size)),
+                                       cuda_graphs=graphs)
     lm.batch_size_per_gpu = batch_size
     lm.reset_metering()
     started = time.perf_counter()
@@ -80,25 +90,37 @@ def main() -> None:
     parser.add_argument("--out", required=True)
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--precision", default="bf16")
-    parser.add_argument("--conditions", default="standard@32,standard@512,fast@1",
-                        help="PATH@BATCH, comma separated (fast@1: the fast path sizes batches "
-                             "itself); the first is the reference of the identical-text share")
+    parser.add_argument("--conditions", default="standard@32,standard@512,fast@auto",
+                        help="PATH@BATCH, comma separated; PATH: standard, fast or fast_eager "
+                             "(fast with cuda_graphs=false); BATCH: a typed size or auto (the "
+                             "fast path plans its batches; lm-eval's loop its probe; before "
+                             "2026-12-01 evening, fast@1 meant fast@auto); the first is the "
+                             "reference of the identical-text share")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--limit", type=int, help="items (default: all 500)")
     parser.add_argument("--budget-seconds", type=float, default=540)
     parser.add_argument("--runs", help="save round 0's lm-eval output folders here (PATH_bN/)")
+    parser.add_argument("--size", help="a random-init shape of energy_sizes.py (e.g. llama-8b) "
+                                       "instead of the embedded model: speed and energy only")
+    parser.add_argument("--workdir", default="/tmp/gen_throughput",
+                        help="where --size's checkpoint is saved (removed at the end)")
     args = parser.parse_args()
+    deadline = Deadline(args.budget_seconds)
+    pretrained, model = None, {"model": "embedded SmolLM2-135M-Instruct"}
+    if args.size:
+        pretrained, model = random_init_checkpoint(args.size, args.workdir, args.device)
     from lm_eval_ext.model_wrappers.hf_metered import HFMeteredLM
 
-    deadline = Deadline(args.budget_seconds)
-    lm = HFMeteredLM(device=args.device, precision=args.precision, batch_size=1)
+    lm = HFMeteredLM(pretrained=pretrained, device=args.device, precision=args.precision,
+                     batch_size=1)
     conditions = [(path, batch if batch == "auto" else int(batch))
                   for path, batch in (c.split("@") for c in args.conditions.split(","))]
     reference = f"{conditions[0][0]}@{conditions[0][1]}"
     runs, texts = [], {}
     payload = {"command": "python benchmarks/gen_throughput.py " + " ".join(
         f"--{k.replace('_', '-')} {v}" for k, v in vars(args).items() if v is not None),
-        "environment": environment(), "task": TASK, "reference": reference, "runs": runs}
+        "environment": environment(), "task": TASK, **model, "reference": reference,
+        "runs": runs}
     for round_index in range(args.rounds):
         shift = round_index % len(conditions)
         for path, batch in conditions[shift:] + conditions[:shift]:
@@ -115,6 +137,8 @@ def main() -> None:
                 payload["summary"] = summarise(runs, texts, reference)
             write_json(args.out, payload)
     write_json(args.out, payload)
+    if args.size:
+        shutil.rmtree(pretrained, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -20,13 +20,19 @@ before it uses CUDA): speed and energy only, labelled so in the JSON.
 from __future__ import annotations
 
 import argparse
-import multiprocessing
 import shutil
 import statistics
 import time
-from pathlib import Path
 
-from _harness import Deadline, command_line, environment, save_run, task_manager, write_json
+from _harness import (
+    Deadline,
+    command_line,
+    environment,
+    random_init_checkpoint,
+    save_run,
+    task_manager,
+    write_json,
+)
 
 GEN, LOGLIK = "bbq_subset_25pct", "bbq_instrument_loglik"
 REQUEST_TYPES = ("generate_until", "loglikelihood")
@@ -142,18 +148,7 @@ def main() -> None:
     deadline = Deadline(args.budget_seconds)
     pretrained, model = None, {"model": "embedded SmolLM2-135M-Instruct"}
     if args.size:
-        from energy_sizes import LABEL, build_checkpoint
-
-        pretrained = str(Path(args.workdir) / args.size)
-        started = time.perf_counter()
-        child = multiprocessing.get_context("spawn").Process(
-            target=build_checkpoint, args=(args.size, Path(pretrained), args.device))
-        child.start()
-        child.join()
-        if child.exitcode:
-            raise SystemExit(f"building the {args.size} checkpoint failed ({child.exitcode})")
-        model = {"model": f"random-init {args.size}", "label": LABEL,
-                 "build_seconds": time.perf_counter() - started}
+        pretrained, model = random_init_checkpoint(args.size, args.workdir, args.device)
     from lm_eval_ext.model_wrappers.fast_generation import FastGenerator
     from lm_eval_ext.model_wrappers.hf_metered import HFMeteredLM
     from lm_eval_ext.model_wrappers.vllm_metered import VLLMMeteredLM

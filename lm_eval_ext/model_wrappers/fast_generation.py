@@ -20,6 +20,10 @@ and cut at the stop sequences by its ``postprocess_generated_text``) and changes
   ``StopStringCriteria``, not on a per-step decode, and then leaves the batch
   (:mod:`~lm_eval_ext.model_wrappers.greedy_decode`: each step costs what the unfinished
   sequences cost);
+* on a GPU, a model in full precision decodes from a static KV cache with its decode step
+  replayed as one CUDA graph (:mod:`~lm_eval_ext.model_wrappers.static_decode`; model arg
+  ``cuda_graphs=false`` keeps the dynamic cache, which quantized and sliding-window models
+  always use, the reason recorded);
 * the text is cut at lm-eval's stop sequences afterwards. Greedy decoding does not depend on
   when a sequence stops, so the text is the one lm-eval's loop would give at that batch.
 
@@ -48,7 +52,8 @@ from transformers.generation.stopping_criteria import StopStringCriteria
 
 from lm_eval_ext.errors import check_choice
 from lm_eval_ext.model_wrappers.greedy_decode import eos_token_ids, greedy_decode
-from lm_eval_ext.model_wrappers.model_args import explicit_batch_size
+from lm_eval_ext.model_wrappers.model_args import explicit_batch_size, strict_bool
+from lm_eval_ext.model_wrappers.static_decode import static_decode_problem, static_greedy_decode
 
 GENERATION = ("standard", "fast")
 #: the default path: fast (same text as lm-eval's loop in fp32; measured in docs/hf-metered.md)
@@ -77,6 +82,10 @@ class FastGenerationStats:
     fallback_reasons: list[str] = dataclasses.field(default_factory=list)
     batch_sizes: list[int] = dataclasses.field(default_factory=list)  # planned, per task group
     out_of_memory_retries: int = 0
+    cuda_graphs: bool = True  # asked for: static cache + CUDA-graph decode where it holds
+    graph_batches: int = 0  # batches decoded by CUDA-graph replays
+    eager_batches: int = 0  # batches decoded step by step (every batch on a CPU)
+    eager_reasons: list[str] = dataclasses.field(default_factory=list)  # on a GPU: why
 
     def policy(self) -> str:
         """A phrase for the start-up header."""
@@ -118,17 +127,41 @@ class FastGenerator:
         model_name: The model type, for error messages.
         batch_size_asked: The batch size the user gave (every batch's size), or None.
         max_batch_size: A cap the user gave with ``--batch_size auto``, or None.
+        cuda_graphs: On a GPU, decode from a static cache by CUDA-graph replays where the
+            model allows it.
     """
 
     def __init__(self, mode: str, model_name: str, batch_size_asked: int | None = None,
-                 max_batch_size: int | None = None):
+                 max_batch_size: int | None = None, cuda_graphs: bool = True):
         check_choice(f"{model_name}: model arg generation", mode, GENERATION)
-        self.stats = FastGenerationStats(requested=mode, batch_size_asked=batch_size_asked)
+        self.stats = FastGenerationStats(requested=mode, batch_size_asked=batch_size_asked,
+                                         cuda_graphs=cuda_graphs)
         self.max_batch_size = max_batch_size
 
     def _fall_back(self, reason: str) -> None:
         if reason not in self.stats.fallback_reasons:
             self.stats.fallback_reasons.append(reason)
+
+    def _decode(self, lm: Any, rows: list[list[int]], max_gen_toks: int,
+                stop_strings: list[str]) -> list[list[int]]:
+        """One batch's new tokens: CUDA-graph replays where they hold, else eager steps."""
+        on_gpu = torch.device(lm.device).type == "cuda"
+        problem = None
+        if on_gpu:
+            problem = ("cuda_graphs=false" if not self.stats.cuda_graphs
+                       else static_decode_problem(lm.model))
+        if on_gpu and problem is None:
+            result = generate_batch(lm, rows, max_gen_toks, stop_strings, static=True)
+            problem, tokens = result.graph_problem, result.tokens  # failed capture: eager steps
+        else:
+            tokens = generate_batch(lm, rows, max_gen_toks, stop_strings)
+        if on_gpu and problem is None:
+            self.stats.graph_batches += 1
+        else:
+            self.stats.eager_batches += 1
+            if problem and problem not in self.stats.eager_reasons:
+                self.stats.eager_reasons.append(problem)
+        return tokens
 
     def generate_until(self, lm: Any, requests: Sequence[Any], disable_tqdm: bool,
                        standard: Standard) -> list[str]:
@@ -190,8 +223,8 @@ class FastGenerator:
         while start < len(order):
             chunk = order[start:start + batch]
             try:
-                rows = generate_batch(lm, [inputs[i] for i in chunk], max_gen_toks,
-                                      stop_strings)
+                rows = self._decode(lm, [inputs[i] for i in chunk], max_gen_toks,
+                                    stop_strings)
             except torch.cuda.OutOfMemoryError:
                 if batch == 1:
                     raise
@@ -253,13 +286,21 @@ def _fitting_batch_size(lm: Any, sequence_tokens: int, n_requests: int) -> int:
 
 
 def generate_batch(lm: Any, rows: list[list[int]], max_gen_toks: int,
-                   stop_strings: list[str]) -> list[list[int]]:
-    """Greedy new tokens for ``rows``, left-padded by the tokenizer (one timed decode)."""
+                   stop_strings: list[str], static: bool = False) -> Any:
+    """Greedy new tokens for ``rows``, left-padded by the tokenizer (one timed decode).
+
+    ``static``: decode from a static cache by CUDA-graph replays (a
+    :class:`~lm_eval_ext.model_wrappers.static_decode.StaticDecodeResult`); else the dynamic
+    cache's rows of tokens (the prompts' common prefix shared on a CPU).
+    """
     batch = lm.tokenizer.pad({"input_ids": rows}, padding_side="left", return_tensors="pt")
     stop = StopStringCriteria(lm.tokenizer, stop_strings) if stop_strings else None
-    return lm.metering.timed(greedy_decode, lm.model, batch["input_ids"].to(lm.device),
-                             batch["attention_mask"].to(lm.device), max_gen_toks,
-                             eos_token_ids(lm.model, lm.tokenizer), stop,
+    ids, mask = batch["input_ids"].to(lm.device), batch["attention_mask"].to(lm.device)
+    eos = eos_token_ids(lm.model, lm.tokenizer)
+    if static:
+        return lm.metering.timed(static_greedy_decode, lm.model, ids, mask, max_gen_toks, eos,
+                                 stop)
+    return lm.metering.timed(greedy_decode, lm.model, ids, mask, max_gen_toks, eos, stop,
                              share_prefix=torch.device(lm.device).type == "cpu")
 
 
@@ -275,15 +316,19 @@ class FastGeneration:
         """``generation``'s value (for a dry run; the generator checks it again at load)."""
         check_choice("model arg generation", args.get("generation", DEFAULT_GENERATION),
                      GENERATION)
+        strict_bool(cls.__name__, "cuda_graphs", args.get("cuda_graphs", True))
 
-    def __init__(self, *args: Any, generation: str = DEFAULT_GENERATION, **kwargs: Any):
+    def __init__(self, *args: Any, generation: str = DEFAULT_GENERATION,
+                 cuda_graphs: bool = True, **kwargs: Any):
         # lm-eval caps its auto batch at max_batch_size (default 64): only a cap the user gave
         # bounds the generation plan, which is already sized to the memory
         self._max_batch_size_given: int | None = kwargs.get("max_batch_size")
         self.fast_generation = FastGenerator(generation,
                                              getattr(self, "MODEL_NAME", type(self).__name__),
                                              explicit_batch_size(kwargs.get("batch_size", 1)),
-                                             self._max_batch_size_given)
+                                             self._max_batch_size_given,
+                                             strict_bool(type(self).__name__, "cuda_graphs",
+                                                         cuda_graphs))
         self._generation_plan: tuple[int, int] | None = None
         super().__init__(*args, **kwargs)
 

@@ -1,0 +1,85 @@
+"""The static-cache decode (the GPU fast path's, here without the CUDA graph) against generate.
+
+fp32 on the CPU: every row's tokens equal transformers' own ``generate``; the mask is built
+for both attention kernels it supports; models it cannot take are named with the reason.
+The CUDA-graph replay itself runs on the H200 (benchmarks/gen_throughput.py, results map).
+"""
+
+from __future__ import annotations
+
+import types
+
+import pytest
+import torch
+from test_fast_generation import PROMPTS
+from transformers import Gemma3TextConfig, LlamaConfig, LlamaForCausalLM
+
+from lm_eval_ext.errors import ConfigError
+from lm_eval_ext.model_wrappers.fast_generation import FastGeneration
+from lm_eval_ext.model_wrappers.greedy_decode import eos_token_ids
+from lm_eval_ext.model_wrappers.static_decode import static_decode_problem, static_greedy_decode
+
+
+def _until_end(rows: list[list[int]], eos: set[int], most: int) -> list[list[int]]:
+    """generate's rows cut after their first end token (as the decode returns them)."""
+    cut = []
+    for row in rows:
+        ends = [i for i, t in enumerate(row[:most]) if t in eos]
+        cut.append(row[:ends[0] + 1] if ends else row[:most])
+    return cut
+
+
+def test_static_decode_equals_generate_on_the_embedded_model(embedded_lm):
+    model, tokenizer = embedded_lm.model, embedded_lm.tokenizer
+    rows = [tokenizer.apply_chat_template([{"role": "user", "content": p}], tokenize=True,
+                                          add_generation_prompt=True)["input_ids"]
+            for p in PROMPTS]
+    batch = tokenizer.pad({"input_ids": rows}, padding_side="left", return_tensors="pt")
+    assert len(set(map(len, rows))) > 1  # left padding is exercised
+    eos = eos_token_ids(model, tokenizer)
+    result = static_greedy_decode(model, batch["input_ids"], batch["attention_mask"], 16, eos,
+                                  cuda_graph=False)
+    reference = model.generate(**batch, max_new_tokens=16, do_sample=False,
+                               pad_token_id=tokenizer.pad_token_id
+                               )[:, batch["input_ids"].shape[1]:].tolist()
+    assert result.tokens == _until_end(reference, set(eos), 16)
+    assert (result.graph_replays, result.graph_problem) == (0, None)
+
+
+@pytest.mark.parametrize("attention", ["sdpa", "eager"])
+def test_static_decode_equals_generate_with_either_mask(attention):
+    """A bool mask for sdpa, an additive one for eager; rows end early on an end token."""
+    torch.manual_seed(0)
+    config = LlamaConfig(vocab_size=97, hidden_size=64, intermediate_size=128,
+                         num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                         attn_implementation=attention)
+    model = LlamaForCausalLM(config).eval()
+    ids = torch.randint(3, 97, (4, 9))
+    mask = (torch.arange(9) >= torch.tensor([[3], [5], [0], [1]])).long()
+    ids[mask == 0] = 0
+    plain = static_greedy_decode(model, ids, mask, 12, [-1], cuda_graph=False).tokens
+    eos = [plain[2][3]]  # row 2 ends at its fourth token
+    result = static_greedy_decode(model, ids, mask, 12, eos, cuda_graph=False)
+    reference = model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=12,
+                               do_sample=False, eos_token_id=eos, pad_token_id=0)[:, 9:]
+    assert result.tokens == _until_end(reference.tolist(), set(eos), 12)
+    assert len(result.tokens[2]) == 4 and max(map(len, result.tokens)) == 12
+
+
+def test_models_the_static_decode_cannot_take_are_named():
+    llama = LlamaForCausalLM(LlamaConfig(vocab_size=32, hidden_size=32, intermediate_size=64,
+                                         num_hidden_layers=1, num_attention_heads=2))
+    assert static_decode_problem(llama) is None
+    llama.config._attn_implementation = "flex_attention"
+    assert static_decode_problem(llama) == "attention implementation 'flex_attention'"
+    gemma = types.SimpleNamespace(config=Gemma3TextConfig(sliding_window=512))
+    assert static_decode_problem(gemma) == "sliding-window attention layers"
+    quantized = types.SimpleNamespace(config=llama.config, hf_quantizer=object())
+    assert static_decode_problem(quantized).startswith("quantized weights")
+
+
+def test_cuda_graphs_takes_a_boolean_and_the_cpu_never_replays(embedded_lm):
+    with pytest.raises(ConfigError, match=r"cuda_graphs='maybe' is not a boolean"):
+        FastGeneration.check_own_model_args({"cuda_graphs": "maybe"})
+    stats = embedded_lm.fast_generation.stats
+    assert stats.cuda_graphs is True and stats.graph_batches == 0 and not stats.eager_reasons
