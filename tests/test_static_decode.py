@@ -13,6 +13,7 @@ import pytest
 import torch
 from test_fast_generation import PROMPTS
 from transformers import Gemma3TextConfig, LlamaConfig, LlamaForCausalLM
+from transformers.generation.stopping_criteria import StopStringCriteria
 
 from lm_eval_ext.errors import ConfigError
 from lm_eval_ext.model_wrappers.fast_generation import FastGeneration
@@ -44,6 +45,16 @@ def test_static_decode_equals_generate_on_the_embedded_model(embedded_lm):
                                )[:, batch["input_ids"].shape[1]:].tolist()
     assert result.tokens == _until_end(reference, set(eos), 16)
     assert (result.graph_replays, result.graph_problem) == (0, None)
+    stop = StopStringCriteria(tokenizer, ["."])  # rows end on a stop string, as generate's
+    stopped = static_greedy_decode(model, batch["input_ids"], batch["attention_mask"], 16, eos,
+                                   stop, cuda_graph=False).tokens
+    reference = model.generate(**batch, max_new_tokens=16, do_sample=False, stop_strings=["."],
+                               tokenizer=tokenizer, pad_token_id=tokenizer.pad_token_id
+                               )[:, batch["input_ids"].shape[1]:].tolist()
+    assert any("." in tokenizer.decode(row) for row in stopped)
+    for mine, theirs in zip(stopped, reference, strict=True):
+        ended = mine[-1] in eos or tokenizer.decode(mine).endswith(".")
+        assert mine == theirs[:len(mine)] and (len(mine) == 16 or ended)
 
 
 @pytest.mark.parametrize("attention", ["sdpa", "eager"])

@@ -15,6 +15,9 @@ the left-padded mask, the last position's scores in fp32, their argmax, the same
 and stop strings. The attention mask is built here (4-D, over the whole static cache: the
 row's own tokens so far), so the model's mask code runs no host-side check inside the graph.
 Rows that finish stay in the batch (the graph has one shape); their later tokens are dropped.
+The host looks at the tokens only every :data:`CHECK_EVERY` steps (whether all rows have
+ended), so it queues steps while the device runs them; each row's end step is kept on the
+device.
 
 Where the cache or the graph cannot hold (:func:`static_decode_problem`: quantized weights,
 whose kernels synchronise with the host; sliding-window layers; other attention kernels),
@@ -33,6 +36,9 @@ import torch
 
 #: attention kernels the 4-D mask below is built for (bool for sdpa, additive for eager)
 ATTENTION = ("sdpa", "eager")
+#: steps between the host's checks whether every row has ended (each check waits for the
+#: device; between checks the host queues steps ahead of it)
+CHECK_EVERY = 8
 
 
 @dataclasses.dataclass(frozen=True)
@@ -117,21 +123,18 @@ def static_greedy_decode(model: Any, input_ids: torch.Tensor, attention_mask: to
     run, replays, problem = step, 0, None
     eos = torch.tensor(list(eos_ids), device=device, dtype=torch.long)
     ended = torch.zeros(rows, dtype=torch.bool, device=device)
-    generated = input_ids.new_empty((rows, 0))
-    out: list[list[int]] = [[] for _ in range(rows)]
-    for index in range(max_new_tokens):
+    last = torch.full((rows,), max_new_tokens - 1, dtype=torch.long, device=device)
+    generated = input_ids.new_zeros((rows, max_new_tokens))
+    for index in range(max_new_tokens):  # no host synchronisation but every CHECK_EVERY steps
         token = logits.float().argmax(-1)
-        generated = torch.cat([generated, token[:, None]], dim=1)
+        generated[:, index] = token
         done = torch.isin(token, eos)
         if stop is not None:
-            done |= stop(generated, None).to(device)
-        if index == max_new_tokens - 1:
-            done[:] = True
-        done &= ~ended
-        for row in done.nonzero().flatten().tolist():
-            out[row] = generated[row].tolist()
+            done |= stop(generated[:, :index + 1], None).to(device)
+        last.masked_fill_(done & ~ended, index)
         ended |= done
-        if bool(ended.all()):
+        if index == max_new_tokens - 1 or (index % CHECK_EVERY == CHECK_EVERY - 1
+                                           and bool(ended.all())):
             break
         step_ids.copy_(token[:, None])
         step_positions.add_(1)
@@ -144,4 +147,5 @@ def static_greedy_decode(model: Any, input_ids: torch.Tensor, attention_mask: to
                 run = step
         replays += run is not step
         logits = run()
+    out = [row[:end + 1] for row, end in zip(generated.tolist(), last.tolist(), strict=True)]
     return StaticDecodeResult(out, replays, problem)
