@@ -12,10 +12,16 @@ import time
 from _harness import build_requests, command_line, environment, write_json
 
 
-def generate_decode(lm, rows, max_gen_toks, stop_strings):
-    """The fast path's previous decode: one model.generate per batch."""
+def generate_decode(lm, rows, max_gen_toks, stop_strings, cache_implementation=None):
+    """The fast path's previous decode: one model.generate per batch.
+
+    ``cache_implementation="static"``: transformers' static cache (``generate`` compiles the
+    forward for it on a GPU).
+    """
     batch = lm.tokenizer.pad({"input_ids": rows}, padding_side="left", return_tensors="pt")
     extra = {"stop_strings": stop_strings, "tokenizer": lm.tokenizer} if stop_strings else {}
+    if cache_implementation:
+        extra["cache_implementation"] = cache_implementation
     out = lm.metering.timed(lm.model.generate, input_ids=batch["input_ids"].to(lm.device),
                             attention_mask=batch["attention_mask"].to(lm.device),
                             max_new_tokens=max_gen_toks, do_sample=False,

@@ -1,6 +1,10 @@
 """Generation throughput: hf-metered's standard loop vs its fast path, side by side (JSON).
 
-One loaded model; every (path, batch size) condition runs once per round, the order rotating
+Paths: lm-eval's loop (``standard``), the fast path with CUDA-graph decode where it holds
+(``fast``) or with the dynamic cache (``fast_eager``), and transformers' own ``generate`` in
+the fast path's batches with its dynamic or (compiled) static cache (``generate``,
+``generate_static``). One loaded model (the embedded one, or a random-init ``--size``); every
+(path, batch size) condition runs once per round, the order rotating
 between rounds; each run is the headline task through ``lm_eval.simple_evaluate`` with its own
 metering windows. Per run: inference seconds, joules (and J/item, J/new token), idle and forward
 share, new tokens/s and items/s; per condition the medians, and the share of items whose text
@@ -15,6 +19,8 @@ differences). The JSON is rewritten after every run, so a time-out loses nothing
 from __future__ import annotations
 
 import argparse
+import contextlib
+import functools
 import shutil
 import statistics
 import time
@@ -29,6 +35,27 @@ from _harness import (
 )
 
 TASK = "bbq_subset_25pct"
+#: paths that decode with transformers' own ``generate`` in the fast path's batches (its
+#: planning, encoding and cut stay; only the decode differs): the dynamic cache, and the
+#: static cache that ``generate`` compiles on a GPU (the issue's "plain transformers" modes)
+PLAIN_GENERATE = {"generate": None, "generate_static": "static"}
+
+
+@contextlib.contextmanager
+def decode_path(path: str):
+    """While a run lasts, the fast path's decode is ``path``'s (only the generate paths swap)."""
+    from fast_decode_ab import generate_decode
+
+    from lm_eval_ext.model_wrappers import fast_generation
+
+    saved = fast_generation.generate_batch
+    if path in PLAIN_GENERATE:
+        fast_generation.generate_batch = functools.partial(
+            generate_decode, cache_implementation=PLAIN_GENERATE[path])
+    try:
+        yield
+    finally:
+        fast_generation.generate_batch = saved
 
 
 def run_once(lm, path: str, batch_size: int | str, limit: int | None,
@@ -43,14 +70,16 @@ def run_once(lm, path: str, batch_size: int | str, limit: int | None,
     from lm_eval_ext.model_wrappers.fast_generation import FastGenerator
     from lm_eval_ext.model_wrappers.model_args import explicit_batch_size
 
-    mode, graphs = ("fast", False) if path == "fast_eager" else (path, True)
+    plain = path == "fast_eager" or path in PLAIN_GENERATE
+    mode, graphs = ("fast", False) if plain else (path, True)
     lm.fast_generation = FastGenerator(mode, lm.MODEL_NAME, explicit_batch_size(str(batch_size)),
                                        cuda_graphs=graphs)
     lm.batch_size_per_gpu = batch_size
     lm.reset_metering()
     started = time.perf_counter()
-    results = simple_evaluate(model=lm, tasks=[TASK], task_manager=task_manager(),
-                              log_samples=True, limit=limit, bootstrap_iters=0)
+    with decode_path(path):
+        results = simple_evaluate(model=lm, tasks=[TASK], task_manager=task_manager(),
+                                  log_samples=True, limit=limit, bootstrap_iters=0)
     wall = time.perf_counter() - started
     texts = [s["resps"][0][0] for s in results["samples"][TASK]]
     if save_to:
@@ -91,10 +120,12 @@ def main() -> None:
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--precision", default="bf16")
     parser.add_argument("--conditions", default="standard@32,standard@512,fast@auto",
-                        help="PATH@BATCH, comma separated; PATH: standard, fast or fast_eager "
-                             "(fast with cuda_graphs=false); BATCH: a typed size or auto (the "
-                             "fast path plans its batches; lm-eval's loop its probe; before "
-                             "2026-12-01 evening, fast@1 meant fast@auto); the first is the "
+                        help="PATH@BATCH, comma separated; PATH: standard, fast, fast_eager "
+                             "(fast with cuda_graphs=false), generate or generate_static "
+                             "(transformers' generate in the fast path's batches); BATCH: a "
+                             "typed size or auto (the fast path plans its batches; lm-eval's "
+                             "loop its probe; before 2026-12-01 evening, fast@1 meant "
+                             "fast@auto); the first is the "
                              "reference of the identical-text share")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--limit", type=int, help="items (default: all 500)")
