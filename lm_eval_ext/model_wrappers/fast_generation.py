@@ -51,7 +51,11 @@ from lm_eval.models.utils import (
 from transformers.generation.stopping_criteria import StopStringCriteria
 
 from lm_eval_ext.errors import check_choice
-from lm_eval_ext.model_wrappers.greedy_decode import eos_token_ids, greedy_decode
+from lm_eval_ext.model_wrappers.greedy_decode import (
+    eos_token_ids,
+    greedy_decode,
+    pooled_greedy_decode,
+)
 from lm_eval_ext.model_wrappers.model_args import explicit_batch_size, strict_bool
 from lm_eval_ext.model_wrappers.static_decode import static_decode_problem, static_greedy_decode
 
@@ -65,6 +69,9 @@ ENCODE_CHUNK = 256
 #: batch size on the CPU: each decode step reads every weight, and a larger batch shares the
 #: read; a longer batch pads its prompts more (the headline as typed: docs/hf-metered.md)
 CPU_BATCH = 32
+#: on the CPU, the next batch's rows join once at most this many of the running ones are left
+#: (a decode step at a few rows costs nearly what one at many costs: it reads every weight)
+CPU_ADMIT_AT = CPU_BATCH // 2
 #: most sequences in one CUDA batch, and the share of free memory a batch may plan to use
 MAX_CUDA_BATCH, MEMORY_SHARE = 1024, 0.5
 
@@ -218,7 +225,15 @@ class FastGenerator:
         batch = planned_batch_size(lm, len(inputs[order[0]]) + max_gen_toks, len(inputs),
                                    self.stats.batch_size_asked, self.max_batch_size)
         self.stats.batch_sizes.append(batch)
-        out: dict[int, list[int]] = {}
+        if torch.device(lm.device).type == "cpu":  # one pooled decode over all batches
+            chunks = [order[i:i + batch] for i in range(0, len(order), batch)]
+            rows = generate_pooled(lm, [[inputs[i] for i in c] for c in chunks], max_gen_toks,
+                                   stop_strings)
+            self.stats.eager_batches += len(chunks)
+            flat = [i for chunk in chunks for i in chunk]
+            out = dict(zip(flat, rows, strict=True))
+            return [out[i] for i in range(len(inputs))]
+        out = {}
         start = 0
         while start < len(order):
             chunk = order[start:start + batch]
@@ -300,8 +315,25 @@ def generate_batch(lm: Any, rows: list[list[int]], max_gen_toks: int,
     if static:
         return lm.metering.timed(static_greedy_decode, lm.model, ids, mask, max_gen_toks, eos,
                                  stop)
-    return lm.metering.timed(greedy_decode, lm.model, ids, mask, max_gen_toks, eos, stop,
-                             share_prefix=torch.device(lm.device).type == "cpu")
+    return lm.metering.timed(greedy_decode, lm.model, ids, mask, max_gen_toks, eos, stop)
+
+
+def generate_pooled(lm: Any, batches: list[list[list[int]]], max_gen_toks: int,
+                    stop_strings: list[str]) -> list[list[int]]:
+    """Greedy new tokens for every row of ``batches`` in one timed, pooled decode (a CPU's).
+
+    Each batch's common prefix runs once, and a batch's rows join the previous one's once at
+    most :data:`CPU_ADMIT_AT` of those still run
+    (:func:`~lm_eval_ext.model_wrappers.greedy_decode.pooled_greedy_decode`).
+    """
+    padded = [lm.tokenizer.pad({"input_ids": rows}, padding_side="left", return_tensors="pt")
+              for rows in batches]
+    stop = StopStringCriteria(lm.tokenizer, stop_strings) if stop_strings else None
+    return lm.metering.timed(pooled_greedy_decode, lm.model,
+                             [(b["input_ids"].to(lm.device), b["attention_mask"].to(lm.device))
+                              for b in padded], max_gen_toks,
+                             eos_token_ids(lm.model, lm.tokenizer), stop, share_prefix=True,
+                             admit_at=CPU_ADMIT_AT)
 
 
 class FastGeneration:

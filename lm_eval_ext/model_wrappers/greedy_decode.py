@@ -16,6 +16,7 @@ looks at the generated part only).
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 from collections.abc import Sequence
 from typing import Any
@@ -64,79 +65,184 @@ def eos_token_ids(model: Any, tokenizer: Any) -> list[int]:
     return [ids] if isinstance(ids, int) else list(ids or [])
 
 
-@torch.inference_mode()
-def greedy_decode(model: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor,
-                  max_new_tokens: int, eos_ids: Sequence[int],
-                  stop: Any = None, share_prefix: bool = False) -> list[list[int]]:
-    """The new tokens of each (left-padded) row, the stopping token included.
+#: a token id no vocabulary has: fills the generated tokens of rows merged into a running decode
+#: on the left (``StopStringCriteria`` clamps it to its never-matching entry)
+FILLER = 2**31 - 1
 
-    Args:
-        model: A decoder-only transformers model.
-        input_ids: Left-padded prompts, ``[batch, length]``.
-        attention_mask: Their mask (0 on padding).
-        max_new_tokens: Most new tokens per row.
-        eos_ids: Token ids that end a row.
-        stop: A ``StopStringCriteria`` (or None): called on the generated tokens, True ends a row.
-        share_prefix: Run the tokens every row starts with once, at batch 1, and give each row
-            a copy of their cache; the rows' own tokens then follow, left-padded after the
-            prefix (masked, so each row sees what it would see alone). Where the prompt pass is
-            compute-bound (a CPU) this saves the prefix's share of it: the chat template and
-            the instructions are about half of the headline task's prompt tokens.
-    """
+
+@dataclasses.dataclass
+class _Running:
+    """The rows of a decode in progress: cache, mask, new tokens and the next token's scores."""
+
+    cache: Any
+    attention_mask: torch.Tensor  # [rows, cache length]
+    generated: torch.Tensor  # [rows, steps]; FILLER left of rows that joined later
+    counts: torch.Tensor  # new tokens per row
+    ended: torch.Tensor  # bool per row
+    present: torch.Tensor  # each row's number among all rows of the call
+    logits: torch.Tensor  # the next token's scores, [rows, vocab]
+
+
+class _Forward:
+    """One model's decoding forward: this transformers version's cache keyword, last scores."""
+
+    def __init__(self, model: Any):
+        accepted = inspect.signature(model.forward).parameters
+        # transformers 5.2x renames the forward's past_key_values to cache
+        self.cache_key = "cache" if "cache" in accepted else "past_key_values"
+        self.last_only = {"logits_to_keep": 1} if "logits_to_keep" in accepted else {}
+        self.model = model
+
+    def __call__(self, cache: Any, ids: torch.Tensor, **kwargs: Any) -> torch.Tensor:
+        """The last position's scores; the cache grows by ``ids``."""
+        return self.model(input_ids=ids, use_cache=True, **{self.cache_key: cache},
+                          **self.last_only, **kwargs).logits[:, -1]
+
+
+def _prefill(forward: _Forward, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+             first_row: int, share_prefix: bool) -> _Running:
+    """The prompts' pass (their common prefix once where ``share_prefix``): rows ready to step."""
     from transformers import DynamicCache
 
-    device = input_ids.device
-    cache = DynamicCache(config=model.config)
-    accepted = inspect.signature(model.forward).parameters
-    # transformers 5.2x renames the forward's past_key_values to cache
-    cache_arg = {("cache" if "cache" in accepted else "past_key_values"): cache}
-    last_only = {"logits_to_keep": 1} if "logits_to_keep" in accepted else {}
-
-    def forward(ids: torch.Tensor, **kwargs: Any) -> torch.Tensor:
-        """The last position's scores of one step; the cache grows by ``ids``."""
-        return model(input_ids=ids, use_cache=True, **cache_arg, **last_only,
-                     **kwargs).logits[:, -1]
-
+    cache = DynamicCache(config=forward.model.config)
     shared = shared_prefix_length(input_ids, attention_mask) if share_prefix else 0
     if shared >= MIN_SHARED_PREFIX:  # the common prefix once, its cache copied to every row
-        forward(input_ids[:1, -int(attention_mask[0].sum()):][:, :shared])
+        forward(cache, input_ids[:1, -int(attention_mask[0].sum()):][:, :shared])
         cache.batch_repeat_interleave(input_ids.shape[0])
         input_ids, attention_mask = _suffixes(input_ids, attention_mask, shared)
         attention_mask = torch.cat([attention_mask.new_ones((len(input_ids), shared)),
                                     attention_mask], dim=1)
     positions = (attention_mask.long().cumsum(-1) - 1)[:, -input_ids.shape[1]:].clamp(min=0)
-    logits = forward(input_ids, attention_mask=attention_mask, position_ids=positions)
-    eos = torch.tensor(list(eos_ids), device=device, dtype=torch.long)
-    present = torch.arange(input_ids.shape[0], device=device)  # original row of each batch row
-    ended = torch.zeros(input_ids.shape[0], dtype=torch.bool, device=device)
-    generated = input_ids.new_empty((input_ids.shape[0], 0))
-    out: list[list[int]] = [[] for _ in range(input_ids.shape[0])]
-    running = input_ids.shape[0]
-    for step in range(max_new_tokens):
-        token = logits.float().argmax(-1)
-        generated = torch.cat([generated, token[:, None]], dim=1)
-        done = torch.isin(token, eos)
-        if stop is not None:
-            done |= stop(generated, None).to(device)
-        if step == max_new_tokens - 1:
-            done[:] = True
-        done &= ~ended
-        finished = done.nonzero().flatten().tolist()
-        if finished:
-            rows = present.tolist()
-            for j in finished:
-                out[rows[j]] = generated[j].tolist()
-            ended |= done
-            running -= len(finished)
-            if running == 0:
-                break
-            if running <= COMPACT_SHARE * len(rows):
-                keep = (~ended).nonzero().flatten()
-                cache.batch_select_indices(keep)
-                present, token, ended = present[keep], token[keep], ended[keep]
-                generated, attention_mask = generated[keep], attention_mask[keep]
-        attention_mask = torch.cat([attention_mask, attention_mask.new_ones((len(present), 1))],
-                                   dim=1)
-        positions = attention_mask.long().sum(-1, keepdim=True) - 1
-        logits = forward(token[:, None], attention_mask=attention_mask, position_ids=positions)
-    return out
+    logits = forward(cache, input_ids, attention_mask=attention_mask, position_ids=positions)
+    rows, device = input_ids.shape[0], input_ids.device
+    return _Running(cache, attention_mask, input_ids.new_empty((rows, 0)),
+                    torch.zeros(rows, dtype=torch.long, device=device),
+                    torch.zeros(rows, dtype=torch.bool, device=device),
+                    torch.arange(first_row, first_row + rows, device=device), logits)
+
+
+def _keep(state: _Running, keep: torch.Tensor) -> None:
+    """Only the rows ``keep``; cache columns no row attends to any more are cut from the left."""
+    state.cache.batch_select_indices(keep)
+    for name in ("attention_mask", "generated", "counts", "ended", "present", "logits"):
+        setattr(state, name, getattr(state, name)[keep])
+    first = int(state.attention_mask.any(0).long().argmax())
+    if first:
+        for layer in state.cache.layers:
+            layer.keys, layer.values = layer.keys[:, :, first:], layer.values[:, :, first:]
+        state.attention_mask = state.attention_mask[:, first:]
+
+
+def _left_pad(tensor: torch.Tensor, width: int, dim: int, value: float = 0) -> torch.Tensor:
+    """``tensor`` padded on the left along ``dim`` to ``width``."""
+    missing = width - tensor.shape[dim]
+    if missing <= 0:
+        return tensor
+    pad = [0, 0] * (tensor.dim() - 1 - dim) + [missing, 0]
+    return torch.nn.functional.pad(tensor, pad, value=value)
+
+
+def _merge(state: _Running, new: _Running) -> None:
+    """``new``'s rows join ``state`` (caches, masks and tokens aligned on the right)."""
+    length = max(state.attention_mask.shape[1], new.attention_mask.shape[1])
+    for layer, joining in zip(state.cache.layers, new.cache.layers, strict=True):
+        layer.keys = torch.cat([_left_pad(layer.keys, length, 2),
+                                _left_pad(joining.keys, length, 2)])
+        layer.values = torch.cat([_left_pad(layer.values, length, 2),
+                                  _left_pad(joining.values, length, 2)])
+    state.attention_mask = torch.cat([_left_pad(state.attention_mask, length, 1),
+                                      _left_pad(new.attention_mask, length, 1)])
+    steps = max(state.generated.shape[1], new.generated.shape[1])
+    state.generated = torch.cat([_left_pad(state.generated, steps, 1, FILLER),
+                                 _left_pad(new.generated, steps, 1, FILLER)])
+    for name in ("counts", "ended", "present", "logits"):
+        setattr(state, name, torch.cat([getattr(state, name), getattr(new, name)]))
+
+
+def _mergeable(state: _Running) -> bool:
+    """Whether the cache's layers are plain growing ones (whose tensors can be aligned)."""
+    from transformers.cache_utils import DynamicLayer
+
+    return all(type(layer) is DynamicLayer for layer in state.cache.layers)
+
+
+def _step(forward: _Forward, state: _Running, max_new_tokens: int, eos: torch.Tensor, stop: Any,
+          out: dict[int, list[int]]) -> None:
+    """One greedy token per row; ended rows recorded in ``out``, and the batch compacted."""
+    token = state.logits.float().argmax(-1)
+    state.generated = torch.cat([state.generated, token[:, None]], dim=1)
+    state.counts += 1
+    done = torch.isin(token, eos) | (state.counts >= max_new_tokens)
+    if stop is not None:
+        done |= stop(state.generated, None).to(done.device)
+    done &= ~state.ended
+    finished = done.nonzero().flatten().tolist()
+    for j in finished:
+        out[int(state.present[j])] = state.generated[j, -int(state.counts[j]):].tolist()
+    state.ended |= done
+    running = int((~state.ended).sum())
+    if running == 0:
+        return
+    if finished and running <= COMPACT_SHARE * len(state.present):
+        keep = (~state.ended).nonzero().flatten()
+        token = token[keep]
+        _keep(state, keep)
+    state.attention_mask = torch.cat(
+        [state.attention_mask, state.attention_mask.new_ones((len(state.present), 1))], dim=1)
+    positions = state.attention_mask.long().sum(-1, keepdim=True) - 1
+    state.logits = forward(state.cache, token[:, None], attention_mask=state.attention_mask,
+                           position_ids=positions)
+
+
+@torch.inference_mode()
+def pooled_greedy_decode(model: Any, batches: Sequence[tuple[torch.Tensor, torch.Tensor]],
+                         max_new_tokens: int, eos_ids: Sequence[int], stop: Any = None,
+                         share_prefix: bool = False, admit_at: int = 0) -> list[list[int]]:
+    """The new tokens of every row of ``batches`` (numbered in order), the stopping token included.
+
+    Args:
+        model: A decoder-only transformers model.
+        batches: Left-padded prompts and their masks (0 on padding), one pair per batch.
+        max_new_tokens: Most new tokens per row.
+        eos_ids: Token ids that end a row.
+        stop: A ``StopStringCriteria`` (or None): called on the generated tokens, True ends a row.
+        share_prefix: Run the tokens every row of a batch starts with once, at batch 1, and
+            give each row a copy of their cache; the rows' own tokens then follow, left-padded
+            after the prefix (masked, so each row sees what it would see alone). Where the
+            prompt pass is compute-bound (a CPU) this saves the prefix's share of it.
+        admit_at: Once at most this many rows are still running, the next batch's prompts are
+            run and its rows join them (caches aligned on the right), so the last long answers
+            of a batch are decoded together with the next batch's instead of alone; 0: each
+            batch is decoded to its end first.
+    """
+    forward = _Forward(model)
+    eos = torch.tensor(list(eos_ids), device=batches[0][0].device, dtype=torch.long)
+    out: dict[int, list[int]] = {}
+    queue = list(batches)
+    first_row, state = 0, None
+    while queue or state is not None:
+        if state is None or (queue and int((~state.ended).sum()) <= admit_at
+                             and _mergeable(state)):
+            input_ids, attention_mask = queue.pop(0)
+            new = _prefill(forward, input_ids, attention_mask, first_row, share_prefix)
+            first_row += len(input_ids)
+            if state is None:
+                state = new
+            else:
+                _keep(state, (~state.ended).nonzero().flatten())
+                _merge(state, new)
+        _step(forward, state, max_new_tokens, eos, stop, out)
+        if bool(state.ended.all()):
+            state = None
+    return [out[i] for i in range(first_row)]
+
+
+def greedy_decode(model: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                  max_new_tokens: int, eos_ids: Sequence[int],
+                  stop: Any = None, share_prefix: bool = False) -> list[list[int]]:
+    """The new tokens of each (left-padded) row of one batch, the stopping token included.
+
+    :func:`pooled_greedy_decode` of the one batch (its arguments).
+    """
+    return pooled_greedy_decode(model, [(input_ids, attention_mask)], max_new_tokens, eos_ids,
+                                stop, share_prefix)
