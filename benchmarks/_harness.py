@@ -120,3 +120,10 @@ def random_init_checkpoint(size: str, workdir: str | Path, device: str) -> tuple
         raise SystemExit(f"building the {size} checkpoint failed ({child.exitcode})")
     return str(folder), {"model": f"random-init {size}", "label": LABEL,
                          "build_seconds": time.perf_counter() - started}
+
+
+def alternating(names: list[str], rounds: int):
+    """``(round, name)`` of an A/B: every round runs every name, every other round reversed."""
+    for round_index in range(rounds):
+        for name in names if round_index % 2 == 0 else names[::-1]:
+            yield round_index, name

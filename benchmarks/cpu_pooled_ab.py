@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from _harness import command_line, environment, task_manager, write_json
+from _harness import alternating, command_line, environment, task_manager, write_json
 
 TASK = "bbq_subset_25pct"
 
@@ -37,28 +37,26 @@ def main() -> None:
     payload = {"command": command_line("cpu_pooled_ab.py", args), "environment": environment(),
                "task": TASK, "cpu_batch": fast_generation.CPU_BATCH, "admit_at": pooled_at,
                "runs": runs}
-    for round_index in range(args.rounds):
-        order = list(variants) if round_index % 2 == 0 else list(variants)[::-1]
-        for name in order:
-            fast_generation.CPU_ADMIT_AT = variants[name]
-            lm.reset_metering()
-            started = time.perf_counter()
-            results = simple_evaluate(model=lm, tasks=[TASK], task_manager=task_manager(),
-                                      log_samples=True, limit=args.limit, bootstrap_iters=0)
-            wall = time.perf_counter() - started
-            out = [s["resps"][0][0] for s in results["samples"][TASK]]
-            texts.setdefault(name, out)
-            m = results["config"]["metering"]
-            runs.append({"variant": name, "round": round_index, "items": len(out),
-                         "inference_seconds": m["inference_seconds"],
-                         "evaluate_wall_seconds": wall,
-                         "metrics": {k: v for k, v in results["results"][TASK].items()
-                                     if isinstance(v, float) and "stderr" not in k}})
-            print(name, round(m["inference_seconds"], 1), flush=True)
-            if len(texts) == 2:
-                payload["identical_texts"] = sum(a == b for a, b in zip(*texts.values(),
-                                                                        strict=True))
-            write_json(args.out, payload)
+    for round_index, name in alternating(list(variants), args.rounds):
+        fast_generation.CPU_ADMIT_AT = variants[name]
+        lm.reset_metering()
+        started = time.perf_counter()
+        results = simple_evaluate(model=lm, tasks=[TASK], task_manager=task_manager(),
+                                  log_samples=True, limit=args.limit, bootstrap_iters=0)
+        wall = time.perf_counter() - started
+        out = [s["resps"][0][0] for s in results["samples"][TASK]]
+        texts.setdefault(name, out)
+        m = results["config"]["metering"]
+        runs.append({"variant": name, "round": round_index, "items": len(out),
+                     "inference_seconds": m["inference_seconds"],
+                     "evaluate_wall_seconds": wall,
+                     "metrics": {k: v for k, v in results["results"][TASK].items()
+                                 if isinstance(v, float) and "stderr" not in k}})
+        print(name, round(m["inference_seconds"], 1), flush=True)
+        if len(texts) == 2:
+            payload["identical_texts"] = sum(a == b for a, b in zip(*texts.values(),
+                                                                    strict=True))
+        write_json(args.out, payload)
     fast_generation.CPU_ADMIT_AT = pooled_at
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from _harness import build_requests, command_line, environment, write_json
+from _harness import alternating, build_requests, command_line, environment, write_json
 
 
 def generate_decode(lm, rows, max_gen_toks, stop_strings, cache_implementation=None):
@@ -46,27 +46,25 @@ def main() -> None:
     rows, texts = [], {}
     payload = {"command": command_line("fast_decode_ab.py", args), "environment": environment(),
                "runs": rows}
-    for round_index in range(args.rounds):
-        order = list(variants) if round_index % 2 == 0 else list(variants)[::-1]
-        for name in order:
-            fast_generation.generate_batch = variants[name]
-            lm.reset_metering()
-            started = time.perf_counter()
-            out = lm.generate_until(requests, disable_tqdm=True)
-            wall = time.perf_counter() - started
-            m = lm.metering_info()
-            texts.setdefault(name, out)
-            rows.append({"variant": name, "round": round_index, "wall_seconds": wall,
-                         "inference_seconds": m["inference_seconds"],
-                         "energy_joules": m["energy_joules"], "idle_share": m["idle_share"],
-                         "j_per_item": None if m["energy_joules"] is None
-                         else m["energy_joules"] / len(out), "gpus": m["gpus"],
-                         "batch_sizes": m["generation"]["batch_sizes"]})
-            print(rows[-1]["variant"], round(wall, 2), rows[-1]["j_per_item"], flush=True)
-            if len(texts) == 2:
-                payload["identical_texts"] = sum(a == b for a, b in zip(*texts.values(),
-                                                                        strict=True))
-            write_json(args.out, payload)
+    for round_index, name in alternating(list(variants), args.rounds):
+        fast_generation.generate_batch = variants[name]
+        lm.reset_metering()
+        started = time.perf_counter()
+        out = lm.generate_until(requests, disable_tqdm=True)
+        wall = time.perf_counter() - started
+        m = lm.metering_info()
+        texts.setdefault(name, out)
+        rows.append({"variant": name, "round": round_index, "wall_seconds": wall,
+                     "inference_seconds": m["inference_seconds"],
+                     "energy_joules": m["energy_joules"], "idle_share": m["idle_share"],
+                     "j_per_item": None if m["energy_joules"] is None
+                     else m["energy_joules"] / len(out), "gpus": m["gpus"],
+                     "batch_sizes": m["generation"]["batch_sizes"]})
+        print(rows[-1]["variant"], round(wall, 2), rows[-1]["j_per_item"], flush=True)
+        if len(texts) == 2:
+            payload["identical_texts"] = sum(a == b for a, b in zip(*texts.values(),
+                                                                    strict=True))
+        write_json(args.out, payload)
     fast_generation.generate_batch = variants["shrinking"]
 
 
