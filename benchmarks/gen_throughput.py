@@ -48,14 +48,17 @@ def decode_path(path: str):
 
     from lm_eval_ext.model_wrappers import fast_generation
 
-    saved = fast_generation.generate_batch
+    saved = fast_generation.generate_batch, fast_generation.generate_pooled
     if path in PLAIN_GENERATE:
-        fast_generation.generate_batch = functools.partial(
-            generate_decode, cache_implementation=PLAIN_GENERATE[path])
+        one = functools.partial(generate_decode, cache_implementation=PLAIN_GENERATE[path])
+        fast_generation.generate_batch = one
+        # the CPU's pooled decode of all batches: here each batch through generate instead
+        fast_generation.generate_pooled = lambda lm, batches, *rest: [
+            row for rows in batches for row in one(lm, rows, *rest)]
     try:
         yield
     finally:
-        fast_generation.generate_batch = saved
+        fast_generation.generate_batch, fast_generation.generate_pooled = saved
 
 
 def run_once(lm, path: str, batch_size: int | str, limit: int | None,

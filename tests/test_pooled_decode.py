@@ -8,8 +8,9 @@ strings; and the merge really happens (a decode step runs rows of both batches).
 
 from __future__ import annotations
 
-import pytest
+import torch
 from test_fast_generation import PROMPTS
+from transformers import LlamaConfig, LlamaForCausalLM
 from transformers.generation.stopping_criteria import StopStringCriteria
 
 from lm_eval_ext.model_wrappers.greedy_decode import eos_token_ids, pooled_greedy_decode
@@ -17,39 +18,67 @@ from lm_eval_ext.model_wrappers.greedy_decode import eos_token_ids, pooled_greed
 MORE = ["Give one word that rhymes with cat.", "Name a large animal that lives in the ocean."]
 
 
-def _batches(tokenizer, prompts: list[str], size: int):
+def _decode_rows(model, calls: list[int]):
+    """A hook recording the rows of every decode step (one new token per row)."""
+    return model.model.register_forward_pre_hook(
+        lambda module, args, kwargs: calls.append(kwargs["input_ids"].shape[0])
+        if kwargs["input_ids"].shape[1] == 1 else None, with_kwargs=True)
+
+
+def _cut(rows: list[list[int]], ended) -> list[list[int]]:
+    """generate's rows cut after the first token for which ``ended(row so far)`` holds."""
+    return [next((row[:i + 1] for i in range(len(row)) if ended(row[:i + 1])), row)
+            for row in rows]
+
+
+def test_chat_prompts_merged_into_a_running_batch_match_generate(embedded_lm):
+    """Stop strings (checked on tokens left-filled after a merge) and each batch's prefix."""
+    model, tokenizer = embedded_lm.model, embedded_lm.tokenizer
     rows = [tokenizer.apply_chat_template([{"role": "user", "content": p}], tokenize=True,
                                           add_generation_prompt=True)["input_ids"]
-            for p in prompts]
-    padded = [tokenizer.pad({"input_ids": rows[i:i + size]}, padding_side="left",
-                            return_tensors="pt") for i in range(0, len(rows), size)]
-    whole = tokenizer.pad({"input_ids": rows}, padding_side="left", return_tensors="pt")
-    return [(b["input_ids"], b["attention_mask"]) for b in padded], whole
-
-
-@pytest.mark.parametrize("stop_string", [None, "."])
-def test_rows_merged_into_a_running_batch_match_generate(embedded_lm, stop_string):
-    model, tokenizer = embedded_lm.model, embedded_lm.tokenizer
-    batches, whole = _batches(tokenizer, PROMPTS + MORE, 2)
+            for p in PROMPTS + MORE]
+    padded = [tokenizer.pad({"input_ids": rows[i:i + 2]}, padding_side="left",
+                            return_tensors="pt") for i in range(0, len(rows), 2)]
     eos = eos_token_ids(model, tokenizer)
-    stop = StopStringCriteria(tokenizer, [stop_string]) if stop_string else None
-    decode_rows: list[int] = []
-    hook = model.model.register_forward_pre_hook(
-        lambda module, args, kwargs: decode_rows.append(kwargs["input_ids"].shape[0])
-        if kwargs["input_ids"].shape[1] == 1 else None, with_kwargs=True)
+    calls: list[int] = []
+    hook = _decode_rows(model, calls)
     try:
-        pooled = pooled_greedy_decode(model, batches, 14, eos, stop, share_prefix=True,
+        pooled = pooled_greedy_decode(model, [(b["input_ids"], b["attention_mask"])
+                                              for b in padded], 10, eos,
+                                      StopStringCriteria(tokenizer, ["."]), share_prefix=True,
                                       admit_at=2)
-        decode_rows_pooled, decode_rows[:] = list(decode_rows), []
-        alone = pooled_greedy_decode(model, batches, 14, eos, stop, share_prefix=True)
     finally:
         hook.remove()
-    assert max(decode_rows_pooled) > 2 >= max(decode_rows)  # merged steps; else batch by batch
-    extra = {"stop_strings": [stop_string], "tokenizer": tokenizer} if stop_string else {}
-    reference = model.generate(**whole, max_new_tokens=14, do_sample=False,
-                               pad_token_id=tokenizer.pad_token_id, **extra
+    assert max(calls) > 2  # rows of two batches in one step
+    whole = tokenizer.pad({"input_ids": rows}, padding_side="left", return_tensors="pt")
+    reference = model.generate(**whole, max_new_tokens=10, do_sample=False, stop_strings=["."],
+                               tokenizer=tokenizer, pad_token_id=tokenizer.pad_token_id
                                )[:, whole["input_ids"].shape[1]:].tolist()
-    assert pooled == alone
-    for mine, theirs in zip(pooled, reference, strict=True):
-        ended = mine[-1] in eos or (stop_string and tokenizer.decode(mine).endswith(stop_string))
-        assert mine == theirs[:len(mine)] and (len(mine) == 14 or ended)
+    assert any(tokenizer.decode(row).endswith(".") for row in pooled)
+    assert pooled == _cut(reference, lambda row: row[-1] in eos
+                          or tokenizer.decode(row).endswith("."))
+
+
+def test_rows_ending_early_leave_and_the_next_batch_joins_only_when_asked():
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(LlamaConfig(
+        vocab_size=61, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2)).eval()
+    ids = torch.randint(3, 61, (6, 7))
+    mask = (torch.arange(7) >= torch.tensor([[2], [0], [4], [1], [0], [3]])).long()
+    ids[mask == 0] = 0
+    batches = [(ids[:3], mask[:3]), (ids[3:], mask[3:])]
+    plain = pooled_greedy_decode(model, batches, 12, [-1])
+    eos = [plain[0][2], plain[4][5]]  # rows end early, in both batches
+    reference = model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=12,
+                               do_sample=False, eos_token_id=eos, pad_token_id=0)[:, 7:]
+    expected = _cut(reference.tolist(), lambda row: row[-1] in eos)
+    assert min(map(len, expected)) < 12  # some rows did end early
+    for admit_at, merged in ((0, False), (2, True)):
+        calls: list[int] = []
+        hook = _decode_rows(model, calls)
+        try:
+            assert pooled_greedy_decode(model, batches, 12, eos, admit_at=admit_at) == expected
+        finally:
+            hook.remove()
+        assert (max(calls) > 3) is merged

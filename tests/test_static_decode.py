@@ -38,23 +38,23 @@ def test_static_decode_equals_generate_on_the_embedded_model(embedded_lm):
     batch = tokenizer.pad({"input_ids": rows}, padding_side="left", return_tensors="pt")
     assert len(set(map(len, rows))) > 1  # left padding is exercised
     eos = eos_token_ids(model, tokenizer)
-    result = static_greedy_decode(model, batch["input_ids"], batch["attention_mask"], 16, eos,
+    result = static_greedy_decode(model, batch["input_ids"], batch["attention_mask"], 10, eos,
                                   cuda_graph=False)
-    reference = model.generate(**batch, max_new_tokens=16, do_sample=False,
+    reference = model.generate(**batch, max_new_tokens=10, do_sample=False,
                                pad_token_id=tokenizer.pad_token_id
                                )[:, batch["input_ids"].shape[1]:].tolist()
-    assert result.tokens == _until_end(reference, set(eos), 16)
+    assert result.tokens == _until_end(reference, set(eos), 10)
     assert (result.graph_replays, result.graph_problem) == (0, None)
     stop = StopStringCriteria(tokenizer, ["."])  # rows end on a stop string, as generate's
-    stopped = static_greedy_decode(model, batch["input_ids"], batch["attention_mask"], 16, eos,
+    stopped = static_greedy_decode(model, batch["input_ids"], batch["attention_mask"], 10, eos,
                                    stop, cuda_graph=False).tokens
-    reference = model.generate(**batch, max_new_tokens=16, do_sample=False, stop_strings=["."],
+    reference = model.generate(**batch, max_new_tokens=10, do_sample=False, stop_strings=["."],
                                tokenizer=tokenizer, pad_token_id=tokenizer.pad_token_id
                                )[:, batch["input_ids"].shape[1]:].tolist()
     assert any("." in tokenizer.decode(row) for row in stopped)
     for mine, theirs in zip(stopped, reference, strict=True):
         ended = mine[-1] in eos or tokenizer.decode(mine).endswith(".")
-        assert mine == theirs[:len(mine)] and (len(mine) == 16 or ended)
+        assert mine == theirs[:len(mine)] and (len(mine) == 10 or ended)
 
 
 @pytest.mark.parametrize("attention", ["sdpa", "eager"])
