@@ -5,7 +5,7 @@ every new token (a tokenizer call per sequence per step), takes its batch size f
 the model's maximum length, and runs at batch 1 unless told otherwise. ``generation=fast`` keeps
 everything around the model call lm-eval's own (contexts encoded by its ``tok_batch_encode``
 with its truncation to ``max_length - max_gen_toks``, new tokens decoded by its ``tok_decode``
-and cut at the stop sequences by its ``postprocess_generated_text``) and changes four things:
+and cut at the stop sequences by its ``postprocess_generated_text``) and changes these things:
 
 * the contexts of a task are sorted by length and generated in batches sized to the memory
   (CUDA: the KV cache and activations of the longest prompt plus ``max_gen_toks`` in half the
@@ -14,8 +14,9 @@ and cut at the stop sequences by its ``postprocess_generated_text``) and changes
   :func:`~lm_eval_ext.model_wrappers.model_args.explicit_batch_size`); an out-of-memory
   halves it and retries;
 * on a CPU the prompts' common prefix (chat template, instructions) is run once per batch and
-  its cache copied to every row (:func:`~lm_eval_ext.model_wrappers.greedy_decode.greedy_decode`'s
-  ``share_prefix``);
+  its cache copied to every row, and all batches are decoded as one pool in which a batch's
+  rows join the previous batch's last running ones
+  (:func:`~lm_eval_ext.model_wrappers.greedy_decode.pooled_greedy_decode`);
 * a sequence stops on the model's end-of-sequence tokens and on transformers' token-level
   ``StopStringCriteria``, not on a per-step decode, and then leaves the batch
   (:mod:`~lm_eval_ext.model_wrappers.greedy_decode`: each step costs what the unfinished
