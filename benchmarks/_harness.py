@@ -100,28 +100,6 @@ class Deadline:
         return self.end - time.monotonic()
 
 
-def random_init_checkpoint(size: str, workdir: str | Path, device: str) -> tuple[str, dict]:
-    """A random-init checkpoint of ``energy_sizes.py``'s ``size`` under ``workdir``.
-
-    Built in a child process, so this process has not touched CUDA yet (an engine that forks
-    its workers can still start). Returns its folder and the model's description for the JSON.
-    """
-    import multiprocessing
-
-    from energy_sizes import LABEL, build_checkpoint
-
-    folder = Path(workdir) / size
-    started = time.perf_counter()
-    child = multiprocessing.get_context("spawn").Process(target=build_checkpoint,
-                                                         args=(size, folder, device))
-    child.start()
-    child.join()
-    if child.exitcode:
-        raise SystemExit(f"building the {size} checkpoint failed ({child.exitcode})")
-    return str(folder), {"model": f"random-init {size}", "label": LABEL,
-                         "build_seconds": time.perf_counter() - started}
-
-
 def alternating(names: list[str], rounds: int):
     """``(round, name)`` of an A/B: every round runs every name, every other round reversed."""
     for round_index in range(rounds):

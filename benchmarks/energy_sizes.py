@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import gc
 import shutil
+import time
 from pathlib import Path
 
 from _harness import Deadline, command_line, environment, task_manager, write_json
@@ -66,6 +67,26 @@ def build_checkpoint(size: str, folder: Path, device: str, seed: int = 0) -> dic
     return {"parameters": n_params, "config": {k: getattr(config, k) for k in (
         "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
         "num_key_value_heads", "vocab_size", "tie_word_embeddings")}}
+
+
+def random_init_checkpoint(size: str, workdir: str | Path, device: str) -> tuple[str, dict]:
+    """A random-init checkpoint of ``energy_sizes.py``'s ``size`` under ``workdir``.
+
+    Built in a child process, so this process has not touched CUDA yet (an engine that forks
+    its workers can still start). Returns its folder and the model's description for the JSON.
+    """
+    import multiprocessing
+
+    folder = Path(workdir) / size
+    started = time.perf_counter()
+    child = multiprocessing.get_context("spawn").Process(target=build_checkpoint,
+                                                         args=(size, folder, device))
+    child.start()
+    child.join()
+    if child.exitcode:
+        raise SystemExit(f"building the {size} checkpoint failed ({child.exitcode})")
+    return str(folder), {"model": f"random-init {size}", "label": LABEL,
+                         "build_seconds": time.perf_counter() - started}
 
 
 def measure(lm, task: str, limit: int, batch: int, gen_kwargs: str | None,

@@ -28,11 +28,11 @@ import time
 from _harness import (
     Deadline,
     environment,
-    random_init_checkpoint,
     save_run,
     task_manager,
     write_json,
 )
+from energy_sizes import random_init_checkpoint
 
 TASK = "bbq_subset_25pct"
 #: paths that decode with transformers' own ``generate`` in the fast path's batches (its

@@ -28,11 +28,11 @@ from _harness import (
     Deadline,
     command_line,
     environment,
-    random_init_checkpoint,
     save_run,
     task_manager,
     write_json,
 )
+from energy_sizes import random_init_checkpoint
 
 GEN, LOGLIK = "bbq_subset_25pct", "bbq_instrument_loglik"
 REQUEST_TYPES = ("generate_until", "loglikelihood")
