@@ -53,8 +53,8 @@ def decode_path(path: str):
         one = functools.partial(generate_decode, cache_implementation=PLAIN_GENERATE[path])
         fast_generation.generate_batch = one
         # the CPU's pooled decode of all batches: here each batch through generate instead
-        fast_generation.generate_pooled = lambda lm, batches, *rest: [
-            row for rows in batches for row in one(lm, rows, *rest)]
+        fast_generation.generate_pooled = lambda lm, batches, tokens, stop, admit_at: [
+            row for rows in batches for row in one(lm, rows, tokens, stop)]
     try:
         yield
     finally:

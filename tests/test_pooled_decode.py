@@ -82,3 +82,23 @@ def test_rows_ending_early_leave_and_the_next_batch_joins_only_when_asked():
         finally:
             hook.remove()
         assert (max(calls) > 3) is merged
+
+
+def test_a_typed_batch_size_is_kept_on_the_cpu(embedded_lm):
+    """``--batch_size 2`` typed: batches of 2 are not pooled (every decode step has <= 2 rows)."""
+    from test_fast_generation import _requests
+
+    from lm_eval_ext.model_wrappers.fast_generation import FastGenerator
+
+    saved = embedded_lm.fast_generation
+    embedded_lm.fast_generation = FastGenerator("fast", embedded_lm.MODEL_NAME, 2)
+    calls: list[int] = []
+    hook = _decode_rows(embedded_lm.model, calls)
+    try:
+        embedded_lm.generate_until(_requests(PROMPTS[:3], {"until": ["\n"], "max_gen_toks": 6}))
+        stats = embedded_lm.fast_generation.stats
+    finally:
+        hook.remove()
+        embedded_lm.fast_generation = saved
+    assert stats.batch_sizes == [2] and stats.eager_batches == 2
+    assert calls and max(calls) <= 2

@@ -70,8 +70,9 @@ ENCODE_CHUNK = 256
 #: batch size on the CPU: each decode step reads every weight, and a larger batch shares the
 #: read; a longer batch pads its prompts more (the headline as typed: docs/hf-metered.md)
 CPU_BATCH = 32
-#: on the CPU, the next batch's rows join once at most this many of the running ones are left
-#: (a decode step at a few rows costs nearly what one at many costs: it reads every weight)
+#: on the CPU with a planned batch, the next batch's rows join once at most this many of the
+#: running ones are left (a decode step at a few rows costs nearly what one at many costs: it
+#: reads every weight); a batch size the user typed is kept, batches then do not mix
 CPU_ADMIT_AT = CPU_BATCH // 2
 #: most sequences in one CUDA batch, and the share of free memory a batch may plan to use
 MAX_CUDA_BATCH, MEMORY_SHARE = 1024, 0.5
@@ -228,8 +229,10 @@ class FastGenerator:
         self.stats.batch_sizes.append(batch)
         if torch.device(lm.device).type == "cpu":  # one pooled decode over all batches
             chunks = [order[i:i + batch] for i in range(0, len(order), batch)]
+            # a batch size or cap the user gave bounds every step: then batches do not mix
+            planned = self.stats.batch_size_asked is None and self.max_batch_size is None
             rows = generate_pooled(lm, [[inputs[i] for i in c] for c in chunks], max_gen_toks,
-                                   stop_strings)
+                                   stop_strings, CPU_ADMIT_AT if planned else 0)
             self.stats.eager_batches += len(chunks)
             flat = [i for chunk in chunks for i in chunk]
             out = dict(zip(flat, rows, strict=True))
@@ -320,12 +323,12 @@ def generate_batch(lm: Any, rows: list[list[int]], max_gen_toks: int,
 
 
 def generate_pooled(lm: Any, batches: list[list[list[int]]], max_gen_toks: int,
-                    stop_strings: list[str]) -> list[list[int]]:
+                    stop_strings: list[str], admit_at: int) -> list[list[int]]:
     """Greedy new tokens for every row of ``batches`` in one timed, pooled decode (a CPU's).
 
     Each batch's common prefix runs once, and a batch's rows join the previous one's once at
-    most :data:`CPU_ADMIT_AT` of those still run
-    (:func:`~lm_eval_ext.model_wrappers.greedy_decode.pooled_greedy_decode`).
+    most ``admit_at`` of those still run (0: batch by batch;
+    :func:`~lm_eval_ext.model_wrappers.greedy_decode.pooled_greedy_decode`).
     """
     padded = [lm.tokenizer.pad({"input_ids": rows}, padding_side="left", return_tensors="pt")
               for rows in batches]
@@ -334,7 +337,7 @@ def generate_pooled(lm: Any, batches: list[list[list[int]]], max_gen_toks: int,
                              [(b["input_ids"].to(lm.device), b["attention_mask"].to(lm.device))
                               for b in padded], max_gen_toks,
                              eos_token_ids(lm.model, lm.tokenizer), stop, share_prefix=True,
-                             admit_at=CPU_ADMIT_AT)
+                             admit_at=admit_at)
 
 
 class FastGeneration:
