@@ -96,7 +96,7 @@ def static_greedy_decode(model: Any, input_ids: torch.Tensor, attention_mask: to
         max_new_tokens: Most new tokens per row.
         eos_ids: Token ids that end a row.
         stop: A ``StopStringCriteria`` (or None): called on the generated tokens, True ends a row.
-        cuda_graph: Replay the decode step as a CUDA graph (from the third step on).
+        cuda_graph: Replay the decode step as a CUDA graph (from the second decode step on).
     """
     from transformers import StaticCache
 
