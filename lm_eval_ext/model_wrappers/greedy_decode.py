@@ -129,12 +129,15 @@ def _prefill(forward: _Forward, input_ids: torch.Tensor, attention_mask: torch.T
 
 
 def _keep(state: _Running, keep: torch.Tensor) -> None:
-    """Only the rows ``keep``; cache columns no row attends to any more are cut from the left."""
+    """Only the rows ``keep``; cache columns no row attends to any more are cut from the left.
+
+    The cut is for plain growing layers only: a sliding-window layer keeps its own count.
+    """
     state.cache.batch_select_indices(keep)
     for name in ("attention_mask", "generated", "counts", "ended", "present", "logits"):
         setattr(state, name, getattr(state, name)[keep])
     first = int(state.attention_mask.any(0).long().argmax())
-    if first:
+    if first and _mergeable(state):
         for layer in state.cache.layers:
             layer.keys, layer.values = layer.keys[:, :, first:], layer.values[:, :, first:]
         state.attention_mask = state.attention_mask[:, first:]
