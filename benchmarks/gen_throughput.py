@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import functools
 import shutil
 import statistics
 import time
@@ -33,32 +32,13 @@ from _harness import (
     write_json,
 )
 from energy_sizes import random_init_checkpoint
+from plain_generate import generate_as_decode
 
 TASK = "bbq_subset_25pct"
 #: paths that decode with transformers' own ``generate`` in the fast path's batches (its
 #: planning, encoding and cut stay; only the decode differs): the dynamic cache, and the
 #: static cache that ``generate`` compiles on a GPU (the issue's "plain transformers" modes)
 PLAIN_GENERATE = {"generate": None, "generate_static": "static"}
-
-
-@contextlib.contextmanager
-def decode_path(path: str):
-    """While a run lasts, the fast path's decode is ``path``'s (only the generate paths swap)."""
-    from fast_decode_ab import generate_decode
-
-    from lm_eval_ext.model_wrappers import fast_generation
-
-    saved = fast_generation.generate_batch, fast_generation.generate_pooled
-    if path in PLAIN_GENERATE:
-        one = functools.partial(generate_decode, cache_implementation=PLAIN_GENERATE[path])
-        fast_generation.generate_batch = one
-        # the CPU's pooled decode of all batches: here each batch through generate instead
-        fast_generation.generate_pooled = lambda lm, batches, tokens, stop, admit_at: [
-            row for rows in batches for row in one(lm, rows, tokens, stop)]
-    try:
-        yield
-    finally:
-        fast_generation.generate_batch, fast_generation.generate_pooled = saved
 
 
 def run_once(lm, path: str, batch_size: int | str, limit: int | None,
@@ -80,7 +60,9 @@ def run_once(lm, path: str, batch_size: int | str, limit: int | None,
     lm.batch_size_per_gpu = batch_size
     lm.reset_metering()
     started = time.perf_counter()
-    with decode_path(path):
+    swap = (generate_as_decode(PLAIN_GENERATE[path]) if path in PLAIN_GENERATE
+            else contextlib.nullcontext())
+    with swap:
         results = simple_evaluate(model=lm, tasks=[TASK], task_manager=task_manager(),
                                   log_samples=True, limit=limit, bootstrap_iters=0)
     wall = time.perf_counter() - started

@@ -58,7 +58,11 @@ from lm_eval_ext.model_wrappers.greedy_decode import (
     pooled_greedy_decode,
 )
 from lm_eval_ext.model_wrappers.model_args import explicit_batch_size, strict_bool
-from lm_eval_ext.model_wrappers.static_decode import static_decode_problem, static_greedy_decode
+from lm_eval_ext.model_wrappers.static_decode import (
+    StaticDecodeResult,
+    static_decode_problem,
+    static_greedy_decode,
+)
 
 GENERATION = ("standard", "fast")
 #: the default path: fast (same text as lm-eval's loop in fp32; measured in docs/hf-metered.md)
@@ -160,7 +164,7 @@ class FastGenerator:
             problem = ("cuda_graphs=false" if not self.stats.cuda_graphs
                        else static_decode_problem(lm.model))
         if on_gpu and problem is None:
-            result = generate_batch(lm, rows, max_gen_toks, stop_strings, static=True)
+            result = generate_static_batch(lm, rows, max_gen_toks, stop_strings)
             problem, tokens = result.graph_problem, result.tokens  # failed capture: eager steps
         else:
             tokens = generate_batch(lm, rows, max_gen_toks, stop_strings)
@@ -304,22 +308,30 @@ def _fitting_batch_size(lm: Any, sequence_tokens: int, n_requests: int) -> int:
     return max(1, min(MAX_CUDA_BATCH, n_requests, fits))
 
 
-def generate_batch(lm: Any, rows: list[list[int]], max_gen_toks: int,
-                   stop_strings: list[str], static: bool = False) -> Any:
-    """Greedy new tokens for ``rows``, left-padded by the tokenizer (one timed decode).
+def _decode_inputs(lm: Any, rows: list[list[int]], stop_strings: list[str]
+                   ) -> tuple[torch.Tensor, torch.Tensor, list[int], Any]:
+    """Padded ids and mask on the model's device, the end tokens and the stop criterion.
 
-    ``static``: decode from a static cache by CUDA-graph replays (a
-    :class:`~lm_eval_ext.model_wrappers.static_decode.StaticDecodeResult`); else the dynamic
-    cache's rows of tokens (the prompts' common prefix shared on a CPU).
+    ``rows`` are left-padded by the tokenizer; the criterion is None without stop strings.
     """
     batch = lm.tokenizer.pad({"input_ids": rows}, padding_side="left", return_tensors="pt")
     stop = StopStringCriteria(lm.tokenizer, stop_strings) if stop_strings else None
-    ids, mask = batch["input_ids"].to(lm.device), batch["attention_mask"].to(lm.device)
-    eos = eos_token_ids(lm.model, lm.tokenizer)
-    if static:
-        return lm.metering.timed(static_greedy_decode, lm.model, ids, mask, max_gen_toks, eos,
-                                 stop)
+    return (batch["input_ids"].to(lm.device), batch["attention_mask"].to(lm.device),
+            eos_token_ids(lm.model, lm.tokenizer), stop)
+
+
+def generate_batch(lm: Any, rows: list[list[int]], max_gen_toks: int,
+                   stop_strings: list[str]) -> list[list[int]]:
+    """Greedy new tokens for ``rows`` from the dynamic cache (one timed decode)."""
+    ids, mask, eos, stop = _decode_inputs(lm, rows, stop_strings)
     return lm.metering.timed(greedy_decode, lm.model, ids, mask, max_gen_toks, eos, stop)
+
+
+def generate_static_batch(lm: Any, rows: list[list[int]], max_gen_toks: int,
+                          stop_strings: list[str]) -> StaticDecodeResult:
+    """Greedy new tokens for ``rows`` by CUDA-graph replays from a static cache (one decode)."""
+    ids, mask, eos, stop = _decode_inputs(lm, rows, stop_strings)
+    return lm.metering.timed(static_greedy_decode, lm.model, ids, mask, max_gen_toks, eos, stop)
 
 
 def generate_pooled(lm: Any, batches: list[list[list[int]]], max_gen_toks: int,
@@ -330,14 +342,11 @@ def generate_pooled(lm: Any, batches: list[list[list[int]]], max_gen_toks: int,
     most ``admit_at`` of those still run (0: batch by batch;
     :func:`~lm_eval_ext.model_wrappers.greedy_decode.pooled_greedy_decode`).
     """
-    padded = [lm.tokenizer.pad({"input_ids": rows}, padding_side="left", return_tensors="pt")
-              for rows in batches]
-    stop = StopStringCriteria(lm.tokenizer, stop_strings) if stop_strings else None
+    inputs = [_decode_inputs(lm, rows, stop_strings) for rows in batches]
+    _, _, eos, stop = inputs[0]
     return lm.metering.timed(pooled_greedy_decode, lm.model,
-                             [(b["input_ids"].to(lm.device), b["attention_mask"].to(lm.device))
-                              for b in padded], max_gen_toks,
-                             eos_token_ids(lm.model, lm.tokenizer), stop, share_prefix=True,
-                             admit_at=admit_at)
+                             [(ids, mask) for ids, mask, _, _ in inputs], max_gen_toks, eos,
+                             stop, share_prefix=True, admit_at=admit_at)
 
 
 class FastGeneration:

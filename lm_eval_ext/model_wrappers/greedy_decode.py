@@ -90,13 +90,18 @@ class _Running:
     logits: torch.Tensor  # the next token's scores, [rows, vocab]
 
 
+def cache_keyword(model: Any) -> str:
+    """The forward's KV-cache keyword (transformers 5.2x renames past_key_values to cache)."""
+    accepted = inspect.signature(model.forward).parameters
+    return "cache" if "cache" in accepted else "past_key_values"
+
+
 class _Forward:
     """One model's decoding forward: this transformers version's cache keyword, last scores."""
 
     def __init__(self, model: Any):
+        self.cache_key = cache_keyword(model)
         accepted = inspect.signature(model.forward).parameters
-        # transformers 5.2x renames the forward's past_key_values to cache
-        self.cache_key = "cache" if "cache" in accepted else "past_key_values"
         self.last_only = {"logits_to_keep": 1} if "logits_to_keep" in accepted else {}
         self.model = model
 

@@ -28,11 +28,12 @@ static-cache loop runs eagerly: that is what the CPU tests compare with ``genera
 from __future__ import annotations
 
 import dataclasses
-import inspect
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
+
+from lm_eval_ext.model_wrappers.greedy_decode import cache_keyword
 
 #: attention kernels the 4-D mask below is built for (bool for sdpa, additive for eager)
 ATTENTION = ("sdpa", "eager")
@@ -62,12 +63,6 @@ def static_decode_problem(model: Any) -> str | None:
     if attention not in ATTENTION:
         return f"attention implementation {attention!r}"
     return None
-
-
-def _cache_argument(model: Any, cache: Any) -> dict[str, Any]:
-    """The cache keyword of this transformers version (5.2x renames past_key_values)."""
-    accepted = inspect.signature(model.forward).parameters
-    return {("cache" if "cache" in accepted else "past_key_values"): cache}
 
 
 def _captured(step: Callable[[], torch.Tensor]) -> Callable[[], torch.Tensor]:
@@ -103,7 +98,7 @@ def static_greedy_decode(model: Any, input_ids: torch.Tensor, attention_mask: to
     device = input_ids.device
     rows, width = input_ids.shape
     cache = StaticCache(config=model.config, max_cache_len=width + max_new_tokens)
-    common = {"use_cache": True, **_cache_argument(model, cache), "logits_to_keep": 1}
+    common = {"use_cache": True, cache_keyword(model): cache, "logits_to_keep": 1}
     positions = (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
     logits = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=positions,
                    **common).logits[:, -1]
