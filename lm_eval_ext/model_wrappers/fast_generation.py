@@ -75,8 +75,8 @@ ENCODE_CHUNK = 256
 #: read; a longer batch pads its prompts more (the headline as typed: docs/hf-metered.md)
 CPU_BATCH = 32
 #: on the CPU with a planned batch, the next batch's rows join once at most this many of the
-#: running ones are left (a decode step at a few rows costs nearly what one at many costs: it
-#: reads every weight); a batch size the user typed is kept, batches then do not mix
+#: running ones are left (a decode step at a few rows costs far more per row than one at many:
+#: it reads every weight); a batch size the user typed is kept, batches then do not mix
 CPU_ADMIT_AT = CPU_BATCH // 2
 #: most sequences in one CUDA batch, and the share of free memory a batch may plan to use
 MAX_CUDA_BATCH, MEMORY_SHARE = 1024, 0.5

@@ -12,8 +12,8 @@ sequences cost, and the batch changes shape only a few times.
 of the running batch are left, the next batch's prompts run and its rows join them (each
 layer's keys and values, the masks and the generated tokens aligned on the right; cache
 columns that no row attends to any more are cut from the left). Where a decode step on a few
-rows costs nearly what one on many costs (a CPU reads every weight per step), the last long
-answers of a batch are then decoded together with the next batch instead of alone.
+rows costs far more per row than one on many (a CPU reads every weight per step), the last
+long answers of a batch are then decoded together with the next batch instead of alone.
 
 Each step is the one ``generate`` takes for greedy search: position ids from the left-padded
 attention mask, the last position's scores in fp32, their argmax. Stop strings are checked by
