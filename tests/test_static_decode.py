@@ -18,7 +18,11 @@ from transformers.generation.stopping_criteria import StopStringCriteria
 from lm_eval_ext.errors import ConfigError
 from lm_eval_ext.model_wrappers.fast_generation import FastGeneration
 from lm_eval_ext.model_wrappers.greedy_decode import eos_token_ids
-from lm_eval_ext.model_wrappers.static_decode import static_decode_problem, static_greedy_decode
+from lm_eval_ext.model_wrappers.static_decode import (
+    grouped_decode_attention,
+    static_decode_problem,
+    static_greedy_decode,
+)
 
 
 def _until_end(rows: list[list[int]], eos: set[int], most: int) -> list[list[int]]:
@@ -63,7 +67,7 @@ def test_static_decode_equals_generate_with_either_mask(attention):
     torch.manual_seed(0)
     config = LlamaConfig(vocab_size=97, hidden_size=64, intermediate_size=128,
                          num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-                         attn_implementation=attention)
+                         attn_implementation=attention, initializer_range=0.5)
     model = LlamaForCausalLM(config).eval()
     ids = torch.randint(3, 97, (4, 9))
     mask = (torch.arange(9) >= torch.tensor([[3], [5], [0], [1]])).long()
@@ -75,6 +79,45 @@ def test_static_decode_equals_generate_with_either_mask(attention):
                                do_sample=False, eos_token_id=eos, pad_token_id=0)[:, 9:]
     assert result.tokens == _until_end(reference.tolist(), set(eos), 12)
     assert len(result.tokens[2]) == 4 and max(map(len, result.tokens)) == 12
+
+
+def test_rows_that_end_leave_the_batch_and_the_tokens_stay_generates():
+    """Most rows end within the first check's steps: the batch is cut, the tokens unchanged."""
+    torch.manual_seed(1)
+    config = LlamaConfig(vocab_size=97, hidden_size=64, intermediate_size=128,
+                         num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                         attn_implementation="sdpa", initializer_range=0.5)  # attention counts
+    model = LlamaForCausalLM(config).eval()
+    ids = torch.randint(3, 97, (20, 7))
+    mask = torch.ones_like(ids)
+    mask[::3, :2] = 0
+    ids[mask == 0] = 0
+    plain = static_greedy_decode(model, ids, mask, 20, [-1], cuda_graph=False).tokens
+    eos = sorted({row[1] for row in plain[:12]})  # rows 0-11 end by their second token
+    result = static_greedy_decode(model, ids, mask, 20, eos, cuda_graph=False)
+    reference = model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=20,
+                               do_sample=False, eos_token_id=eos, pad_token_id=0)[:, 7:]
+    assert result.tokens == _until_end(reference.tolist(), set(eos), 20)
+    assert result.compactions >= 1 and max(map(len, result.tokens)) > 8
+    whole = static_greedy_decode(model, ids, mask, 20, eos, cuda_graph=False, compact=False)
+    assert whole.tokens == result.tokens and whole.compactions == 0
+
+
+def test_grouped_decode_attention_equals_attention_over_repeated_heads():
+    """Three query heads per key/value head, one query token, a padding mask (float64)."""
+    torch.manual_seed(2)
+    query = torch.randn(3, 6, 1, 16, dtype=torch.float64)
+    key, value = (torch.randn(3, 2, 11, 16, dtype=torch.float64) for _ in range(2))
+    mask = torch.ones(3, 1, 1, 11, dtype=torch.bool)
+    mask[0, ..., :4] = False
+    mask[2, ..., 7:] = False
+    module = types.SimpleNamespace(num_key_value_groups=3, is_causal=True)
+    out, _ = grouped_decode_attention(module, query, key, value, mask, scaling=0.25)
+    keys, values = key.repeat_interleave(3, dim=1), value.repeat_interleave(3, dim=1)
+    scores = (query @ keys.transpose(-1, -2) * 0.25).masked_fill(~mask, float("-inf"))
+    expected = (scores.softmax(-1) @ values).transpose(1, 2)
+    assert out.shape == (3, 1, 6, 16)
+    torch.testing.assert_close(out, expected, rtol=1e-12, atol=1e-12)
 
 
 def test_models_the_static_decode_cannot_take_are_named():

@@ -22,7 +22,8 @@ and cut at the stop sequences by its ``postprocess_generated_text``) and changes
   (:mod:`~lm_eval_ext.model_wrappers.greedy_decode`: each step costs what the unfinished
   sequences cost);
 * on a GPU, a model in full precision decodes from a static KV cache with its decode step
-  replayed as one CUDA graph (:mod:`~lm_eval_ext.model_wrappers.static_decode`; model arg
+  replayed as one CUDA graph, the batch cut to its running rows once most have ended
+  (:mod:`~lm_eval_ext.model_wrappers.static_decode`; model arg
   ``cuda_graphs=false`` keeps the dynamic cache, which quantized and sliding-window models
   always use, the reason recorded);
 * the text is cut at lm-eval's stop sequences afterwards. Greedy decoding does not depend on
@@ -97,6 +98,7 @@ class FastGenerationStats:
     out_of_memory_retries: int = 0
     cuda_graphs: bool = True  # asked for: static cache + CUDA-graph decode where it holds
     graph_batches: int = 0  # batches decoded by CUDA-graph replays
+    graph_compactions: int = 0  # times such a batch was cut to its running rows
     eager_batches: int = 0  # batches decoded step by step (every batch on a CPU)
     eager_reasons: list[str] = dataclasses.field(default_factory=list)  # on a GPU: why
 
@@ -166,6 +168,7 @@ class FastGenerator:
         if on_gpu and problem is None:
             result = generate_static_batch(lm, rows, max_gen_toks, stop_strings)
             problem, tokens = result.graph_problem, result.tokens  # failed capture: eager steps
+            self.stats.graph_compactions += result.compactions
         else:
             tokens = generate_batch(lm, rows, max_gen_toks, stop_strings)
         if on_gpu and problem is None:

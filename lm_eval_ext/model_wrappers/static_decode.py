@@ -14,10 +14,18 @@ The step is :func:`~lm_eval_ext.model_wrappers.greedy_decode.greedy_decode`'s: p
 the left-padded mask, the last position's scores in fp32, their argmax, the same end tokens
 and stop strings. The attention mask is built here (4-D, over the whole static cache: the
 row's own tokens so far), so the model's mask code runs no host-side check inside the graph.
-Rows that finish stay in the batch (the graph has one shape); their later tokens are dropped.
 The host looks at the tokens only every :data:`CHECK_EVERY` steps (whether all rows have
 ended), so it queues steps while the device runs them; each row's end step is kept on the
-device.
+device. Rows that finish stay in the batch (a graph has one shape) until a check finds at most
+:data:`~lm_eval_ext.model_wrappers.greedy_decode.COMPACT_SHARE` of the rows running: then the
+running rows' cache, mask and inputs are copied into tensors of their own size and the next
+step is run eagerly and captured again (in a batch whose answers run 5 to 128 tokens, most
+row-steps would otherwise be spent on rows that have ended).
+
+With sdpa and grouped-query attention, the decode steps use
+:func:`grouped_decode_attention`: the query heads that share a key/value head are that head's
+queries, so the cache is read once, not copied per query head (``repeat_kv``) at every step;
+transformers does the same itself from 5.23 on (``pack_gqa``).
 
 Where the cache or the graph cannot hold (:func:`static_decode_problem`: quantized weights,
 whose kernels synchronise with the host; sliding-window layers; other attention kernels),
@@ -27,28 +35,38 @@ static-cache loop runs eagerly: that is what the CPU tests compare with ``genera
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import torch
+from transformers import AttentionInterface
+from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
-from lm_eval_ext.model_wrappers.greedy_decode import cache_keyword
+from lm_eval_ext.model_wrappers.greedy_decode import COMPACT_SHARE, cache_keyword
 
 #: attention kernels the 4-D mask below is built for (bool for sdpa, additive for eager)
 ATTENTION = ("sdpa", "eager")
 #: steps between the host's checks whether every row has ended (each check waits for the
 #: device; between checks the host queues steps ahead of it)
 CHECK_EVERY = 8
+#: a check compacts the batch only when at least this many rows have ended (a new shape costs
+#: an eager step and a capture)
+MIN_ENDED_TO_COMPACT = 8
+#: the name :func:`grouped_decode_attention` is registered under (transformers'
+#: ``AttentionInterface``); the decode steps' 4-D mask bypasses transformers' mask code
+GROUPED_DECODE = "lm_eval_ext_grouped_decode_sdpa"
 
 
 @dataclasses.dataclass(frozen=True)
 class StaticDecodeResult:
-    """The new tokens of each row, and whether later steps were graph replays."""
+    """The new tokens of each row, and how the later steps ran."""
 
     tokens: list[list[int]]
     graph_replays: int
     graph_problem: str | None  # why capture failed (the steps then ran eagerly), or None
+    compactions: int = 0  # times the batch was cut to its running rows
 
 
 def static_decode_problem(model: Any) -> str | None:
@@ -65,6 +83,48 @@ def static_decode_problem(model: Any) -> str | None:
     return None
 
 
+def grouped_decode_attention(module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor,
+                             value: torch.Tensor, attention_mask: torch.Tensor | None,
+                             dropout: float = 0.0, scaling: float | None = None,
+                             **kwargs: Any) -> tuple[torch.Tensor, None]:
+    """Scaled dot-product attention for one query token per row, keys and values read once.
+
+    The ``n`` query heads that share a key/value head become ``n`` queries of that head (the
+    mask, ``[rows, 1, 1, keys]``, is the same for all); anything else is transformers' sdpa.
+    """
+    groups = getattr(module, "num_key_value_groups", 1)
+    if query.shape[2] != 1 or groups == 1 or kwargs.get("position_bias") is not None:
+        return sdpa_attention_forward(module, query, key, value, attention_mask,
+                                      dropout=dropout, scaling=scaling, **kwargs)
+    rows, heads, _, dim = query.shape
+    out = torch.nn.functional.scaled_dot_product_attention(
+        query.reshape(rows, heads // groups, groups, dim), key, value, attn_mask=attention_mask,
+        dropout_p=dropout, scale=scaling)
+    return out.reshape(rows, heads, 1, dim).transpose(1, 2).contiguous(), None
+
+
+AttentionInterface.register(GROUPED_DECODE, grouped_decode_attention)
+
+
+def _grouped_queries(model: Any) -> bool:
+    """Whether the model uses sdpa with fewer key/value heads than query heads."""
+    config = model.config.get_text_config(decoder=True)
+    heads = config.num_attention_heads
+    return (model.config._attn_implementation == "sdpa"
+            and (getattr(config, "num_key_value_heads", None) or heads) < heads)
+
+
+@contextlib.contextmanager
+def _attention(model: Any, name: str) -> Iterator[None]:
+    """The model's attention kernel is ``name`` while the block runs."""
+    saved = model.config._attn_implementation
+    model.config._attn_implementation = name
+    try:
+        yield
+    finally:
+        model.config._attn_implementation = saved
+
+
 def _captured(step: Callable[[], torch.Tensor]) -> Callable[[], torch.Tensor]:
     """``step`` recorded once as a CUDA graph; calling the result replays it."""
     graph = torch.cuda.CUDAGraph()
@@ -78,10 +138,46 @@ def _captured(step: Callable[[], torch.Tensor]) -> Callable[[], torch.Tensor]:
     return replay
 
 
+@dataclasses.dataclass
+class _Rows:
+    """The rows still in the batch: the step's fixed inputs and what they generated.
+
+    A graph reads the inputs by address; ``number`` is each row's place in the call.
+    """
+
+    ids: torch.Tensor  # [rows, 1], the token the next step feeds
+    positions: torch.Tensor  # [rows, 1]
+    mask: torch.Tensor  # [rows, 1, 1, cache length]
+    generated: torch.Tensor  # [rows, max_new_tokens]
+    last: torch.Tensor  # each row's end step (max_new_tokens - 1 until it ends)
+    ended: torch.Tensor  # bool per row
+    number: torch.Tensor
+
+    def keep(self, keep: torch.Tensor) -> _Rows:
+        """Only the rows ``keep``, in tensors of their own."""
+        return _Rows(*(getattr(self, f.name)[keep].clone() for f in dataclasses.fields(self)))
+
+    def finished(self, rows: torch.Tensor, out: dict[int, list[int]]) -> None:
+        """Each of ``rows``' tokens up to its end, into ``out`` by its number."""
+        for number, tokens, end in zip(self.number[rows].tolist(),
+                                       self.generated[rows].tolist(),
+                                       self.last[rows].tolist(), strict=True):
+            out[number] = tokens[:end + 1]
+
+
+def _keep_in_cache(cache: Any, keep: torch.Tensor) -> None:
+    """Only the rows ``keep`` in each static layer's keys and values."""
+    for layer in cache.layers:
+        layer.keys, layer.values = layer.keys[keep].clone(), layer.values[keep].clone()
+        if hasattr(layer, "batch_size"):
+            layer.batch_size = len(keep)
+
+
 @torch.inference_mode()
 def static_greedy_decode(model: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor,
                          max_new_tokens: int, eos_ids: Sequence[int], stop: Any = None,
-                         cuda_graph: bool = True) -> StaticDecodeResult:
+                         cuda_graph: bool = True, compact: bool = True,
+                         grouped_attention: bool = True) -> StaticDecodeResult:
     """The new tokens of each (left-padded) row, the stopping token included.
 
     Args:
@@ -91,56 +187,76 @@ def static_greedy_decode(model: Any, input_ids: torch.Tensor, attention_mask: to
         max_new_tokens: Most new tokens per row.
         eos_ids: Token ids that end a row.
         stop: A ``StopStringCriteria`` (or None): called on the generated tokens, True ends a row.
-        cuda_graph: Replay the decode step as a CUDA graph (from the second decode step on).
+        cuda_graph: Replay the decode step as a CUDA graph (from the second step of each
+            batch shape on).
+        compact: At a check, cut the batch to its running rows once most have ended.
+        grouped_attention: Decode with :func:`grouped_decode_attention` where it applies.
     """
     from transformers import StaticCache
 
     device = input_ids.device
-    rows, width = input_ids.shape
+    width = input_ids.shape[1]
     cache = StaticCache(config=model.config, max_cache_len=width + max_new_tokens)
     common = {"use_cache": True, cache_keyword(model): cache, "logits_to_keep": 1}
     positions = (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
     logits = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=positions,
                    **common).logits[:, -1]
-    # the decode step's inputs live in fixed tensors (a graph reads them by address)
     sdpa = model.config._attn_implementation == "sdpa"
     hidden = False if sdpa else torch.finfo(model.dtype).min
-    mask = torch.full((rows, 1, 1, width + max_new_tokens), hidden,
+    mask = torch.full((len(input_ids), 1, 1, width + max_new_tokens), hidden,
                       dtype=torch.bool if sdpa else model.dtype, device=device)
     mask[:, 0, 0, :width].masked_fill_(attention_mask.bool(), not hidden if sdpa else 0.0)
-    step_ids = input_ids.new_zeros((rows, 1))
-    step_positions = positions[:, -1:].clone()
+    rows = _Rows(input_ids.new_zeros((len(input_ids), 1)), positions[:, -1:].clone(), mask,
+                 input_ids.new_zeros((len(input_ids), max_new_tokens)),
+                 torch.full((len(input_ids),), max_new_tokens - 1, dtype=torch.long,
+                            device=device),
+                 torch.zeros(len(input_ids), dtype=torch.bool, device=device),
+                 torch.arange(len(input_ids), device=device))
 
-    def step() -> torch.Tensor:
-        return model(input_ids=step_ids, attention_mask=mask, position_ids=step_positions,
-                     **common).logits[:, -1]
+    def step_of(r: _Rows) -> Callable[[], torch.Tensor]:
+        return lambda: model(input_ids=r.ids, attention_mask=r.mask, position_ids=r.positions,
+                             **common).logits[:, -1]
 
-    run, replays, problem = step, 0, None
+    step = run = step_of(rows)
+    capture_at, replays, compactions, problem = 1, 0, 0, None
     eos = torch.tensor(list(eos_ids), device=device, dtype=torch.long)
-    ended = torch.zeros(rows, dtype=torch.bool, device=device)
-    last = torch.full((rows,), max_new_tokens - 1, dtype=torch.long, device=device)
-    generated = input_ids.new_zeros((rows, max_new_tokens))
-    for index in range(max_new_tokens):  # no host synchronisation but every CHECK_EVERY steps
-        token = logits.float().argmax(-1)
-        generated[:, index] = token
-        done = torch.isin(token, eos)
-        if stop is not None:
-            done |= stop(generated[:, :index + 1], None).to(device)
-        last.masked_fill_(done & ~ended, index)
-        ended |= done
-        if index == max_new_tokens - 1 or (index % CHECK_EVERY == CHECK_EVERY - 1
-                                           and bool(ended.all())):
-            break
-        step_ids.copy_(token[:, None])
-        step_positions.add_(1)
-        mask[:, 0, 0, width + index] = True if sdpa else 0.0
-        if cuda_graph and index == 1 and problem is None:
-            try:  # the first step ran eagerly (the warm-up); record the second
-                run = _captured(step)
-            except RuntimeError as error:  # a host synchronisation inside the model's forward
-                problem = f"CUDA graph capture failed: {str(error).splitlines()[0]}"
-                run = step
-        replays += run is not step
-        logits = run()
-    out = [row[:end + 1] for row, end in zip(generated.tolist(), last.tolist(), strict=True)]
-    return StaticDecodeResult(out, replays, problem)
+    out: dict[int, list[int]] = {}
+    attention = (_attention(model, GROUPED_DECODE) if grouped_attention and _grouped_queries(model)
+                 else contextlib.nullcontext())
+    with attention:
+        for index in range(max_new_tokens):  # the host waits only at every CHECK_EVERY-th step
+            token = logits.float().argmax(-1)
+            rows.generated[:, index] = token
+            done = torch.isin(token, eos)
+            if stop is not None:
+                done |= stop(rows.generated[:, :index + 1], None).to(device)
+            rows.last.masked_fill_(done & ~rows.ended, index)
+            rows.ended |= done
+            if index == max_new_tokens - 1:
+                break
+            if index % CHECK_EVERY == CHECK_EVERY - 1:
+                running = int((~rows.ended).sum())
+                if running == 0:
+                    break
+                if (compact and running <= COMPACT_SHARE * len(rows.ended)
+                        and len(rows.ended) - running >= MIN_ENDED_TO_COMPACT):
+                    rows.finished(rows.ended.nonzero().flatten(), out)
+                    keep = (~rows.ended).nonzero().flatten()
+                    token, rows = token[keep], rows.keep(keep)
+                    _keep_in_cache(cache, keep)
+                    step = run = step_of(rows)  # this step eagerly, the next one captured
+                    capture_at, compactions = index + 1, compactions + 1
+            rows.ids.copy_(token[:, None])
+            rows.positions.add_(1)
+            rows.mask[:, 0, 0, width + index] = True if sdpa else 0.0
+            if cuda_graph and index == capture_at and problem is None:
+                try:  # the step before ran eagerly at this shape (the warm-up); record this one
+                    run = _captured(step)
+                except RuntimeError as error:  # a host synchronisation inside the forward
+                    problem = f"CUDA graph capture failed: {str(error).splitlines()[0]}"
+                    run = step
+            replays += run is not step
+            logits = run()
+    rows.finished(torch.arange(len(rows.ended), device=device), out)
+    return StaticDecodeResult([out[i] for i in range(len(input_ids))], replays, problem,
+                              compactions)
