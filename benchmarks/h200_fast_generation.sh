@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Issue 22 on one H200 (after ../shared/gpu/stage.sh and its setup): the headline as typed,
+# cold and again, one run under cProfile (where the process's time outside inference goes),
+# and the CUDA-graph decode's A/B (static_decode_ab.py). Everything lands in $OUT.
+#
+#   bash benchmarks/h200_fast_generation.sh headline   # ~4 min
+set -euo pipefail
+: "${OUT:?set OUT}"
+HEADLINE=(run --model hf-metered --tasks bbq_subset_25pct --log_samples)
+stamp() { echo "== $(date +%T) $*"; }
+case "${1:-}" in
+  headline)
+    nvidia-smi -L > "$OUT/gpu.txt"
+    stamp prepare; lm-eval-ext model prepare > "$OUT/prepare.log" 2>&1
+    for n in cold again; do
+      stamp "headline $n"
+      /usr/bin/time -v lm-eval-ext "${HEADLINE[@]}" --output_path "/tmp/h_$n" \
+        > "$OUT/headline_$n.log" 2> "/tmp/h_$n.time"
+      python3 benchmarks/summarize_run.py "/tmp/h_$n" --time-log "/tmp/h_$n.time" \
+        --out "$OUT/headline_h200_$n.json"
+    done
+    stamp "headline under cProfile"
+    python3 -m cProfile -o "$OUT/headline.prof" "$(command -v lm-eval-ext)" "${HEADLINE[@]}" \
+      --output_path /tmp/h_prof > "$OUT/headline_prof.log" 2>&1
+    stamp "static decode A/B"
+    python3 benchmarks/static_decode_ab.py --rounds 3 --profile --out "$OUT/static_decode_ab.json"
+    stamp done ;;
+  *) echo "usage: $0 headline" >&2; exit 2 ;;
+esac
