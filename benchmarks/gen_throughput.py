@@ -113,6 +113,9 @@ def main() -> None:
                              "fast@auto); the first is the "
                              "reference of the identical-text share")
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--warmup", action="store_true",
+                        help="one untimed run of every condition first (kernels, autotuning, "
+                             "compilation), so no round carries the process's warm-up")
     parser.add_argument("--limit", type=int, help="items (default: all 500)")
     parser.add_argument("--budget-seconds", type=float, default=540)
     parser.add_argument("--runs", help="save round 0's lm-eval output folders here (PATH_bN/)")
@@ -137,6 +140,10 @@ def main() -> None:
         f"--{k.replace('_', '-')} {v}" for k, v in vars(args).items() if v is not None),
         "environment": environment(), "task": TASK, **model, "reference": reference,
         "runs": runs}
+    if args.warmup:
+        for path, batch in conditions:
+            run_once(lm, path, batch, args.limit)
+        payload["warmup"] = "one untimed run per condition before the rounds"
     for round_index in range(args.rounds):
         shift = round_index % len(conditions)
         for path, batch in conditions[shift:] + conditions[:shift]:
