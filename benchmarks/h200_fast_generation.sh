@@ -4,6 +4,8 @@
 # and the CUDA-graph decode's A/B (static_decode_ab.py). Everything lands in $OUT.
 #
 #   bash benchmarks/h200_fast_generation.sh headline   # ~4 min
+#   bash benchmarks/h200_fast_generation.sh bytecode   # compile every package's sources to .pyc
+#       first (as pip install does; the device's packages ship without), then the headline once
 set -euo pipefail
 : "${OUT:?set OUT}"
 HEADLINE=(run --model hf-metered --tasks bbq_subset_25pct --log_samples)
@@ -25,5 +27,18 @@ case "${1:-}" in
     stamp "static decode A/B"
     python3 benchmarks/static_decode_ab.py --rounds 3 --profile --out "$OUT/static_decode_ab.json"
     stamp done ;;
-  *) echo "usage: $0 headline" >&2; exit 2 ;;
+  bytecode)
+    nvidia-smi -L > "$OUT/gpu.txt"
+    echo "PYTHONDONTWRITEBYTECODE=${PYTHONDONTWRITEBYTECODE:-unset}" > "$OUT/bytecode.txt"
+    stamp prepare; lm-eval-ext model prepare > "$OUT/prepare.log" 2>&1
+    stamp compileall
+    SITE=$(python3 -c "import os, torch; print(os.path.dirname(os.path.dirname(torch.__file__)))")
+    python3 -m compileall -q -j 0 /tmp/site "$SITE" >> "$OUT/bytecode.txt" 2>&1 || true
+    stamp "headline with bytecode"
+    /usr/bin/time -v lm-eval-ext "${HEADLINE[@]}" --output_path /tmp/h_pyc \
+      > "$OUT/headline_pyc.log" 2> /tmp/h_pyc.time
+    python3 benchmarks/summarize_run.py /tmp/h_pyc --time-log /tmp/h_pyc.time \
+      --out "$OUT/headline_h200_bytecode.json"
+    stamp done ;;
+  *) echo "usage: $0 headline|bytecode" >&2; exit 2 ;;
 esac
