@@ -81,12 +81,13 @@ def test_static_decode_equals_generate_with_either_mask(attention):
     assert len(result.tokens[2]) == 4 and max(map(len, result.tokens)) == 12
 
 
-def test_rows_that_end_leave_the_batch_and_the_tokens_stay_generates():
+@pytest.mark.parametrize("attention", ["sdpa", "eager"])
+def test_rows_that_end_leave_the_batch_and_the_tokens_stay_generates(attention):
     """Most rows end within the first check's steps: the batch is cut, the tokens unchanged."""
     torch.manual_seed(1)
     config = LlamaConfig(vocab_size=97, hidden_size=64, intermediate_size=128,
                          num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-                         attn_implementation="sdpa", initializer_range=0.5)  # attention counts
+                         attn_implementation=attention, initializer_range=0.5)  # attention counts
     model = LlamaForCausalLM(config).eval()
     ids = torch.randint(3, 97, (20, 7))
     mask = torch.ones_like(ids)
