@@ -90,10 +90,12 @@ def grouped_decode_attention(module: torch.nn.Module, query: torch.Tensor, key: 
     """Scaled dot-product attention for one query token per row, keys and values read once.
 
     The ``n`` query heads that share a key/value head become ``n`` queries of that head (the
-    mask, ``[rows, 1, 1, keys]``, is the same for all); anything else is transformers' sdpa.
+    mask, ``[rows, 1, 1, keys]``, is the same for all); anything else (more query tokens, no
+    groups, a position bias or softcap) is transformers' sdpa.
     """
     groups = getattr(module, "num_key_value_groups", 1)
-    if query.shape[2] != 1 or groups == 1 or kwargs.get("position_bias") is not None:
+    if (query.shape[2] != 1 or groups == 1
+            or any(kwargs.get(k) is not None for k in ("position_bias", "softcap"))):
         return sdpa_attention_forward(module, query, key, value, attention_mask,
                                       dropout=dropout, scaling=scaling, **kwargs)
     rows, heads, _, dim = query.shape
