@@ -56,12 +56,20 @@ def environment() -> dict[str, Any]:
 
 
 def command_line(script: str, args: Any) -> str:
-    """``python benchmarks/SCRIPT --flag value ...`` from parsed arguments (None ones left out)."""
+    """``python benchmarks/SCRIPT --flag value ...`` from parsed arguments.
+
+    None and False are left out; True is a bare ``--flag`` (argparse's ``store_true``).
+    """
     parts = [f"python benchmarks/{script}"]
     for key, value in vars(args).items():
-        if value is not None:
+        if value is None or value is False:
+            continue
+        flag = f"--{key.replace('_', '-')}"
+        if value is True:
+            parts.append(flag)
+        else:
             text = " ".join(map(str, value)) if isinstance(value, list) else str(value)
-            parts.append(f"--{key.replace('_', '-')} {text}")
+            parts.append(f"{flag} {text}")
     return " ".join(parts)
 
 

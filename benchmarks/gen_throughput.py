@@ -26,6 +26,7 @@ import time
 
 from _harness import (
     Deadline,
+    command_line,
     environment,
     save_run,
     task_manager,
@@ -136,10 +137,9 @@ def main() -> None:
                   for path, batch in (c.split("@") for c in args.conditions.split(","))]
     reference = f"{conditions[0][0]}@{conditions[0][1]}"
     runs, texts = [], {}
-    payload = {"command": "python benchmarks/gen_throughput.py " + " ".join(
-        f"--{k.replace('_', '-')} {v}" for k, v in vars(args).items() if v is not None),
-        "environment": environment(), "task": TASK, **model, "reference": reference,
-        "runs": runs}
+    payload = {"command": command_line("gen_throughput.py", args),
+               "environment": environment(), "task": TASK, **model, "reference": reference,
+               "runs": runs}
     if args.warmup:
         for path, batch in conditions:
             run_once(lm, path, batch, args.limit)
