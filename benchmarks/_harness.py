@@ -113,3 +113,23 @@ def alternating(names: list[str], rounds: int):
     for round_index in range(rounds):
         for name in names if round_index % 2 == 0 else names[::-1]:
             yield round_index, name
+
+
+def metered_generation(lm, requests: list, within: Any) -> tuple[list[str], dict[str, Any]]:
+    """``lm.generate_until(requests)`` in fresh metering windows while ``within`` holds.
+
+    Returns the texts and the run's figures: wall and inference seconds, joules (and per item),
+    idle and forward share, the GPUs and the generation block of ``config.metering``.
+    """
+    lm.reset_metering()
+    started = time.perf_counter()
+    with within:
+        out = lm.generate_until(requests, disable_tqdm=True)
+    wall = time.perf_counter() - started
+    m = lm.metering_info()
+    joules = m["energy_joules"]
+    return out, {"wall_seconds": wall, "inference_seconds": m["inference_seconds"],
+                 "energy_joules": joules,
+                 "j_per_item": None if joules is None else joules / len(out),
+                 "idle_share": m["idle_share"], "forward_share": m["forward_share"],
+                 "gpus": m["gpus"], "generation": m["generation"]}

@@ -11,9 +11,15 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import time
 
-from _harness import alternating, build_requests, command_line, environment, write_json
+from _harness import (
+    alternating,
+    build_requests,
+    command_line,
+    environment,
+    metered_generation,
+    write_json,
+)
 from plain_generate import generate_as_decode
 
 
@@ -34,20 +40,11 @@ def main() -> None:
     payload = {"command": command_line("fast_decode_ab.py", args), "environment": environment(),
                "runs": rows}
     for round_index, name in alternating(list(variants), args.rounds):
-        lm.reset_metering()
-        started = time.perf_counter()
-        with variants[name]():
-            out = lm.generate_until(requests, disable_tqdm=True)
-        wall = time.perf_counter() - started
-        m = lm.metering_info()
+        out, figures = metered_generation(lm, requests, variants[name]())
         texts.setdefault(name, out)
-        rows.append({"variant": name, "round": round_index, "wall_seconds": wall,
-                     "inference_seconds": m["inference_seconds"],
-                     "energy_joules": m["energy_joules"], "idle_share": m["idle_share"],
-                     "j_per_item": None if m["energy_joules"] is None
-                     else m["energy_joules"] / len(out), "gpus": m["gpus"],
-                     "batch_sizes": m["generation"]["batch_sizes"]})
-        print(rows[-1]["variant"], round(wall, 2), rows[-1]["j_per_item"], flush=True)
+        rows.append({"variant": name, "round": round_index, **figures,
+                     "batch_sizes": figures["generation"]["batch_sizes"]})
+        print(name, round(figures["wall_seconds"], 2), figures["j_per_item"], flush=True)
         if len(texts) == 2:
             payload["identical_texts"] = sum(a == b for a, b in zip(*texts.values(),
                                                                     strict=True))

@@ -21,9 +21,15 @@ import argparse
 import contextlib
 import functools
 import shutil
-import time
 
-from _harness import alternating, build_requests, command_line, environment, write_json
+from _harness import (
+    alternating,
+    build_requests,
+    command_line,
+    environment,
+    metered_generation,
+    write_json,
+)
 from energy_sizes import random_init_checkpoint
 
 VARIANTS = {"graphs": {"compact": False, "grouped_attention": False},
@@ -89,20 +95,10 @@ def main() -> None:
     payload = {"command": command_line("static_decode_ab.py", args),
                "environment": environment(), **model, "variants": VARIANTS, "runs": rows}
     for round_index, name in alternating(names, args.rounds):
-        lm.reset_metering()
-        started = time.perf_counter()
-        with static_options(**VARIANTS[name]):
-            out = lm.generate_until(requests, disable_tqdm=True)
-        wall = time.perf_counter() - started
-        m = lm.metering_info()
+        out, figures = metered_generation(lm, requests, static_options(**VARIANTS[name]))
         texts.setdefault(name, out)
-        joules = m["energy_joules"]
-        rows.append({"variant": name, "round": round_index, "wall_seconds": wall,
-                     "inference_seconds": m["inference_seconds"], "energy_joules": joules,
-                     "j_per_item": None if joules is None else joules / len(out),
-                     "idle_share": m["idle_share"], "forward_share": m["forward_share"],
-                     "gpus": m["gpus"], "generation": m["generation"]})
-        print(name, round(m["inference_seconds"], 2), rows[-1]["j_per_item"], flush=True)
+        rows.append({"variant": name, "round": round_index, **figures})
+        print(name, round(figures["inference_seconds"], 2), figures["j_per_item"], flush=True)
         payload["identical_to_" + names[0]] = {
             n: sum(a == b for a, b in zip(t, texts[names[0]], strict=True))
             for n, t in texts.items() if names[0] in texts}

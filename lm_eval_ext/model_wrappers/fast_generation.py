@@ -160,18 +160,17 @@ class FastGenerator:
     def _decode(self, lm: Any, rows: list[list[int]], max_gen_toks: int,
                 stop_strings: list[str]) -> list[list[int]]:
         """One batch's new tokens: CUDA-graph replays where they hold, else eager steps."""
-        on_gpu = torch.device(lm.device).type == "cuda"
-        problem = None
-        if on_gpu:
-            problem = ("cuda_graphs=false" if not self.stats.cuda_graphs
-                       else static_decode_problem(lm.model))
-        if on_gpu and problem is None:
+        # why the batch is decoded step by step: None (graphs hold), a reason, "" off CUDA
+        problem = (("cuda_graphs=false" if not self.stats.cuda_graphs
+                    else static_decode_problem(lm.model))
+                   if torch.device(lm.device).type == "cuda" else "")
+        if problem is None:
             result = generate_static_batch(lm, rows, max_gen_toks, stop_strings)
-            problem, tokens = result.graph_problem, result.tokens  # failed capture: eager steps
             self.stats.graph_compactions += result.compactions
+            problem, tokens = result.graph_problem, result.tokens  # failed capture: eager steps
         else:
             tokens = generate_batch(lm, rows, max_gen_toks, stop_strings)
-        if on_gpu and problem is None:
+        if problem is None:
             self.stats.graph_batches += 1
         else:
             self.stats.eager_batches += 1

@@ -90,18 +90,16 @@ class _Running:
     logits: torch.Tensor  # the next token's scores, [rows, vocab]
 
 
-def cache_keyword(model: Any) -> str:
-    """The forward's KV-cache keyword (transformers 5.2x renames past_key_values to cache)."""
-    accepted = inspect.signature(model.forward).parameters
-    return "cache" if "cache" in accepted else "past_key_values"
+class DecodeForward:
+    """One model's decoding forward: the last position's scores, the cache grown by the ids.
 
-
-class _Forward:
-    """One model's decoding forward: this transformers version's cache keyword, last scores."""
+    The forward's keywords are read once: transformers 5.2x renames ``past_key_values`` to
+    ``cache``, and ``logits_to_keep`` is passed where the model takes it.
+    """
 
     def __init__(self, model: Any):
-        self.cache_key = cache_keyword(model)
         accepted = inspect.signature(model.forward).parameters
+        self.cache_key = "cache" if "cache" in accepted else "past_key_values"
         self.last_only = {"logits_to_keep": 1} if "logits_to_keep" in accepted else {}
         self.model = model
 
@@ -111,7 +109,7 @@ class _Forward:
                           **self.last_only, **kwargs).logits[:, -1]
 
 
-def _prefill(forward: _Forward, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+def _prefill(forward: DecodeForward, input_ids: torch.Tensor, attention_mask: torch.Tensor,
              first_row: int, share_prefix: bool) -> _Running:
     """The prompts' pass (their common prefix once where ``share_prefix``): rows ready to step."""
     from transformers import DynamicCache
@@ -181,7 +179,7 @@ def _mergeable(state: _Running) -> bool:
     return all(type(layer) is DynamicLayer for layer in state.cache.layers)
 
 
-def _step(forward: _Forward, state: _Running, max_new_tokens: int, eos: torch.Tensor, stop: Any,
+def _step(forward: DecodeForward, state: _Running, max_new_tokens: int, eos: torch.Tensor, stop: Any,
           out: dict[int, list[int]]) -> None:
     """One greedy token per row; ended rows recorded in ``out``, and the batch compacted."""
     token = state.logits.float().argmax(-1)
@@ -230,7 +228,7 @@ def pooled_greedy_decode(model: Any, batches: Sequence[tuple[torch.Tensor, torch
             of a batch are decoded together with the next batch's instead of alone; 0: each
             batch is decoded to its end first.
     """
-    forward = _Forward(model)
+    forward = DecodeForward(model)
     eos = torch.tensor(list(eos_ids), device=batches[0][0].device, dtype=torch.long)
     out: dict[int, list[int]] = {}
     queue = list(batches)

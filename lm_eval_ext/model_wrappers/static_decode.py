@@ -44,7 +44,7 @@ import torch
 from transformers import AttentionInterface
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
-from lm_eval_ext.model_wrappers.greedy_decode import COMPACT_SHARE, cache_keyword
+from lm_eval_ext.model_wrappers.greedy_decode import COMPACT_SHARE, DecodeForward
 
 #: attention kernels the 4-D mask below is built for (bool for sdpa, additive for eager)
 ATTENTION = ("sdpa", "eager")
@@ -199,10 +199,9 @@ def static_greedy_decode(model: Any, input_ids: torch.Tensor, attention_mask: to
     device = input_ids.device
     width = input_ids.shape[1]
     cache = StaticCache(config=model.config, max_cache_len=width + max_new_tokens)
-    common = {"use_cache": True, cache_keyword(model): cache, "logits_to_keep": 1}
+    forward = DecodeForward(model)
     positions = (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
-    logits = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=positions,
-                   **common).logits[:, -1]
+    logits = forward(cache, input_ids, attention_mask=attention_mask, position_ids=positions)
     sdpa = model.config._attn_implementation == "sdpa"
     hidden = False if sdpa else torch.finfo(model.dtype).min
     mask = torch.full((len(input_ids), 1, 1, width + max_new_tokens), hidden,
@@ -216,8 +215,7 @@ def static_greedy_decode(model: Any, input_ids: torch.Tensor, attention_mask: to
                  torch.arange(len(input_ids), device=device))
 
     def step_of(r: _Rows) -> Callable[[], torch.Tensor]:
-        return lambda: model(input_ids=r.ids, attention_mask=r.mask, position_ids=r.positions,
-                             **common).logits[:, -1]
+        return lambda: forward(cache, r.ids, attention_mask=r.mask, position_ids=r.positions)
 
     step = run = step_of(rows)
     capture_at, replays, compactions, problem = 1, 0, 0, None
