@@ -3,8 +3,11 @@
 Variants of :func:`~lm_eval_ext.model_wrappers.static_decode.static_greedy_decode` inside the
 fast path (``cuda_graphs=true``): ``graphs`` (the decode as measured at commit 0c65708: every
 row stays to the end, keys and values copied per query head), ``grouped`` (grouped-query
-decode attention only), ``compact`` (the batch cut to its running rows only) and ``both``
-(the default). They run alternating, ``--rounds`` times, each through ``generate_until`` in
+decode attention only), ``compact`` (the batch cut to its running rows only), ``both`` (the
+two savings: the default as measured on 2026-12-01) and ``kept`` (the default since: both,
+and a batch replays the previous batch's graph where it fits, ``DecodeGraphs``; the first
+four capture a graph per batch and build the stop-string criterion per batch, as before). They
+run alternating, ``--rounds`` times, each through ``generate_until`` in
 its own metering window: inference seconds, J/item, idle share, texts identical to the first
 variant's. With ``--profile``, one more run of the first and last variants under
 ``torch.profiler``: the operators with the most device time. The JSON is rewritten after every
@@ -13,14 +16,16 @@ run.
     python benchmarks/static_decode_ab.py --rounds 3 --profile --out $OUT/static_decode_ab.json
     python benchmarks/static_decode_ab.py --size llama-8b --limit 64 --batch-size 64 \\
         --variants graphs,both --out $OUT/static_decode_ab_8b.json
+    python benchmarks/static_decode_ab.py --size llama-8b --limit 8 --batch-size 1 \\
+        --variants both,kept --out $OUT/static_decode_ab_8b_b1.json
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-import functools
 import shutil
+from typing import Any
 
 from _harness import (
     alternating,
@@ -32,23 +37,31 @@ from _harness import (
 )
 from energy_sizes import random_init_checkpoint
 
-VARIANTS = {"graphs": {"compact": False, "grouped_attention": False},
-            "grouped": {"compact": False, "grouped_attention": True},
-            "compact": {"compact": True, "grouped_attention": False},
-            "both": {"compact": True, "grouped_attention": True}}
+#: each batch its own graph and stop-string criterion (as measured on 2026-12-01)
+PER_BATCH = {"graphs": None, "rebuild_stop": True}
+VARIANTS = {"graphs": {"compact": False, "grouped_attention": False, **PER_BATCH},
+            "grouped": {"compact": False, "grouped_attention": True, **PER_BATCH},
+            "compact": {"compact": True, "grouped_attention": False, **PER_BATCH},
+            "both": {"compact": True, "grouped_attention": True, **PER_BATCH},
+            "kept": {"compact": True, "grouped_attention": True}}
 
 
 @contextlib.contextmanager
-def static_options(**options: bool):
-    """While the block runs, the fast path's static decode takes ``options``."""
+def static_options(rebuild_stop: bool = False, **options: Any):
+    """While the block runs, the fast path's static decode takes ``options`` (over its caller's).
+
+    ``rebuild_stop``: the stop-string criterion is built for every batch, not once.
+    """
     from lm_eval_ext.model_wrappers import fast_generation
 
-    saved = fast_generation.static_greedy_decode
-    fast_generation.static_greedy_decode = functools.partial(saved, **options)
+    saved = fast_generation.static_greedy_decode, fast_generation.stop_criterion
+    fast_generation.static_greedy_decode = lambda *a, **k: saved[0](*a, **{**k, **options})
+    if rebuild_stop:
+        fast_generation.stop_criterion = saved[1].__wrapped__
     try:
         yield
     finally:
-        fast_generation.static_greedy_decode = saved
+        fast_generation.static_greedy_decode, fast_generation.stop_criterion = saved
 
 
 def profiled(lm, requests: list, options: dict) -> list[dict]:

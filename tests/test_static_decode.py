@@ -19,6 +19,7 @@ from lm_eval_ext.errors import ConfigError
 from lm_eval_ext.model_wrappers.fast_generation import FastGeneration
 from lm_eval_ext.model_wrappers.greedy_decode import eos_token_ids
 from lm_eval_ext.model_wrappers.static_decode import (
+    DecodeGraphs,
     grouped_decode_attention,
     static_decode_problem,
     static_greedy_decode,
@@ -102,6 +103,40 @@ def test_rows_that_end_leave_the_batch_and_the_tokens_stay_generates(attention):
     assert result.compactions >= 1 and max(map(len, result.tokens)) > 8
     whole = static_greedy_decode(model, ids, mask, 20, eos, cuda_graph=False, compact=False)
     assert whole.tokens == result.tokens and whole.compactions == 0
+
+
+def _random_prompts(rows: int, width: int, padding: list[int], seed: int
+                    ) -> tuple[torch.Tensor, torch.Tensor]:
+    """Left-padded random prompts: row ``i`` has ``padding[i]`` pad tokens (id 0)."""
+    generator = torch.Generator().manual_seed(seed)
+    ids = torch.randint(3, 97, (rows, width), generator=generator)
+    mask = (torch.arange(width) >= torch.tensor(padding)[:, None]).long()
+    return ids.masked_fill(mask == 0, 0), mask
+
+
+@pytest.mark.parametrize("attention", ["sdpa", "eager"])
+def test_a_later_batch_runs_on_the_kept_cache_and_still_gets_generates_tokens(attention):
+    """The second batch writes its shorter prompts over the first's cache (stale keys masked)."""
+    torch.manual_seed(3)
+    config = LlamaConfig(vocab_size=97, hidden_size=64, intermediate_size=128,
+                         num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                         attn_implementation=attention, initializer_range=0.5)
+    model = LlamaForCausalLM(config).eval()
+    graphs = DecodeGraphs()
+    batches = [_random_prompts(3, 9, [0, 2, 4], seed=4),  # cache of 9 + 12 columns, kept
+               _random_prompts(3, 7, [1, 0, 3], seed=5),  # needs 19 of its 21: reuses it
+               _random_prompts(2, 7, [0, 2], seed=6),  # other rows: its own cache
+               _random_prompts(2, 2, [0, 1], seed=7)]  # needs 14 of 19 (< 0.8): its own
+    reused = []
+    for ids, mask in batches:
+        result = static_greedy_decode(model, ids, mask, 12, [-1], cuda_graph=False,
+                                      graphs=graphs)
+        reference = model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=12,
+                                   do_sample=False, eos_token_id=None, pad_token_id=0)
+        assert result.tokens == reference[:, ids.shape[1]:].tolist()
+        reused.append(result.reused)
+    assert reused == [False, True, False, False]
+    assert graphs.kept is not None and graphs.kept.mask.shape == (2, 1, 1, 14)
 
 
 def test_grouped_decode_attention_equals_attention_over_repeated_heads():

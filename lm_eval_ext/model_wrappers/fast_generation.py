@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
 import json
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -60,6 +61,7 @@ from lm_eval_ext.model_wrappers.greedy_decode import (
 )
 from lm_eval_ext.model_wrappers.model_args import explicit_batch_size, strict_bool
 from lm_eval_ext.model_wrappers.static_decode import (
+    DecodeGraphs,
     StaticDecodeResult,
     static_decode_problem,
     static_greedy_decode,
@@ -99,6 +101,7 @@ class FastGenerationStats:
     cuda_graphs: bool = True  # asked for: static cache + CUDA-graph decode where it holds
     graph_batches: int = 0  # batches decoded by CUDA-graph replays
     graph_compactions: int = 0  # times such a batch was cut to its running rows
+    graph_reuses: int = 0  # batches that replayed an earlier batch's graph (no capture)
     eager_batches: int = 0  # batches decoded step by step (every batch on a CPU)
     eager_reasons: list[str] = dataclasses.field(default_factory=list)  # on a GPU: why
 
@@ -158,15 +161,16 @@ class FastGenerator:
             self.stats.fallback_reasons.append(reason)
 
     def _decode(self, lm: Any, rows: list[list[int]], max_gen_toks: int,
-                stop_strings: list[str]) -> list[list[int]]:
+                stop_strings: list[str], graphs: DecodeGraphs) -> list[list[int]]:
         """One batch's new tokens: CUDA-graph replays where they hold, else eager steps."""
         # why the batch is decoded step by step: None (graphs hold), a reason, "" off CUDA
         problem = (("cuda_graphs=false" if not self.stats.cuda_graphs
                     else static_decode_problem(lm.model))
                    if torch.device(lm.device).type == "cuda" else "")
         if problem is None:
-            result = generate_static_batch(lm, rows, max_gen_toks, stop_strings)
+            result = generate_static_batch(lm, rows, max_gen_toks, stop_strings, graphs)
             self.stats.graph_compactions += result.compactions
+            self.stats.graph_reuses += result.reused
             problem, tokens = result.graph_problem, result.tokens  # failed capture: eager steps
         else:
             tokens = generate_batch(lm, rows, max_gen_toks, stop_strings)
@@ -245,14 +249,16 @@ class FastGenerator:
             return [out[i] for i in range(len(inputs))]
         out = {}
         start = 0
+        graphs = DecodeGraphs()  # a batch replays the previous one's graph where it fits
         while start < len(order):
             chunk = order[start:start + batch]
             try:
                 rows = self._decode(lm, [inputs[i] for i in chunk], max_gen_toks,
-                                    stop_strings)
+                                    stop_strings, graphs)
             except torch.cuda.OutOfMemoryError:
                 if batch == 1:
                     raise
+                graphs.clear()
                 torch.cuda.empty_cache()
                 batch = max(1, batch // 2)
                 self.stats.out_of_memory_retries += 1
@@ -310,6 +316,16 @@ def _fitting_batch_size(lm: Any, sequence_tokens: int, n_requests: int) -> int:
     return max(1, min(MAX_CUDA_BATCH, n_requests, fits))
 
 
+@functools.lru_cache(maxsize=16)
+def stop_criterion(tokenizer: Any, stop_strings: tuple[str, ...]) -> StopStringCriteria:
+    """The stop-string criterion for ``stop_strings``, built once per tokenizer and strings.
+
+    Building one reads the whole vocabulary (about 0.13 s for the embedded model's 49,152
+    tokens on a 2-core CPU): at batch 1 that was paid for every item.
+    """
+    return StopStringCriteria(tokenizer, list(stop_strings))
+
+
 def _decode_inputs(lm: Any, rows: list[list[int]], stop_strings: list[str]
                    ) -> tuple[torch.Tensor, torch.Tensor, list[int], Any]:
     """Padded ids and mask on the model's device, the end tokens and the stop criterion.
@@ -317,7 +333,7 @@ def _decode_inputs(lm: Any, rows: list[list[int]], stop_strings: list[str]
     ``rows`` are left-padded by the tokenizer; the criterion is None without stop strings.
     """
     batch = lm.tokenizer.pad({"input_ids": rows}, padding_side="left", return_tensors="pt")
-    stop = StopStringCriteria(lm.tokenizer, stop_strings) if stop_strings else None
+    stop = stop_criterion(lm.tokenizer, tuple(stop_strings)) if stop_strings else None
     return (batch["input_ids"].to(lm.device), batch["attention_mask"].to(lm.device),
             eos_token_ids(lm.model, lm.tokenizer), stop)
 
@@ -330,10 +346,15 @@ def generate_batch(lm: Any, rows: list[list[int]], max_gen_toks: int,
 
 
 def generate_static_batch(lm: Any, rows: list[list[int]], max_gen_toks: int,
-                          stop_strings: list[str]) -> StaticDecodeResult:
-    """Greedy new tokens for ``rows`` by CUDA-graph replays from a static cache (one decode)."""
+                          stop_strings: list[str], graphs: DecodeGraphs | None = None
+                          ) -> StaticDecodeResult:
+    """Greedy new tokens for ``rows`` by CUDA-graph replays from a static cache (one decode).
+
+    ``graphs`` keeps the batch's graph for the next batch that fits it (and may hold one).
+    """
     ids, mask, eos, stop = _decode_inputs(lm, rows, stop_strings)
-    return lm.metering.timed(static_greedy_decode, lm.model, ids, mask, max_gen_toks, eos, stop)
+    return lm.metering.timed(static_greedy_decode, lm.model, ids, mask, max_gen_toks, eos, stop,
+                             graphs=graphs)
 
 
 def generate_pooled(lm: Any, batches: list[list[list[int]]], max_gen_toks: int,

@@ -22,6 +22,13 @@ running rows' cache, mask and inputs are copied into tensors of their own size a
 step is run eagerly and captured again (in a batch whose answers run 5 to 128 tokens, most
 row-steps would otherwise be spent on rows that have ended).
 
+A task's batches can share one captured step (:class:`DecodeGraphs`): a later batch with as
+many rows whose prompt plus new tokens fits the captured cache (using at least
+:data:`REUSE_SHARE` of it) writes its prompt into that cache, sets the step's inputs in place
+and replays the same graph from its first step, with no eager step and no capture (at batch 1
+one of each per item otherwise). The cache's later columns still hold an earlier batch's keys;
+the mask hides them.
+
 With sdpa and grouped-query attention, the decode steps use
 :func:`grouped_decode_attention`: the query heads that share a key/value head are that head's
 queries, so the cache is read once, not copied per query head (``repeat_kv``) at every step;
@@ -57,6 +64,9 @@ MIN_ENDED_TO_COMPACT = 8
 #: the name :func:`grouped_decode_attention` is registered under (transformers'
 #: ``AttentionInterface``); the decode steps' 4-D mask bypasses transformers' mask code
 GROUPED_DECODE = "lm_eval_ext_grouped_decode_sdpa"
+#: a kept step serves a batch whose prompt plus new tokens needs at least this share of its cache
+#: (the rest is masked, but still read at every step)
+REUSE_SHARE = 0.8
 
 
 @dataclasses.dataclass(frozen=True)
@@ -67,6 +77,7 @@ class StaticDecodeResult:
     graph_replays: int
     graph_problem: str | None  # why capture failed (the steps then ran eagerly), or None
     compactions: int = 0  # times the batch was cut to its running rows
+    reused: bool = False  # the cache and step (replayed if captured) of an earlier batch
 
 
 def static_decode_problem(model: Any) -> str | None:
@@ -167,6 +178,59 @@ class _Rows:
             out[number] = tokens[:end + 1]
 
 
+@dataclasses.dataclass
+class _KeptStep:
+    """One batch shape's static cache, its decode step's inputs and their replay (if captured)."""
+
+    cache: Any
+    layers: list[tuple[torch.Tensor, torch.Tensor]]  # each layer's keys and values as captured
+    ids: torch.Tensor
+    positions: torch.Tensor
+    mask: torch.Tensor  # [rows, 1, 1, cache length]
+    replay: Callable[[], torch.Tensor] | None = None
+
+    def fits(self, rows: int, length: int) -> bool:
+        """Whether a batch of ``rows`` needing ``length`` cache columns can run on this step."""
+        columns = self.mask.shape[-1]
+        return rows == self.mask.shape[0] and REUSE_SHARE * columns <= length <= columns
+
+    def emptied(self) -> Any:
+        """The cache with the keys and values it was captured with, every layer's length 0."""
+        for layer, (keys, values) in zip(self.cache.layers, self.layers, strict=True):
+            layer.keys, layer.values = keys, values
+            layer.cumulative_length.zero_()
+            if hasattr(layer, "batch_size"):
+                layer.batch_size = len(keys)
+        return self.cache
+
+
+class DecodeGraphs:
+    """The last batch shape's cache and decode step, kept for the next batch that fits.
+
+    Hold one for a task's batches (:func:`static_greedy_decode`'s ``graphs``); a batch that
+    does not fit drops the kept step before it allocates its own.
+    """
+
+    def __init__(self) -> None:
+        self.kept: _KeptStep | None = None
+
+    def take(self, rows: int, length: int) -> _KeptStep | None:
+        """The kept step if a batch of ``rows`` needing ``length`` columns fits it, else None."""
+        if self.kept is not None and not self.kept.fits(rows, length):
+            self.kept = None
+        return self.kept
+
+    def clear(self) -> None:
+        """Drop the kept step (its cache and graph memory)."""
+        self.kept = None
+
+
+def _keepable(cache: Any) -> bool:
+    """Whether every layer counts its length in a tensor that can be reset (transformers 5.x)."""
+    return all(isinstance(getattr(layer, "cumulative_length", None), torch.Tensor)
+               for layer in cache.layers)
+
+
 def _keep_in_cache(cache: Any, keep: torch.Tensor) -> None:
     """Only the rows ``keep`` in each static layer's keys and values."""
     for layer in cache.layers:
@@ -179,7 +243,8 @@ def _keep_in_cache(cache: Any, keep: torch.Tensor) -> None:
 def static_greedy_decode(model: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor,
                          max_new_tokens: int, eos_ids: Sequence[int], stop: Any = None,
                          cuda_graph: bool = True, compact: bool = True,
-                         grouped_attention: bool = True) -> StaticDecodeResult:
+                         grouped_attention: bool = True,
+                         graphs: DecodeGraphs | None = None) -> StaticDecodeResult:
     """The new tokens of each (left-padded) row, the stopping token included.
 
     Args:
@@ -193,32 +258,45 @@ def static_greedy_decode(model: Any, input_ids: torch.Tensor, attention_mask: to
             batch shape on).
         compact: At a check, cut the batch to its running rows once most have ended.
         grouped_attention: Decode with :func:`grouped_decode_attention` where it applies.
+        graphs: Where a batch shape's cache and step are kept for the next batch that fits
+            (and taken from, when this batch fits the kept one); None: this call's own.
     """
     from transformers import StaticCache
 
     device = input_ids.device
-    width = input_ids.shape[1]
-    cache = StaticCache(config=model.config, max_cache_len=width + max_new_tokens)
+    batch, width = input_ids.shape
+    kept = graphs.take(batch, width + max_new_tokens) if graphs is not None else None
+    reused = kept is not None
+    cache = (kept.emptied() if kept is not None
+             else StaticCache(config=model.config, max_cache_len=width + max_new_tokens))
     forward = DecodeForward(model)
     positions = (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
     logits = forward(cache, input_ids, attention_mask=attention_mask, position_ids=positions)
     sdpa = model.config._attn_implementation == "sdpa"
     hidden = False if sdpa else torch.finfo(model.dtype).min
-    mask = torch.full((len(input_ids), 1, 1, width + max_new_tokens), hidden,
-                      dtype=torch.bool if sdpa else model.dtype, device=device)
-    mask[:, 0, 0, :width].masked_fill_(attention_mask.bool(), not hidden if sdpa else 0.0)
-    rows = _Rows(input_ids.new_zeros((len(input_ids), 1)), positions[:, -1:].clone(), mask,
-                 input_ids.new_zeros((len(input_ids), max_new_tokens)),
-                 torch.full((len(input_ids),), max_new_tokens - 1, dtype=torch.long,
-                            device=device),
-                 torch.zeros(len(input_ids), dtype=torch.bool, device=device),
-                 torch.arange(len(input_ids), device=device))
+    if kept is None:  # this batch's own step inputs (kept below if the step can be replayed)
+        kept = _KeptStep(cache, [(layer.keys, layer.values) for layer in cache.layers],
+                         input_ids.new_zeros((batch, 1)), positions[:, -1:].clone(),
+                         torch.empty((batch, 1, 1, width + max_new_tokens),
+                                     dtype=torch.bool if sdpa else model.dtype, device=device))
+        if graphs is not None and not cuda_graph and _keepable(cache):
+            graphs.kept = kept  # eager steps: the cache and the inputs are kept
+    else:
+        kept.positions.copy_(positions[:, -1:])
+    kept.mask.fill_(hidden)
+    kept.mask[:, 0, 0, :width].masked_fill_(attention_mask.bool(), not hidden if sdpa else 0.0)
+    rows = _Rows(kept.ids, kept.positions, kept.mask, input_ids.new_zeros((batch, max_new_tokens)),
+                 torch.full((batch,), max_new_tokens - 1, dtype=torch.long, device=device),
+                 torch.zeros(batch, dtype=torch.bool, device=device),
+                 torch.arange(batch, device=device))
 
     def step_of(r: _Rows) -> Callable[[], torch.Tensor]:
         return lambda: forward(cache, r.ids, attention_mask=r.mask, position_ids=r.positions)
 
-    step = run = step_of(rows)
-    capture_at, replays, compactions, problem = 1, 0, 0, None
+    step = step_of(rows)
+    run = kept.replay or step  # a kept graph replays from the first step on
+    capture_at = None if run is not step or not cuda_graph else 1
+    replays, compactions, problem = 0, 0, None
     eos = torch.tensor(list(eos_ids), device=device, dtype=torch.long)
     out: dict[int, list[int]] = {}
     attention = (_attention(model, GROUPED_DECODE) if grouped_attention and _grouped_queries(model)
@@ -245,18 +323,22 @@ def static_greedy_decode(model: Any, input_ids: torch.Tensor, attention_mask: to
                     token, rows = token[keep], rows.keep(keep)
                     _keep_in_cache(cache, keep)
                     step = run = step_of(rows)  # this step eagerly, the next one captured
-                    capture_at, compactions = index + 1, compactions + 1
+                    capture_at = index + 1 if cuda_graph else None
+                    compactions += 1
             rows.ids.copy_(token[:, None])
             rows.positions.add_(1)
             rows.mask[:, 0, 0, width + index] = True if sdpa else 0.0
-            if cuda_graph and index == capture_at and problem is None:
+            if index == capture_at and problem is None:
                 try:  # the step before ran eagerly at this shape (the warm-up); record this one
                     run = _captured(step)
                 except RuntimeError as error:  # a host synchronisation inside the forward
                     problem = f"CUDA graph capture failed: {str(error).splitlines()[0]}"
                     run = step
+                if (run is not step and compactions == 0 and graphs is not None
+                        and _keepable(cache)):  # the batch's own shape: kept for the next
+                    kept.replay, graphs.kept = run, kept
             replays += run is not step
             logits = run()
     rows.finished(torch.arange(len(rows.ended), device=device), out)
     return StaticDecodeResult([out[i] for i in range(len(input_ids))], replays, problem,
-                              compactions)
+                              compactions, reused)
