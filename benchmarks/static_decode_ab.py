@@ -1,23 +1,23 @@
-"""A/B of the CUDA-graph decode's two savings on one loaded model, headline task (JSON).
+"""A/B of the CUDA-graph decode's savings on one loaded model, headline task (JSON).
 
 Variants of :func:`~lm_eval_ext.model_wrappers.static_decode.static_greedy_decode` inside the
 fast path (``cuda_graphs=true``): ``graphs`` (the decode as measured at commit 0c65708: every
 row stays to the end, keys and values copied per query head), ``grouped`` (grouped-query
 decode attention only), ``compact`` (the batch cut to its running rows only), ``both`` (the
-two savings: the default as measured on 2026-12-01) and ``kept`` (the default since: both,
-and a batch replays the previous batch's graph where it fits, ``DecodeGraphs``; the first
-four capture a graph per batch and build the stop-string criterion per batch, as before). They
-run alternating, ``--rounds`` times, each through ``generate_until`` in
-its own metering window: inference seconds, J/item, idle share, texts identical to the first
-variant's. With ``--profile``, one more run of the first and last variants under
-``torch.profiler``: the operators with the most device time. The JSON is rewritten after every
-run.
+two savings: the default as measured on 2026-12-01), ``kept`` (both, and a batch replays the
+previous batch's graph where it fits, ``DecodeGraphs``; the first four capture a graph per
+batch and build the stop-string criterion per batch, as before) and ``fused`` (kept, and the
+norms run torch's ``rms_norm``: the default since). They run alternating, ``--rounds``
+times, each through ``generate_until`` in its own metering window: inference seconds,
+J/item, idle share, texts identical to the first variant's. With ``--profile``, one more run
+of the first and last variants under ``torch.profiler``: the operators with the most device
+time. The JSON is rewritten after every run.
 
     python benchmarks/static_decode_ab.py --rounds 3 --profile --out $OUT/static_decode_ab.json
     python benchmarks/static_decode_ab.py --size llama-8b --limit 64 --batch-size 64 \\
         --variants graphs,both --out $OUT/static_decode_ab_8b.json
     python benchmarks/static_decode_ab.py --size llama-8b --limit 8 --batch-size 1 \\
-        --variants both,kept --out $OUT/static_decode_ab_8b_b1.json
+        --variants both,kept,fused --out $OUT/static_decode_ab_8b_b1.json
 """
 
 from __future__ import annotations
@@ -38,12 +38,13 @@ from _harness import (
 from energy_sizes import random_init_checkpoint
 
 #: each batch its own graph and stop-string criterion (as measured on 2026-12-01)
-PER_BATCH = {"graphs": None, "rebuild_stop": True}
+PER_BATCH = {"graphs": None, "rebuild_stop": True, "fused_norm": False}
 VARIANTS = {"graphs": {"compact": False, "grouped_attention": False, **PER_BATCH},
             "grouped": {"compact": False, "grouped_attention": True, **PER_BATCH},
             "compact": {"compact": True, "grouped_attention": False, **PER_BATCH},
             "both": {"compact": True, "grouped_attention": True, **PER_BATCH},
-            "kept": {"compact": True, "grouped_attention": True}}
+            "kept": {"compact": True, "grouped_attention": True, "fused_norm": False},
+            "fused": {"compact": True, "grouped_attention": True}}
 
 
 @contextlib.contextmanager

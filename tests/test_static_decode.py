@@ -20,6 +20,8 @@ from lm_eval_ext.model_wrappers.fast_generation import FastGeneration
 from lm_eval_ext.model_wrappers.greedy_decode import eos_token_ids
 from lm_eval_ext.model_wrappers.static_decode import (
     DecodeGraphs,
+    _fused_norms,
+    fused_rms_norm,
     grouped_decode_attention,
     static_decode_problem,
     static_greedy_decode,
@@ -154,6 +156,26 @@ def test_grouped_decode_attention_equals_attention_over_repeated_heads():
     expected = (scores.softmax(-1) @ values).transpose(1, 2)
     assert out.shape == (3, 1, 6, 16)
     torch.testing.assert_close(out, expected, rtol=1e-12, atol=1e-12)
+
+
+def test_the_fused_norm_equals_llamas_and_is_swapped_only_for_that_formula():
+    torch.manual_seed(8)
+    llama = LlamaForCausalLM(LlamaConfig(vocab_size=32, hidden_size=48, intermediate_size=64,
+                                         num_hidden_layers=2, num_attention_heads=2)).eval()
+    norm = llama.model.norm
+    norm.weight.data.uniform_(0.5, 1.5)
+    for dtype in (torch.float32, torch.bfloat16):
+        hidden = torch.randn(3, 5, 48, dtype=dtype) * 4
+        torch.testing.assert_close(fused_rms_norm(norm.to(dtype), hidden), norm(hidden))
+    with _fused_norms(llama) as swapped:
+        assert swapped == 2 * 2 + 1 and "forward" in vars(norm)
+    assert "forward" not in vars(norm)
+    from transformers import Gemma3ForCausalLM  # (1 + weight): another formula, left alone
+    gemma = Gemma3ForCausalLM(Gemma3TextConfig(vocab_size=32, hidden_size=32, intermediate_size=64,
+                                               num_hidden_layers=1, num_attention_heads=2,
+                                               num_key_value_heads=1, head_dim=16))
+    with _fused_norms(gemma) as swapped:
+        assert swapped == 0
 
 
 def test_models_the_static_decode_cannot_take_are_named():
