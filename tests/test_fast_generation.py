@@ -61,6 +61,17 @@ def test_fast_text_equals_the_standard_loop_on_the_headline_task(embedded_lm):
     assert all(t.strip() for t in texts["fast"])
 
 
+def test_reset_metering_starts_the_generation_counts_afresh(embedded_lm):
+    greedy = {"until": ["\n"], "max_gen_toks": 4, "do_sample": False}
+    with generation_mode(embedded_lm, "fast") as stats:
+        embedded_lm.generate_until(_requests(PROMPTS[:2], greedy), disable_tqdm=True)
+        assert (stats.fast_requests, stats.batch_sizes) == (2, [2])
+        embedded_lm.reset_metering()
+        fresh = embedded_lm.metering_info()["generation"]
+    assert (fresh["fast_requests"], fresh["batch_sizes"], fresh["eager_batches"]) == (0, [], 0)
+    assert (fresh["requested"], fresh["batch_size_asked"]) == ("fast", 4)
+
+
 def test_stop_sequences_cut_the_same_text_and_sampling_falls_back(embedded_lm):
     greedy = {"until": ["\n", "."], "max_gen_toks": 24, "do_sample": False}
     with generation_mode(embedded_lm, "standard"):

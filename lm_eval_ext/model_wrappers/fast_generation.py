@@ -156,6 +156,13 @@ class FastGenerator:
                                          cuda_graphs=cuda_graphs)
         self.max_batch_size = max_batch_size
 
+    def reset_counts(self) -> None:
+        """Fresh counts under the same settings (a new measurement on one loaded model)."""
+        old = self.stats
+        self.stats = FastGenerationStats(requested=old.requested,
+                                         batch_size_asked=old.batch_size_asked,
+                                         cuda_graphs=old.cuda_graphs)
+
     def _fall_back(self, reason: str) -> None:
         if reason not in self.stats.fallback_reasons:
             self.stats.fallback_reasons.append(reason)

@@ -31,3 +31,8 @@ class HFMeteredLM(HFMeteredBase, SharedPrefixScoring, FastGeneration, HFLM):
 
     def generation_stats(self) -> FastGenerationStats:  # noqa: D102
         return self.fast_generation.stats
+
+    def reset_metering(self) -> None:
+        """Fresh windows and fresh generation counts (several conditions on one loaded model)."""
+        super().reset_metering()
+        self.fast_generation.reset_counts()
