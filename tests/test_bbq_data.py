@@ -59,8 +59,41 @@ def test_prepared_rows_are_cached_by_content_and_a_bad_cache_is_ignored(data_dir
         bbq._all_rows.cache_clear()
         bbq._load.cache_clear()
         assert bbq.load_bbq_rows() == fresh  # a bad file is read around and replaced
-        units = frozenset({fresh[0]["unit_id"]})
-        assert bbq.load_bbq_unit_rows(units) == tuple(r for r in fresh if r["unit_id"] in units)
+        units = frozenset({fresh[0]["unit_id"], fresh[-1]["unit_id"]})
+        expected = tuple(r for r in fresh if r["unit_id"] in units)
+        assert len(expected) == 8 and bbq.load_bbq_unit_rows(units) == expected
+        [own] = set((tmp_path / "prepared").glob("bbq_rows_*.pickle")) - {cached}
+        # the unit set's rows have a file of their own, named after the rows' file
+        bbq._all_rows.cache_clear()
+        bbq._load.cache_clear()
+        cached.unlink()  # read from the unit set's file alone
+        assert bbq.load_bbq_unit_rows(units) == expected and not cached.exists()
+        own.write_bytes(b"")
+        bbq._load.cache_clear()
+        assert bbq.load_bbq_unit_rows(units) == expected  # a bad file is read around
     finally:
         bbq._all_rows.cache_clear()
         bbq._load.cache_clear()
+
+
+def test_the_fewshot_pool_comes_from_its_cache_file_and_equals_a_fresh_draw(data_dir,
+                                                                            monkeypatch):
+    import pytest
+
+    from lm_eval_ext.data.instrument import load_manifest, load_membership
+    from lm_eval_ext.tasks.bbq import utils
+    from lm_eval_ext.tasks.common.prompting import fewshot_pool
+
+    units = frozenset(r["unit_id"] for r in load_membership("25pct").rows)
+    instrument = set(load_manifest()["memberships"]["instrument"]["unit_ids"])
+    fresh = fewshot_pool(load_bbq_rows(), exclude=instrument | units, size=22,
+                         stratum=lambda r: r["category"], unit=lambda r: r["unit_id"])
+    utils._pool_rows.cache_clear()
+    try:
+        utils._pool_rows(units)  # drawn (or read) and kept on disk
+        utils._pool_rows.cache_clear()
+        monkeypatch.setattr(utils, "load_bbq_rows", lambda: pytest.fail("read every row"))
+        cached = utils._pool_rows(units)  # from the file
+    finally:
+        utils._pool_rows.cache_clear()
+    assert list(cached) == fresh and len({r["category"] for r in fresh}) == 11

@@ -7,11 +7,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from functools import lru_cache
+from pathlib import Path
 from typing import Any
 
 import datasets
 
-from lm_eval_ext.data.bbq import load_bbq_rows
+from lm_eval_ext.data.bbq import derived_rows, joined, load_bbq_rows
 from lm_eval_ext.data.external_manifest import load_manifest_rows
 from lm_eval_ext.data.instrument import load_manifest
 from lm_eval_ext.data.instrument import load_membership as _load_membership
@@ -26,6 +27,7 @@ from lm_eval_ext.tasks.bbq.results import (  # noqa: F401 (the YAMLs name them a
     process_results_generative,
     process_results_loglik,
 )
+from lm_eval_ext.tasks.common import prompting
 from lm_eval_ext.tasks.common.prompting import ChoiceItems, fewshot_pool
 
 FEWSHOT_POOL_SIZE = 22  # 2 per category, from units outside the frozen instrument
@@ -39,9 +41,12 @@ def _pool_rows(evaluated_units: frozenset[str]) -> tuple[Mapping[str, Any], ...]
     its few-shot pool is empty (``--num_fewshot`` > 0 is then an lm-eval error).
     """
     instrument = set(load_manifest()["memberships"]["instrument"]["unit_ids"])
-    return tuple(fewshot_pool(load_bbq_rows(), exclude=instrument | evaluated_units,
-                              size=FEWSHOT_POOL_SIZE, stratum=lambda r: r["category"],
-                              unit=lambda r: r["unit_id"]))
+    return derived_rows(  # cached: the pool is drawn from all 58,492 rows
+        [b"fewshot pool", Path(__file__).read_bytes(), Path(prompting.__file__).read_bytes(),
+         joined(instrument), joined(evaluated_units), str(FEWSHOT_POOL_SIZE).encode()],
+        lambda: tuple(fewshot_pool(load_bbq_rows(), exclude=instrument | evaluated_units,
+                                   size=FEWSHOT_POOL_SIZE, stratum=lambda r: r["category"],
+                                   unit=lambda r: r["unit_id"])))
 
 
 ITEMS = ChoiceItems(style=prompts.STYLE, body=prompts.body, options=prompts.options,
