@@ -64,14 +64,19 @@ def test_static_decode_equals_generate_on_the_embedded_model(embedded_lm):
         assert mine == theirs[:len(mine)] and (len(mine) == 10 or ended)
 
 
-@pytest.mark.parametrize("attention", ["sdpa", "eager"])
-def test_static_decode_equals_generate_with_either_mask(attention):
-    """A bool mask for sdpa, an additive one for eager; rows end early on an end token."""
-    torch.manual_seed(0)
+def _tiny_llama(attention: str, seed: int) -> LlamaForCausalLM:
+    """A 2-layer grouped-query Llama whose weights are large enough for attention to count."""
+    torch.manual_seed(seed)
     config = LlamaConfig(vocab_size=97, hidden_size=64, intermediate_size=128,
                          num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
                          attn_implementation=attention, initializer_range=0.5)
-    model = LlamaForCausalLM(config).eval()
+    return LlamaForCausalLM(config).eval()
+
+
+@pytest.mark.parametrize("attention", ["sdpa", "eager"])
+def test_static_decode_equals_generate_with_either_mask(attention):
+    """A bool mask for sdpa, an additive one for eager; rows end early on an end token."""
+    model = _tiny_llama(attention, seed=0)
     ids = torch.randint(3, 97, (4, 9))
     mask = (torch.arange(9) >= torch.tensor([[3], [5], [0], [1]])).long()
     ids[mask == 0] = 0
@@ -87,11 +92,7 @@ def test_static_decode_equals_generate_with_either_mask(attention):
 @pytest.mark.parametrize("attention", ["sdpa", "eager"])
 def test_rows_that_end_leave_the_batch_and_the_tokens_stay_generates(attention):
     """Most rows end within the first check's steps: the batch is cut, the tokens unchanged."""
-    torch.manual_seed(1)
-    config = LlamaConfig(vocab_size=97, hidden_size=64, intermediate_size=128,
-                         num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-                         attn_implementation=attention, initializer_range=0.5)  # attention counts
-    model = LlamaForCausalLM(config).eval()
+    model = _tiny_llama(attention, seed=1)
     ids = torch.randint(3, 97, (20, 7))
     mask = torch.ones_like(ids)
     mask[::3, :2] = 0
@@ -119,11 +120,7 @@ def _random_prompts(rows: int, width: int, padding: list[int], seed: int
 @pytest.mark.parametrize("attention", ["sdpa", "eager"])
 def test_a_later_batch_runs_on_the_kept_cache_and_still_gets_generates_tokens(attention):
     """The second batch writes its shorter prompts over the first's cache (stale keys masked)."""
-    torch.manual_seed(3)
-    config = LlamaConfig(vocab_size=97, hidden_size=64, intermediate_size=128,
-                         num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-                         attn_implementation=attention, initializer_range=0.5)
-    model = LlamaForCausalLM(config).eval()
+    model = _tiny_llama(attention, seed=3)
     graphs = DecodeGraphs()
     batches = [_random_prompts(3, 9, [0, 2, 4], seed=4),  # cache of 9 + 12 columns, kept
                _random_prompts(3, 7, [1, 0, 3], seed=5),  # needs 19 of its 21: reuses it
