@@ -35,7 +35,7 @@ NOT_MEASURED = ("parameter", "definition", "closed form", "citation", "example",
                 "superseded")
 MAP = Path("benchmarks/results/figures.yaml")
 _UNIT = r"(?:\s?(?:%|pp\b|s\b|ms\b|min\b|J/item\b|kJ\b|J\b|W\b|MB\b|GB\b|GiB\b|items/s\b|" \
-        r"tokens/s\b|x\b))"
+        r"new tokens/s\b|tokens/s\b|x\b))"
 _NUMBER = r"(?<![\w.\-/])[+\-\u2212]?\d[\d,]*(?:\.\d+)?"
 FIGURE = re.compile(rf"{_NUMBER}{_UNIT}|(?<![\w.\-/])[+\-\u2212]?\d+\.\d{{2,}}(?![\w.])")
 

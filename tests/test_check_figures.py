@@ -44,13 +44,16 @@ def test_a_changed_figure_and_a_figure_without_a_source_fail(tmp_path):
                                      "covered the true delta in 95.2%"), encoding="utf-8")
     (root / "docs" / "tasks.md").write_text(
         (ROOT / "docs" / "tasks.md").read_text(encoding="utf-8")
-        + "\nThe whole pass took 12.5 s on the H200.\n", encoding="utf-8")
+        + "\nThe whole pass took 12.5 s on the H200.\n"
+        + "\nIt decoded 4,321 new tokens/s.\n", encoding="utf-8")
     proc = _check(root)
     assert proc.returncode == 1
     assert re.search(r"docs/analysis\.md:\d+: 95\.2% but primary_test_characteristics_"
                      r"2026-12-01\.json:coverage\.coverage gives 93\.333", proc.stderr)
     assert re.search(r"docs/tasks\.md:\d+: 12\.5 s: no line of figures\.yaml names this line",
                      proc.stderr)
+    assert re.search(r"docs/tasks\.md:\d+: 4,321 new tokens/s: no line of figures\.yaml",
+                     proc.stderr)  # a throughput with its metric's name between
 
 
 def test_a_results_file_that_changed_fails(tmp_path):
