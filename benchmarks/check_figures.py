@@ -57,14 +57,16 @@ def documents(root: Path) -> list[Path]:
 
 def figure_lines(path: Path) -> list[tuple[int, str, list[str]]]:
     """(line number, line, figures) for each line outside code that holds figures."""
-    found, in_code = [], False
+    found, in_code, in_span = [], False, False
     for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
         if line.lstrip().startswith("```"):
             in_code = not in_code
             continue
         if in_code:
             continue
-        prose = re.sub(r"`[^`]*`", " ", line)
+        # an inline code span can wrap onto the next line of its paragraph
+        prose = re.sub(r"`[^`]*`", " ", "`" + line if in_span else line)
+        in_span = bool(line.strip()) and (in_span != (line.count("`") % 2 == 1))
         prose = re.sub(r"\]\([^)]*\)", "]", prose)  # link targets
         figures = [m.group(0).strip() for m in FIGURE.finditer(prose)]
         if figures:

@@ -45,7 +45,8 @@ def test_a_changed_figure_and_a_figure_without_a_source_fail(tmp_path):
     (root / "docs" / "tasks.md").write_text(
         (ROOT / "docs" / "tasks.md").read_text(encoding="utf-8")
         + "\nThe whole pass took 12.5 s on the H200.\n"
-        + "\nIt decoded 4,321 new tokens/s.\n", encoding="utf-8")
+        + "\nIt decoded 4,321 new tokens/s.\n"
+        + "\nA run (`bench.py --size\n8b`, `x.json`): 9.75 s with `y`.\n", encoding="utf-8")
     proc = _check(root)
     assert proc.returncode == 1
     assert re.search(r"docs/analysis\.md:\d+: 95\.2% but primary_test_characteristics_"
@@ -54,6 +55,8 @@ def test_a_changed_figure_and_a_figure_without_a_source_fail(tmp_path):
                      proc.stderr)
     assert re.search(r"docs/tasks\.md:\d+: 4,321 new tokens/s: no line of figures\.yaml",
                      proc.stderr)  # a throughput with its metric's name between
+    assert re.search(r"docs/tasks\.md:\d+: 9\.75 s: no line of figures\.yaml", proc.stderr)
+    # (after a code span that wrapped from the line before)
 
 
 def test_a_results_file_that_changed_fails(tmp_path):
