@@ -64,6 +64,11 @@ def _suffixes(input_ids: torch.Tensor, attention_mask: torch.Tensor, shared: int
     return ids, mask
 
 
+def prompt_positions(attention_mask: torch.Tensor) -> torch.Tensor:
+    """Each token's position id in its left-padded row, as ``generate`` sets them (0 on padding)."""
+    return (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
+
+
 def eos_token_ids(model: Any, tokenizer: Any) -> list[int]:
     """The ids that end a sequence: the generation config's, else the tokenizer's."""
     ids = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
@@ -122,7 +127,7 @@ def _prefill(forward: DecodeForward, input_ids: torch.Tensor, attention_mask: to
         input_ids, attention_mask = _suffixes(input_ids, attention_mask, shared)
         attention_mask = torch.cat([attention_mask.new_ones((len(input_ids), shared)),
                                     attention_mask], dim=1)
-    positions = (attention_mask.long().cumsum(-1) - 1)[:, -input_ids.shape[1]:].clamp(min=0)
+    positions = prompt_positions(attention_mask)[:, -input_ids.shape[1]:]
     logits = forward(cache, input_ids, attention_mask=attention_mask, position_ids=positions)
     rows, device = input_ids.shape[0], input_ids.device
     return _Running(cache, attention_mask, input_ids.new_empty((rows, 0)),

@@ -58,7 +58,11 @@ import torch
 from transformers import AttentionInterface
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
-from lm_eval_ext.model_wrappers.greedy_decode import COMPACT_SHARE, DecodeForward
+from lm_eval_ext.model_wrappers.greedy_decode import (
+    COMPACT_SHARE,
+    DecodeForward,
+    prompt_positions,
+)
 
 #: attention kernels the 4-D mask below is built for (bool for sdpa, additive for eager)
 ATTENTION = ("sdpa", "eager")
@@ -307,19 +311,20 @@ def static_greedy_decode(model: Any, input_ids: torch.Tensor, attention_mask: to
     batch, width = input_ids.shape
     kept = graphs.take(batch, width + max_new_tokens) if graphs is not None else None
     reused = kept is not None
-    cache = (kept.emptied() if kept is not None
+    cache = (kept.emptied() if reused
              else StaticCache(config=model.config, max_cache_len=width + max_new_tokens))
     forward = DecodeForward(model)
-    positions = (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
+    positions = prompt_positions(attention_mask)
     logits = forward(cache, input_ids, attention_mask=attention_mask, position_ids=positions)
+    keeps = graphs is not None and not reused and _keepable(cache)  # for the next batch
     sdpa = model.config._attn_implementation == "sdpa"
     hidden = False if sdpa else torch.finfo(model.dtype).min
-    if kept is None:  # this batch's own step inputs (kept below if the step can be replayed)
+    if not reused:  # this batch's own step inputs (kept below if the step can be replayed)
         kept = _KeptStep(cache, [(layer.keys, layer.values) for layer in cache.layers],
                          input_ids.new_zeros((batch, 1)), positions[:, -1:].clone(),
                          torch.empty((batch, 1, 1, width + max_new_tokens),
                                      dtype=torch.bool if sdpa else model.dtype, device=device))
-        if graphs is not None and not cuda_graph and _keepable(cache):
+        if keeps and not cuda_graph:
             graphs.kept = kept  # eager steps: the cache and the inputs are kept
     else:
         kept.positions.copy_(positions[:, -1:])
@@ -375,8 +380,7 @@ def static_greedy_decode(model: Any, input_ids: torch.Tensor, attention_mask: to
                 except RuntimeError as error:  # a host synchronisation inside the forward
                     problem = f"CUDA graph capture failed: {str(error).splitlines()[0]}"
                     run = step
-                if (run is not step and compactions == 0 and graphs is not None
-                        and _keepable(cache)):  # the batch's own shape: kept for the next
+                if keeps and run is not step and compactions == 0:  # the batch's own shape
                     kept.replay, graphs.kept = run, kept
             replays += run is not step
             logits = run()
