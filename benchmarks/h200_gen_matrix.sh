@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Issue 22's throughput matrix on one H200 (after ../shared/gpu/stage.sh and its setup), from the
+# project root: gen_throughput.py per model, a warm-up, then 3 rotating rounds of every condition.
+# Paths: lm-eval's standard loop, the fast path, transformers' `generate` (and its compiled static
+# cache on the random-init shapes); batch 1, 32, auto and the largest the items allow. One part per
+# device call (each under 10 minutes); every JSON is rewritten after each run, so a cut call keeps
+# what it measured.
+#
+# Item counts are cut to what one session's device time affords (the standard loop at batch 1 and
+# 32 is the slow part); the fast path's planned batches (auto) and batch 512 of the headline's 500
+# items are in earlier files (benchmarks/results/README.md).
+#
+#   bash benchmarks/h200_gen_matrix.sh embedded32          # ~4 min: 200 items at batch 32
+#   bash benchmarks/h200_gen_matrix.sh embedded1           # ~2 min: 60 items at batch 1
+#   bash benchmarks/h200_gen_matrix.sh batches llama-8b    # ~5 min: 64 items at 32, auto and 64
+#   bash benchmarks/h200_gen_matrix.sh batch1 llama-8b     # ~4 min: 4 items at batch 1
+#   bash benchmarks/h200_gen_matrix.sh nf4                 # ~3 min: llama-8b in nf4, 64 items
+set -euo pipefail
+: "${OUT:?set OUT}"
+cd "$(dirname "$0")"
+nvidia-smi -L > "$OUT/gpu.txt"
+gt() { python3 gen_throughput.py --device cuda --rounds 3 --warmup "$@"; }
+case "${1:-}" in
+  embedded32) gt --limit 200 --conditions standard@32,fast@32,generate@32 --budget-seconds 240 \
+                 --out "$OUT/gen_throughput_embedded_b32.json" ;;
+  embedded1) gt --limit 60 --conditions standard@1,fast@1,generate@1 --budget-seconds 170 \
+                --out "$OUT/gen_throughput_embedded_b1.json" ;;
+  batches) gt --size "$2" --limit 64 --budget-seconds "${3:-330}" \
+              --conditions standard@32,fast@32,generate_static@32,generate@32,standard@auto,fast@auto,fast@64 \
+              --out "$OUT/gen_throughput_${2}_batches.json" ;;
+  batch1) gt --size "$2" --limit 4 --budget-seconds 230 \
+             --conditions standard@1,fast@1,generate_static@1,generate@1 \
+             --out "$OUT/gen_throughput_${2}_b1.json" ;;
+  nf4) gt --size llama-8b --precision nf4 --limit 64 --budget-seconds 200 \
+          --conditions fast@64,generate@64,fast@auto \
+          --out "$OUT/gen_throughput_llama-8b_nf4.json" ;;
+  *) echo "usage: $0 embedded32|embedded1|nf4|batches SIZE [BUDGET_S]|batch1 SIZE" >&2; exit 2 ;;
+esac
