@@ -68,13 +68,17 @@ def table(paths: list[Path]) -> str:
     """The Markdown table (and the files and GPUs it comes from) for ``paths``."""
     lines = ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
     uuids: set[str] = set()
+    labels: dict[str, str] = {}
     for path in paths:
         payload = json.loads(path.read_text())
         uuids |= gpu_uuids(payload)
+        if "label" in payload:
+            labels[payload["model"]] = payload["label"]
         lines += ["| " + " | ".join(row) + " |" for row in rows_of(payload)]
     sources = ", ".join(f"`{p.name}`" for p in paths)
+    notes = [f"{model}: {label}." for model, label in labels.items()]
     return "\n".join([f"Medians per condition from {sources}; GPU {', '.join(sorted(uuids))}.",
-                      "", *lines, ""])
+                      *notes, "", *lines, ""])
 
 
 def main() -> None:
