@@ -50,7 +50,7 @@ def rows_of(payload: dict) -> list[list[str]]:
             str(s["rounds"]), f"{s['inference_seconds']:.2f}", f"{s['new_tokens_per_s']:,.1f}",
             _fixed(s.get("j_per_item"), 2), _fixed(s.get("j_per_new_token"), 3),
             _fixed(s.get("idle_share"), 2),
-            "reference" if key == reference else f"{same} of {s['items']}",
+            "reference" if key == reference else f"{same} of {s.get('compared_items', s['items'])}",
             f"{ratios[key]:.2f}" if key in ratios else ""])
     return rows
 

@@ -86,7 +86,11 @@ def run_once(lm, path: str, batch_size: int | str, limit: int | None,
 
 
 def summarise(runs: list[dict], texts: dict[str, list[str]], reference: str) -> dict:
-    """Medians per condition and the identical-text share against ``reference``."""
+    """Medians per condition and the identical-text share against ``reference``.
+
+    Conditions with fewer items than the reference are compared on their items, and one with
+    more on the reference's (``compared_items``): a ``--limit`` keeps the task's first items.
+    """
     summary = {}
     for key in dict.fromkeys(f"{r['path']}@{r['batch_size']}" for r in runs):
         rows = [r for r in runs if f"{r['path']}@{r['batch_size']}" == key]
@@ -94,10 +98,32 @@ def summarise(runs: list[dict], texts: dict[str, list[str]], reference: str) -> 
                    for f in ("inference_seconds", "items_per_s", "new_tokens_per_s", "j_per_item",
                              "j_per_new_token", "idle_share", "forward_share")
                    if any(r[f] is not None for r in rows)}
-        same = sum(a == b for a, b in zip(texts[key], texts[reference], strict=True))
+        compared = min(len(texts[key]), len(texts[reference]))  # the first items: --limit's
+        same = sum(a == b for a, b in zip(texts[key][:compared], texts[reference][:compared],
+                                          strict=True))
         summary[key] = {**medians, "rounds": len(rows), "identical_to_" + reference: same,
                         "items": len(texts[key])}
+        if compared < len(texts[key]):
+            summary[key]["compared_items"] = compared
     return summary
+
+
+def parse_conditions(text: str, limit: int | None) -> list[tuple[str, int | str, int | None]]:
+    """``PATH@BATCH[:ITEMS],...`` as (path, batch, items); items default to ``limit``."""
+    conditions = []
+    for condition in text.split(","):
+        path, _, rest = condition.partition("@")
+        batch, colon, items = rest.partition(":")
+        if not (path and batch) or not (batch == "auto" or batch.isdigit()) or (
+                colon and not items.isdigit()):
+            raise SystemExit(f"gen_throughput: bad condition {condition!r}; "
+                             "write PATH@BATCH or PATH@BATCH:ITEMS (e.g. fast@32, standard@1:30)")
+        conditions.append((path, batch if batch == "auto" else int(batch),
+                           int(items) if items else limit))
+    keys = [f"{p}@{b}" for p, b, _ in conditions]
+    if len(set(keys)) < len(keys):
+        raise SystemExit(f"gen_throughput: a condition is named twice in {text!r}")
+    return conditions
 
 
 def main() -> None:
@@ -111,12 +137,17 @@ def main() -> None:
                              "(transformers' generate in the fast path's batches); BATCH: a "
                              "typed size or auto (the fast path plans its batches; lm-eval's "
                              "loop its probe; before 2026-12-01 evening, fast@1 meant "
-                             "fast@auto); the first is the "
-                             "reference of the identical-text share")
+                             "fast@auto); :ITEMS after the batch runs that condition on the task's "
+                             "first ITEMS items instead of --limit (e.g. standard@1:30); the "
+                             "first is the reference of the identical-text share")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--warmup", action="store_true",
                         help="one untimed run of every condition first (kernels, autotuning, "
                              "compilation), so no round carries the process's warm-up")
+    parser.add_argument("--warmup-items", type=int,
+                        help="the warm-up runs each condition on at most this many items "
+                             "(default: its own; a compiled mode that meets a new shape later "
+                             "compiles in a round)")
     parser.add_argument("--limit", type=int, help="items (default: all 500)")
     parser.add_argument("--budget-seconds", type=float, default=540)
     parser.add_argument("--runs", help="save round 0's lm-eval output folders here (PATH_bN/)")
@@ -126,6 +157,7 @@ def main() -> None:
                         help="where --size's checkpoint is saved (removed at the end)")
     args = parser.parse_args()
     deadline = Deadline(args.budget_seconds)
+    conditions = parse_conditions(args.conditions, args.limit)
     pretrained, model = None, {"model": "embedded SmolLM2-135M-Instruct"}
     if args.size:
         pretrained, model = random_init_checkpoint(args.size, args.workdir, args.device)
@@ -133,25 +165,23 @@ def main() -> None:
 
     lm = HFMeteredLM(pretrained=pretrained, device=args.device, precision=args.precision,
                      batch_size=1)
-    conditions = [(path, batch if batch == "auto" else int(batch))
-                  for path, batch in (c.split("@") for c in args.conditions.split(","))]
     reference = f"{conditions[0][0]}@{conditions[0][1]}"
     runs, texts = [], {}
     payload = {"command": command_line("gen_throughput.py", args),
                "environment": environment(), "task": TASK, **model, "reference": reference,
                "runs": runs}
     if args.warmup:
-        for path, batch in conditions:
-            run_once(lm, path, batch, args.limit)
+        for path, batch, items in conditions:
+            run_once(lm, path, batch, min(filter(None, (items, args.warmup_items)), default=None))
         payload["warmup"] = "one untimed run per condition before the rounds"
     for round_index in range(args.rounds):
         shift = round_index % len(conditions)
-        for path, batch in conditions[shift:] + conditions[:shift]:
+        for path, batch, items in conditions[shift:] + conditions[:shift]:
             if deadline.left() < 60:
                 payload["stopped"] = "device-call time budget"
                 break
             save = f"{args.runs}/{path}_b{batch}" if args.runs and round_index == 0 else None
-            row, generated = run_once(lm, path, batch, args.limit, save)
+            row, generated = run_once(lm, path, batch, items, save)
             runs.append({**row, "round": round_index})
             texts.setdefault(f"{path}@{batch}", generated)
             print({k: row[k] for k in ("path", "batch_size", "inference_seconds", "j_per_item",

@@ -12,10 +12,11 @@
 # --budget-seconds: no new run starts with under 60 s left; the warm-up is not cut) and minutes
 # come from the 2026-12-02 lease: the process start-up (imports, the embedded model's conversion
 # on a fresh machine or the random-init checkpoint's build, loading) takes 35-100 s, the warm-up
-# one round. The 2026-12-02 budgets were smaller, and embedded32, embedded1 and nf4 were cut.
+# one round. The 2026-12-02 budgets were smaller, and three parts were cut (the embedded model's
+# two parts, at batch 32 and 1, are now one process; its warm-up, with nothing to compile, runs
+# 8 items per condition).
 #
-#   bash benchmarks/h200_gen_matrix.sh embedded32          # ~6 min: 200 items at batch 32
-#   bash benchmarks/h200_gen_matrix.sh embedded1           # ~5 min: 30 items at batch 1
+#   bash benchmarks/h200_gen_matrix.sh embedded            # ~7 min: 200 items at 32, 30 at 1
 #   bash benchmarks/h200_gen_matrix.sh batches llama-8b    # ~6 min: 64 items at 32, auto and 64
 #   bash benchmarks/h200_gen_matrix.sh batch1 llama-8b     # ~5 min: 4 items at batch 1
 #   bash benchmarks/h200_gen_matrix.sh nf4                 # ~5 min: llama-8b in nf4, 64 items
@@ -25,10 +26,9 @@ cd "$(dirname "$0")"
 nvidia-smi -L > "$OUT/gpu.txt"
 gt() { python3 gen_throughput.py --device cuda --rounds 3 --warmup "$@"; }
 case "${1:-}" in
-  embedded32) gt --limit 200 --conditions standard@32,fast@32,generate@32 --budget-seconds 360 \
-                 --out "$OUT/gen_throughput_embedded_b32.json" ;;
-  embedded1) gt --limit 30 --conditions standard@1,fast@1,generate@1 --budget-seconds 320 \
-                --out "$OUT/gen_throughput_embedded_b1.json" ;;
+  embedded) gt --warmup-items 8 --budget-seconds 480 \
+               --conditions standard@32:200,fast@32:200,generate@32:200,standard@1:30,fast@1:30,generate@1:30 \
+               --out "$OUT/gen_throughput_embedded.json" ;;
   batches) gt --size "$2" --limit 64 --budget-seconds "${3:-420}" \
               --conditions standard@32,fast@32,generate_static@32,generate@32,standard@auto,fast@auto,fast@64 \
               --out "$OUT/gen_throughput_${2}_batches.json" ;;
@@ -38,5 +38,5 @@ case "${1:-}" in
   nf4) gt --size llama-8b --precision nf4 --limit 64 --budget-seconds 300 \
           --conditions fast@64,generate@64,fast@auto \
           --out "$OUT/gen_throughput_llama-8b_nf4.json" ;;
-  *) echo "usage: $0 embedded32|embedded1|nf4|batches SIZE [BUDGET_S]|batch1 SIZE" >&2; exit 2 ;;
+  *) echo "usage: $0 embedded|nf4|batches SIZE [BUDGET_S]|batch1 SIZE" >&2; exit 2 ;;
 esac
