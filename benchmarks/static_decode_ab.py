@@ -7,17 +7,20 @@ decode attention only), ``compact`` (the batch cut to its running rows only), ``
 two savings: the default as measured on 2026-12-01), ``kept`` (both, and a batch replays the
 previous batch's graph where it fits, ``DecodeGraphs``; the first four capture a graph per
 batch and build the stop-string criterion per batch, as before) and ``fused`` (kept, and the
-norms run torch's ``rms_norm``: the default since). They run alternating, ``--rounds``
-times, each through ``generate_until`` in its own metering window: inference seconds,
-J/item, idle share, texts identical to the first variant's. With ``--profile``, one more run
-of the first and last variants under ``torch.profiler``: the operators with the most device
-time. The JSON is rewritten after every run.
+norms run torch's ``rms_norm``: the default since); ``no_cudnn`` is ``fused`` with the prompt
+pass kept off cuDNN's attention (``prefill_kernels``: a plan per new prompt width). They run
+alternating, ``--rounds`` times, each through ``generate_until`` in its own metering window:
+inference seconds, J/item, idle share, texts identical to the first variant's. With
+``--profile``, one more run of the first and last variants under ``torch.profiler``: the
+operators with the most device time. The JSON is rewritten after every run.
 
     python benchmarks/static_decode_ab.py --rounds 3 --profile --out $OUT/static_decode_ab.json
     python benchmarks/static_decode_ab.py --size llama-8b --limit 64 --batch-size 64 \\
         --variants graphs,both --out $OUT/static_decode_ab_8b.json
     python benchmarks/static_decode_ab.py --size llama-8b --limit 8 --batch-size 1 \\
         --variants both,kept,fused --out $OUT/static_decode_ab_8b_b1.json
+    python benchmarks/static_decode_ab.py --size llama-8b --limit 8 --batch-size 1 \
+        --variants fused,no_cudnn --out $OUT/static_decode_ab_8b_b1_cudnn.json
 """
 
 from __future__ import annotations
@@ -44,7 +47,8 @@ VARIANTS = {"graphs": {"compact": False, "grouped_attention": False, **PER_BATCH
             "compact": {"compact": True, "grouped_attention": False, **PER_BATCH},
             "both": {"compact": True, "grouped_attention": True, **PER_BATCH},
             "kept": {"compact": True, "grouped_attention": True, "fused_norm": False},
-            "fused": {"compact": True, "grouped_attention": True}}
+            "fused": {"compact": True, "grouped_attention": True},
+            "no_cudnn": {"compact": True, "grouped_attention": True, "cudnn_prefill": False}}
 
 
 @contextlib.contextmanager

@@ -23,6 +23,7 @@ from lm_eval_ext.model_wrappers.static_decode import (
     _fused_norms,
     fused_rms_norm,
     grouped_decode_attention,
+    prefill_kernels,
     static_decode_problem,
     static_greedy_decode,
 )
@@ -192,3 +193,19 @@ def test_cuda_graphs_takes_a_boolean_and_the_cpu_never_replays(embedded_lm):
         FastGeneration.check_own_model_args({"cuda_graphs": "maybe"})
     stats = embedded_lm.fast_generation.stats
     assert stats.cuda_graphs is True and stats.graph_batches == 0 and not stats.eager_reasons
+
+
+def test_prefill_kernels_leave_out_only_cudnn_on_a_gpu_and_restore_the_flags():
+    flags = {"cudnn": torch.backends.cuda.cudnn_sdp_enabled,
+             "flash": torch.backends.cuda.flash_sdp_enabled,
+             "efficient": torch.backends.cuda.mem_efficient_sdp_enabled,
+             "math": torch.backends.cuda.math_sdp_enabled}
+    before = {name: enabled() for name, enabled in flags.items()}
+    assert before["cudnn"]  # torch's default: the test would pass vacuously otherwise
+    with prefill_kernels(torch.device("cuda"), cudnn=False):
+        assert {name: enabled() for name, enabled in flags.items()} == {
+            "cudnn": False, "flash": True, "efficient": True, "math": True}
+    assert {name: enabled() for name, enabled in flags.items()} == before
+    for device, cudnn in ((torch.device("cuda"), True), (torch.device("cpu"), False)):
+        with prefill_kernels(device, cudnn):
+            assert {name: enabled() for name, enabled in flags.items()} == before

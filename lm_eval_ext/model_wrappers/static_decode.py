@@ -80,6 +80,20 @@ GROUPED_DECODE = "lm_eval_ext_grouped_decode_sdpa"
 REUSE_SHARE = 0.8
 
 
+def prefill_kernels(device: torch.device, cudnn: bool) -> contextlib.AbstractContextManager:
+    """The sdpa kernels a prompt pass may use: all, or on a GPU all but cuDNN's attention.
+
+    cuDNN's attention builds an execution plan for every new prompt width; a task run at batch 1
+    meets a new width with almost every item.
+    """
+    if cudnn or device.type != "cuda":
+        return contextlib.nullcontext()
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    return sdpa_kernel([SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION,
+                        SDPBackend.MATH])
+
+
 @dataclasses.dataclass(frozen=True)
 class StaticDecodeResult:
     """The new tokens of each row, and how the later steps ran."""
@@ -287,7 +301,8 @@ def static_greedy_decode(model: Any, input_ids: torch.Tensor, attention_mask: to
                          max_new_tokens: int, eos_ids: Sequence[int], stop: Any = None,
                          cuda_graph: bool = True, compact: bool = True,
                          grouped_attention: bool = True, fused_norm: bool = True,
-                         graphs: DecodeGraphs | None = None) -> StaticDecodeResult:
+                         graphs: DecodeGraphs | None = None,
+                         cudnn_prefill: bool = True) -> StaticDecodeResult:
     """The new tokens of each (left-padded) row, the stopping token included.
 
     Args:
@@ -304,6 +319,7 @@ def static_greedy_decode(model: Any, input_ids: torch.Tensor, attention_mask: to
         fused_norm: With ``cuda_graph``, decode with :func:`fused_rms_norm` where it applies.
         graphs: Where a batch shape's cache and step are kept for the next batch that fits
             (and taken from, when this batch fits the kept one); None: this call's own.
+        cudnn_prefill: The prompt pass may use cuDNN's attention (:func:`prefill_kernels`).
     """
     from transformers import StaticCache
 
@@ -315,7 +331,8 @@ def static_greedy_decode(model: Any, input_ids: torch.Tensor, attention_mask: to
              else StaticCache(config=model.config, max_cache_len=width + max_new_tokens))
     forward = DecodeForward(model)
     positions = prompt_positions(attention_mask)
-    logits = forward(cache, input_ids, attention_mask=attention_mask, position_ids=positions)
+    with prefill_kernels(device, cudnn_prefill):
+        logits = forward(cache, input_ids, attention_mask=attention_mask, position_ids=positions)
     keeps = graphs is not None and not reused and _keepable(cache)  # for the next batch
     sdpa = model.config._attn_implementation == "sdpa"
     hidden = False if sdpa else torch.finfo(model.dtype).min
