@@ -115,7 +115,7 @@ def parse_conditions(text: str, limit: int | None) -> list[tuple[str, int | str,
         path, _, rest = condition.partition("@")
         batch, colon, items = rest.partition(":")
         if not (path and batch) or not (batch == "auto" or batch.isdigit()) or (
-                colon and not items.isdigit()):
+                colon and not (items.isdigit() and int(items) > 0)):
             raise SystemExit(f"gen_throughput: bad condition {condition!r}; "
                              "write PATH@BATCH or PATH@BATCH:ITEMS (e.g. fast@32, standard@1:30)")
         conditions.append((path, batch if batch == "auto" else int(batch),

@@ -23,7 +23,7 @@ def test_conditions_take_their_own_item_counts_or_the_limit():
     assert parse_conditions("fast@8", None) == [("fast", 8, None)]
 
 
-@pytest.mark.parametrize("text", ["fast", "fast@", "fast@x", "fast@8:", "fast@8:a", "@8",
+@pytest.mark.parametrize("text", ["fast", "fast@", "fast@x", "fast@8:", "fast@8:a", "fast@8:0", "@8",
                                   "fast@8,fast@8:3"])
 def test_bad_conditions_are_one_line(text):
     with pytest.raises(SystemExit, match="gen_throughput: "):
