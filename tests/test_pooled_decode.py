@@ -102,3 +102,18 @@ def test_a_typed_batch_size_is_kept_on_the_cpu(embedded_lm):
         embedded_lm.fast_generation = saved
     assert stats.batch_sizes == [2] and stats.eager_batches == 2
     assert calls and max(calls) <= 2
+
+
+def test_the_filler_left_of_joined_rows_never_completes_a_stop_string(embedded_lm):
+    """A merged row's generated tokens are left-filled with FILLER, which the stop check sees."""
+    from lm_eval_ext.model_wrappers.greedy_decode import FILLER
+
+    tokenizer = embedded_lm.tokenizer
+    stop = StopStringCriteria(tokenizer, ["\n\n"])
+    [newline] = tokenizer("\n", add_special_tokens=False)["input_ids"]
+    word_newline = tokenizer("Yes\n", add_special_tokens=False)["input_ids"]
+    assert len(word_newline) == 2 and word_newline[1] == newline
+    rows = torch.tensor([[FILLER, FILLER, newline], [FILLER, newline, newline],
+                         [FILLER, *word_newline], [word_newline[0], newline, newline]])
+    assert stop(rows, None).tolist() == [False, True, False, True]
+    assert FILLER >= len(tokenizer)  # no real token: the check's out-of-vocabulary slot
