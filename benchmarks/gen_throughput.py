@@ -171,8 +171,9 @@ def main() -> None:
                "environment": environment(), "task": TASK, **model, "reference": reference,
                "runs": runs}
     if args.warmup:
+        cap = args.warmup_items
         for path, batch, items in conditions:
-            run_once(lm, path, batch, min(filter(None, (items, args.warmup_items)), default=None))
+            run_once(lm, path, batch, cap if items is None else min(items, cap or items))
         payload["warmup"] = "one untimed run per condition before the rounds"
     for round_index in range(args.rounds):
         shift = round_index % len(conditions)

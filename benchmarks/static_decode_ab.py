@@ -19,7 +19,7 @@ operators with the most device time. The JSON is rewritten after every run.
         --variants graphs,both --out $OUT/static_decode_ab_8b.json
     python benchmarks/static_decode_ab.py --size llama-8b --limit 8 --batch-size 1 \\
         --variants both,kept,fused --out $OUT/static_decode_ab_8b_b1.json
-    python benchmarks/static_decode_ab.py --size llama-8b --limit 8 --batch-size 1 \
+    python benchmarks/static_decode_ab.py --size llama-8b --limit 8 --batch-size 1 \\
         --variants fused,no_cudnn --out $OUT/static_decode_ab_8b_b1_cudnn.json
 """
 
