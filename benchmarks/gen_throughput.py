@@ -40,6 +40,8 @@ TASK = "bbq_subset_25pct"
 #: planning, encoding and cut stay; only the decode differs): the dynamic cache, and the
 #: static cache that ``generate`` compiles on a GPU (the issue's "plain transformers" modes)
 PLAIN_GENERATE = {"generate": None, "generate_static": "static"}
+#: a later round starts only if each condition's last evaluate time, times this, fits the budget
+ROUND_MARGIN = 1.3
 
 
 def run_once(lm, path: str, batch_size: int | str, limit: int | None,
@@ -108,6 +110,17 @@ def summarise(runs: list[dict], texts: dict[str, list[str]], reference: str) -> 
     return summary
 
 
+def whole_round_fits(last_seconds: dict[str, float], keys: list[str], seconds_left: float) -> bool:
+    """Whether every condition of a round fits the time left, ``ROUND_MARGIN`` times its last run.
+
+    A condition that has not run yet (a round 0 cut short) has no estimate: the round does not
+    fit. So rounds after the first are whole and every condition keeps the same count.
+    """
+    if any(key not in last_seconds for key in keys):
+        return False
+    return ROUND_MARGIN * sum(last_seconds[key] for key in keys) < seconds_left
+
+
 def parse_conditions(text: str, limit: int | None) -> list[tuple[str, int | str, int | None]]:
     """``PATH@BATCH[:ITEMS],...`` as (path, batch, items); items default to ``limit``."""
     conditions = []
@@ -149,7 +162,9 @@ def main() -> None:
                              "(default: its own; a compiled mode that meets a new shape later "
                              "compiles in a round)")
     parser.add_argument("--limit", type=int, help="items (default: all 500)")
-    parser.add_argument("--budget-seconds", type=float, default=540)
+    parser.add_argument("--budget-seconds", type=float, default=540,
+                        help="wall seconds from the start: round 0's runs start while a minute is "
+                             "left, a later round only if all of it fits (whole rounds)")
     parser.add_argument("--runs", help="save round 0's lm-eval output folders here (PATH_bN/)")
     parser.add_argument("--size", help="a random-init shape of energy_sizes.py (e.g. llama-8b) "
                                        "instead of the embedded model: speed and energy only")
@@ -175,15 +190,22 @@ def main() -> None:
         for path, batch, items in conditions:
             run_once(lm, path, batch, cap if items is None else min(items, cap or items))
         payload["warmup"] = "one untimed run per condition before the rounds"
+    last_seconds: dict[str, float] = {}
     for round_index in range(args.rounds):
         shift = round_index % len(conditions)
-        for path, batch, items in conditions[shift:] + conditions[:shift]:
-            if deadline.left() < 60:
+        order = conditions[shift:] + conditions[:shift]
+        if round_index and not whole_round_fits(last_seconds, [f"{p}@{b}" for p, b, _ in order],
+                                                deadline.left()):
+            payload["stopped"] = f"device-call time budget: round {round_index} would not fit"
+            break
+        for path, batch, items in order:
+            if deadline.left() < 60:  # round 0: no estimates yet
                 payload["stopped"] = "device-call time budget"
                 break
             save = f"{args.runs}/{path}_b{batch}" if args.runs and round_index == 0 else None
             row, generated = run_once(lm, path, batch, items, save)
             runs.append({**row, "round": round_index})
+            last_seconds[f"{path}@{batch}"] = row["evaluate_wall_seconds"]
             texts.setdefault(f"{path}@{batch}", generated)
             print({k: row[k] for k in ("path", "batch_size", "inference_seconds", "j_per_item",
                                        "new_tokens_per_s")}, flush=True)

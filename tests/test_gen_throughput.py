@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-from gen_throughput import parse_conditions, summarise  # noqa: E402
+from gen_throughput import parse_conditions, summarise, whole_round_fits  # noqa: E402
 
 
 def _row(path, batch, seconds):
@@ -42,3 +42,10 @@ def test_summary_compares_texts_on_the_items_both_conditions_ran():
     assert summary["fast@32"]["identical_to_standard@32"] == 4
     assert (summary["fast@32"]["items"], summary["fast@32"]["compared_items"]) == (6, 4)
     assert "j_per_item" not in summary["fast@32"]
+
+
+def test_a_later_round_starts_only_when_all_of_it_fits_with_its_margin():
+    last = {"standard@1": 20.0, "fast@1": 5.0}  # 1.3 x 25 s = 32.5 s
+    assert whole_round_fits(last, ["fast@1", "standard@1"], 33.0)
+    assert not whole_round_fits(last, ["fast@1", "standard@1"], 32.0)
+    assert not whole_round_fits(last, ["fast@1", "standard@1", "generate@1"], 1e9)  # never ran
