@@ -8,22 +8,30 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 from gen_matrix_table import fast_against_plain, rows_of  # noqa: E402
 
 SCRIPT = ROOT / "benchmarks" / "gen_matrix_table.py"
-MATRIX = ROOT / "benchmarks" / "results" / "gen_2026-12-02_matrix"
+RESULTS = ROOT / "benchmarks" / "results"
+MATRIX = RESULTS / "gen_2026-12-02_matrix"
 FILES = ["gen_throughput_llama8b_batches_h200.json", "gen_throughput_embedded_b32_h200.json",
          "gen_throughput_embedded_b32_limit100_h200.json", "gen_throughput_llama8b_nf4_h200.json"]
+#: the second lease's files, in the order of the command in the results map (the shell's glob)
+SECOND = sorted(p.name for p in (RESULTS / "gen_2026-12-02_matrix2").glob("gen_throughput_*.json"))
 
 
-def test_committed_table_is_what_the_script_makes_of_the_committed_files(tmp_path):
+@pytest.mark.parametrize("folder, files", [(MATRIX, FILES),
+                                           (RESULTS / "gen_2026-12-02_matrix2", SECOND)])
+def test_committed_table_is_what_the_script_makes_of_the_committed_files(tmp_path, folder, files):
+    assert len(files) >= 4
     out = tmp_path / "matrix.md"
-    proc = subprocess.run([sys.executable, str(SCRIPT), *(str(MATRIX / f) for f in FILES),
+    proc = subprocess.run([sys.executable, str(SCRIPT), *(str(folder / f) for f in files),
                            "--out", str(out)], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
-    assert out.read_text() == (MATRIX / "matrix.md").read_text()
+    assert out.read_text() == (folder / "matrix.md").read_text()
 
 
 def test_fast_against_the_best_generate_mode_from_the_raw_runs():
