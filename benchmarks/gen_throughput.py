@@ -199,7 +199,7 @@ def main() -> None:
             payload["stopped"] = f"device-call time budget: round {round_index} would not fit"
             break
         for path, batch, items in order:
-            if deadline.left() < 60:  # round 0: no estimates yet
+            if deadline.left() < 60:  # round 0 (no estimates yet), or a round that ran long
                 payload["stopped"] = "device-call time budget"
                 break
             save = f"{args.runs}/{path}_b{batch}" if args.runs and round_index == 0 else None
