@@ -9,6 +9,8 @@ the real code. The real engine is measured on the H200 (``benchmarks/vllm_compar
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -67,6 +69,27 @@ def test_bad_switches_are_one_line_with_the_fix(precision, batch_size, args, mes
     with pytest.raises(ConfigError, match="^vllm-metered: ") as caught:
         plan_engine(precision, batch_size, dict(args))
     assert message in str(caught.value)
+
+
+def test_data_parallel_replicas_with_bars_off_are_refused_before_the_engine_starts():
+    """lm-eval's replicas call vLLM with a bar, which divides by zero under TQDM_DISABLE (tqdm
+    reads it at import: a fresh process per setting)."""
+    plan = ("from lm_eval_ext.errors import ConfigError\n"
+            "from lm_eval_ext.model_wrappers.vllm_engine_args import plan_engine\n"
+            "try:\n    print(plan_engine(None, 1, {'data_parallel_size': 2}).gpus)\n"
+            "except ConfigError as e:\n    print(e)\n"
+            "print(plan_engine(None, 1, {'tensor_parallel_size': 2}).gpus)")
+    env = {k: v for k, v in os.environ.items() if k != "TQDM_DISABLE"}
+    off = subprocess.run([sys.executable, "-c", plan], env={**env, "TQDM_DISABLE": "1"},
+                         capture_output=True, text=True, timeout=120)
+    on = subprocess.run([sys.executable, "-c", plan], env=env, capture_output=True, text=True,
+                        timeout=120)
+    assert off.returncode == on.returncode == 0, off.stderr + on.stderr
+    assert off.stdout.splitlines() == [
+        "vllm-metered: data_parallel_size=2 with progress bars off (TQDM_DISABLE): lm-eval's "
+        "replicas call vLLM 0.24 with a bar, which then divides by zero (vLLM issue 28097); "
+        "unset TQDM_DISABLE for a data-parallel run", "2"]  # one engine: no bar, no refusal
+    assert "progress bars off" not in on.stdout and on.stdout.splitlines()[-1] == "2"
 
 
 def _samples(lm, tasks):

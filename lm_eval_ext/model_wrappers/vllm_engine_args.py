@@ -14,6 +14,7 @@ Nothing here imports vLLM.
 
 from __future__ import annotations
 
+import io
 from dataclasses import dataclass
 from importlib.util import find_spec
 from typing import Any
@@ -89,6 +90,16 @@ def _precision(precision: str | None, args: dict[str, Any]) -> tuple[str, str | 
     return dtype, quantization
 
 
+def progress_bars_disabled() -> bool:
+    """Whether tqdm bars are off (``TQDM_DISABLE``)."""
+    from tqdm.auto import tqdm
+
+    bar = tqdm(total=0, file=io.StringIO())
+    off = bool(bar.disable)
+    bar.close()
+    return off
+
+
 def plan_engine(precision: str | None, batch_size: Any, args: dict[str, Any]) -> EnginePlan:
     """The engine plan for these switches.
 
@@ -109,6 +120,11 @@ def plan_engine(precision: str | None, batch_size: Any, args: dict[str, Any]) ->
                               " both set how many sequences vLLM runs at once; pass one of them")
     tensor = _positive_int("tensor_parallel_size", args.pop("tensor_parallel_size", 1))
     data = _positive_int("data_parallel_size", args.pop("data_parallel_size", 1))
+    if data > 1 and progress_bars_disabled():
+        raise ConfigError(f"{MODEL_NAME}: data_parallel_size={data} with progress bars off "
+                          "(TQDM_DISABLE): lm-eval's replicas call vLLM 0.24 with a bar, which "
+                          "then divides by zero (vLLM issue 28097); unset TQDM_DISABLE for a "
+                          "data-parallel run")
     if data > 1 and find_spec("ray") is None:
         raise ConfigError(f"{MODEL_NAME}: data_parallel_size={data} runs vLLM replicas through "
                           "Ray, which is not installed: pip install ray")

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import atexit
 import functools
-import io
 import sys
 import time
 from importlib.metadata import version
@@ -37,7 +36,11 @@ from lm_eval_ext.model_wrappers.chat_template import ChatTemplated, ChatTemplate
 from lm_eval_ext.model_wrappers.metering import MeteredLM, Metering  # noqa: E402
 from lm_eval_ext.model_wrappers.model_args import MergedModelArgs, validate_own_args  # noqa: E402
 from lm_eval_ext.model_wrappers.model_info import wrapper_info  # noqa: E402
-from lm_eval_ext.model_wrappers.vllm_engine_args import MODEL_NAME, plan_engine  # noqa: E402
+from lm_eval_ext.model_wrappers.vllm_engine_args import (  # noqa: E402
+    MODEL_NAME,
+    plan_engine,
+    progress_bars_disabled,
+)
 
 
 def engine_config(llm: Any) -> dict[str, Any]:
@@ -49,16 +52,6 @@ def engine_config(llm: Any) -> dict[str, Any]:
     return {"dtype": None if dtype is None else str(dtype).removeprefix("torch."),
             "quantization": getattr(model_config, "quantization", None),
             "max_num_seqs": getattr(scheduler, "max_num_seqs", None)}
-
-
-def progress_bars_disabled() -> bool:
-    """Whether tqdm bars are off (``TQDM_DISABLE``)."""
-    from tqdm.auto import tqdm
-
-    bar = tqdm(total=0, file=io.StringIO())
-    off = bool(bar.disable)
-    bar.close()
-    return off
 
 
 def _without_progress_bar(generate: Any, *args: Any, **kwargs: Any) -> Any:
