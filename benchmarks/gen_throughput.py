@@ -87,6 +87,11 @@ def run_once(lm, path: str, batch_size: int | str, limit: int | None,
     return row, texts
 
 
+def condition_key(path: str, batch: int | str) -> str:
+    """A condition's name in the summary, the texts and the JSON: ``PATH@BATCH``."""
+    return f"{path}@{batch}"
+
+
 def summarise(runs: list[dict], texts: dict[str, list[str]], reference: str) -> dict:
     """Medians per condition and the identical-text share against ``reference``.
 
@@ -94,8 +99,8 @@ def summarise(runs: list[dict], texts: dict[str, list[str]], reference: str) -> 
     more on the reference's (``compared_items``): a ``--limit`` keeps the task's first items.
     """
     summary = {}
-    for key in dict.fromkeys(f"{r['path']}@{r['batch_size']}" for r in runs):
-        rows = [r for r in runs if f"{r['path']}@{r['batch_size']}" == key]
+    for key in dict.fromkeys(condition_key(r["path"], r["batch_size"]) for r in runs):
+        rows = [r for r in runs if condition_key(r["path"], r["batch_size"]) == key]
         medians = {f: statistics.median(r[f] for r in rows if r[f] is not None)
                    for f in ("inference_seconds", "items_per_s", "new_tokens_per_s", "j_per_item",
                              "j_per_new_token", "idle_share", "forward_share")
@@ -133,7 +138,7 @@ def parse_conditions(text: str, limit: int | None) -> list[tuple[str, int | str,
                              "write PATH@BATCH or PATH@BATCH:ITEMS (e.g. fast@32, standard@1:30)")
         conditions.append((path, batch if batch == "auto" else int(batch),
                            int(items) if items else limit))
-    keys = [f"{p}@{b}" for p, b, _ in conditions]
+    keys = [condition_key(p, b) for p, b, _ in conditions]
     if len(set(keys)) < len(keys):
         raise SystemExit(f"gen_throughput: a condition is named twice in {text!r}")
     return conditions
@@ -180,7 +185,7 @@ def main() -> None:
 
     lm = HFMeteredLM(pretrained=pretrained, device=args.device, precision=args.precision,
                      batch_size=1)
-    reference = f"{conditions[0][0]}@{conditions[0][1]}"
+    reference = condition_key(*conditions[0][:2])
     runs, texts = [], {}
     payload = {"command": command_line("gen_throughput.py", args),
                "environment": environment(), "task": TASK, **model, "reference": reference,
@@ -194,8 +199,8 @@ def main() -> None:
     for round_index in range(args.rounds):
         shift = round_index % len(conditions)
         order = conditions[shift:] + conditions[:shift]
-        if round_index and not whole_round_fits(last_seconds, [f"{p}@{b}" for p, b, _ in order],
-                                                deadline.left()):
+        if round_index and not whole_round_fits(
+                last_seconds, [condition_key(p, b) for p, b, _ in order], deadline.left()):
             payload["stopped"] = f"device-call time budget: round {round_index} would not fit"
             break
         for path, batch, items in order:
@@ -205,8 +210,9 @@ def main() -> None:
             save = f"{args.runs}/{path}_b{batch}" if args.runs and round_index == 0 else None
             row, generated = run_once(lm, path, batch, items, save)
             runs.append({**row, "round": round_index})
-            last_seconds[f"{path}@{batch}"] = row["evaluate_wall_seconds"]
-            texts.setdefault(f"{path}@{batch}", generated)
+            key = condition_key(path, batch)
+            last_seconds[key] = row["evaluate_wall_seconds"]
+            texts.setdefault(key, generated)
             print({k: row[k] for k in ("path", "batch_size", "inference_seconds", "j_per_item",
                                        "new_tokens_per_s")}, flush=True)
             if reference in texts:
