@@ -15,12 +15,13 @@
 # the random-init checkpoint's build, loading) takes 35-100 s, the warm-up about one round. On
 # the second lease the embedded part (budget 480) and `batch1 llama-8b` (330) stopped one to
 # three runs short of their third round under the older rule (no run starts with under 60 s
-# left); their budgets are now 540 and 420.
+# left); their budgets are now 540 and 420, with which a third lease ran both to 3 whole rounds
+# (407 s and 279 s per call, the first with the setup).
 #
-#   bash benchmarks/h200_gen_matrix.sh embedded            # ~9 min: 200 items at 32, 30 at 1
+#   bash benchmarks/h200_gen_matrix.sh embedded            # ~7 min: 200 items at 32, 30 at 1
 #   bash benchmarks/h200_gen_matrix.sh batches llama-8b    # ~6 min: 64 items at 32, auto and 64
 #   bash benchmarks/h200_gen_matrix.sh batches smollm2-1.7b 330   # ~4 min
-#   bash benchmarks/h200_gen_matrix.sh batch1 llama-8b     # ~6 min: 4 items at batch 1
+#   bash benchmarks/h200_gen_matrix.sh batch1 llama-8b     # ~5 min: 4 items at batch 1
 #   bash benchmarks/h200_gen_matrix.sh batch1 smollm2-1.7b # ~4 min
 #   bash benchmarks/h200_gen_matrix.sh nf4                 # ~4 min: llama-8b in nf4, 64 items
 set -euo pipefail
