@@ -21,12 +21,13 @@ import hashlib
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
-
-import datasets
+from typing import TYPE_CHECKING, Any
 
 from lm_eval_ext.errors import check_choice as _check_choice
 from lm_eval_ext.tasks.common.answer_parser import LETTERS
+
+if TYPE_CHECKING:  # imported where splits are built: the CLI's light commands start without it
+    import datasets
 
 TIERS = ("minimal", "role", "detailed", "cot")
 PATHS = ("generative", "loglik")
@@ -143,6 +144,8 @@ def prepared_splits(test_rows: Iterable[Mapping[str, Any]],
                     prepare: Callable[[Mapping[str, Any]], dict[str, Any]]
                     ) -> datasets.DatasetDict:
     """``test`` and ``fewshot`` splits of prepared docs."""
+    import datasets
+
     def build(rows):
         return datasets.Dataset.from_list([prepare(r) for r in rows])
     return datasets.DatasetDict({"test": build(test_rows), "fewshot": build(pool_rows)})
