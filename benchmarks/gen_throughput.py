@@ -185,7 +185,8 @@ def main() -> None:
 
     lm = HFMeteredLM(pretrained=pretrained, device=args.device, precision=args.precision,
                      batch_size=1)
-    reference = condition_key(*conditions[0][:2])
+    keys = [condition_key(path, batch) for path, batch, _ in conditions]
+    reference = keys[0]
     runs, texts = [], {}
     payload = {"command": command_line("gen_throughput.py", args),
                "environment": environment(), "task": TASK, **model, "reference": reference,
@@ -199,8 +200,7 @@ def main() -> None:
     for round_index in range(args.rounds):
         shift = round_index % len(conditions)
         order = conditions[shift:] + conditions[:shift]
-        if round_index and not whole_round_fits(
-                last_seconds, [condition_key(p, b) for p, b, _ in order], deadline.left()):
+        if round_index and not whole_round_fits(last_seconds, keys, deadline.left()):
             payload["stopped"] = f"device-call time budget: round {round_index} would not fit"
             break
         for path, batch, items in order:

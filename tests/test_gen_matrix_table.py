@@ -16,7 +16,8 @@ from gen_matrix_table import fast_against_plain, rows_of  # noqa: E402
 
 SCRIPT = ROOT / "benchmarks" / "gen_matrix_table.py"
 RESULTS = ROOT / "benchmarks" / "results"
-MATRIX, MATRIX2, MATRIX3 = (RESULTS / f"gen_2026-12-02_{name}" for name in ("matrix", "matrix2", "matrix3"))
+MATRIX, MATRIX2, MATRIX3 = (RESULTS / f"gen_2026-12-02_{name}"
+                            for name in ("matrix", "matrix2", "matrix3"))
 FILES = ["gen_throughput_llama8b_batches_h200.json", "gen_throughput_embedded_b32_h200.json",
          "gen_throughput_embedded_b32_limit100_h200.json", "gen_throughput_llama8b_nf4_h200.json"]
 
@@ -26,7 +27,8 @@ def globbed(folder: Path) -> list[str]:
     return sorted(p.name for p in folder.glob("gen_throughput_*.json"))
 
 
-@pytest.mark.parametrize("folder, files, n_files", [(MATRIX, FILES, 4), (MATRIX2, globbed(MATRIX2), 5),
+@pytest.mark.parametrize("folder, files, n_files", [(MATRIX, FILES, 4),
+                                                    (MATRIX2, globbed(MATRIX2), 5),
                                                     (MATRIX3, globbed(MATRIX3), 2)])
 def test_committed_table_is_what_the_script_makes_of_the_committed_files(tmp_path, folder, files,
                                                                          n_files):

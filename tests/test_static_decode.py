@@ -196,16 +196,16 @@ def test_cuda_graphs_takes_a_boolean_and_the_cpu_never_replays(embedded_lm):
 
 
 def test_prefill_kernels_leave_out_only_cudnn_on_a_gpu_and_restore_the_flags():
-    flags = {"cudnn": torch.backends.cuda.cudnn_sdp_enabled,
-             "flash": torch.backends.cuda.flash_sdp_enabled,
-             "efficient": torch.backends.cuda.mem_efficient_sdp_enabled,
-             "math": torch.backends.cuda.math_sdp_enabled}
-    before = {name: enabled() for name, enabled in flags.items()}
+    def enabled() -> dict[str, bool]:
+        cuda = torch.backends.cuda
+        return {"cudnn": cuda.cudnn_sdp_enabled(), "flash": cuda.flash_sdp_enabled(),
+                "efficient": cuda.mem_efficient_sdp_enabled(), "math": cuda.math_sdp_enabled()}
+
+    before = enabled()
     assert before["cudnn"]  # torch's default: the test would pass vacuously otherwise
     with prefill_kernels(torch.device("cuda"), cudnn=False):
-        assert {name: enabled() for name, enabled in flags.items()} == {
-            "cudnn": False, "flash": True, "efficient": True, "math": True}
-    assert {name: enabled() for name, enabled in flags.items()} == before
+        assert enabled() == {"cudnn": False, "flash": True, "efficient": True, "math": True}
+    assert enabled() == before
     for device, cudnn in ((torch.device("cuda"), True), (torch.device("cpu"), False)):
         with prefill_kernels(device, cudnn):
-            assert {name: enabled() for name, enabled in flags.items()} == before
+            assert enabled() == before

@@ -87,9 +87,11 @@ class VLLMMeteredLM(MergedModelArgs, ChatTemplated, MeteredLM, VLLM):
         super().__init__(pretrained=pretrained, batch_size="auto",
                          **self._plan.engine_kwargs(), **kwargs)
         self._load_seconds = time.perf_counter() - started
-        if self.data_parallel_size == 1 and progress_bars_disabled():
-            self.model.generate = functools.partial(_without_progress_bar, self.model.generate)
-        self._engine = engine_config(self.model) if self.data_parallel_size == 1 else {}
+        self._engine = {}  # data-parallel: lm-eval's replicas hold the engines
+        if self.data_parallel_size == 1:
+            if progress_bars_disabled():
+                self.model.generate = functools.partial(_without_progress_bar, self.model.generate)
+            self._engine = engine_config(self.model)
         atexit.register(self.shutdown)
         self.metering = Metering.start(self._cuda_indices(), energy=own.energy, sync=False,
                                        idle_seconds=own.idle_seconds, forward_observable=False)
