@@ -371,3 +371,37 @@ def test_rank_flip_intervals_know_a_real_flip_from_resampling_noise():
     cells, sums = _known_grid({(c, m): 0.5 for c in ("c1", "c2", "c3") for m in ("A", "B")}, seed=2)
     row = rank_flip_intervals(cells, sums, 500, 1)[0].iloc[0]
     assert row["ordering_noise"] > 0.15 and not row["beyond_noise"]
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_judge_permutation_p_equals_exact_enumeration_of_all_sign_flips(seed):
+    """12 natural units of 1-3 judge-scored items (scores in tenths, not integers): with the
+    resampling rows set to all 2^12 swap patterns, the package's p is the exact one. The
+    reference enumerates the patterns in integer arithmetic (tenths), so its ties are exact."""
+    from itertools import product
+
+    from lm_eval_ext.analysis import permutation_pvalues
+    from lm_eval_ext.analysis.metrics import judge_metric
+
+    rng = np.random.default_rng(seed)
+    k = 12
+    units = np.repeat(np.arange(k), rng.integers(1, 4, k))
+    tenths = {r: rng.integers(0, 11, units.size) for r in ("ref", "run")}
+    spec = judge_metric("judge_score")
+    patterns = np.array(list(product((0.0, 1.0), repeat=k)))
+    design = ClusterDesign(units, k, np.ones_like(patterns), patterns)
+    sums = [design.sums(spec.features(pd.DataFrame({"judge_score": tenths[r] / 10}))[:, None, :])
+            for r in ("ref", "run")]
+    ours = {mid: permutation_pvalues(spec.value, design, *sums, mid_p=mid)[0]
+            for mid in (True, False)}
+
+    unit_diff = np.bincount(units, tenths["run"] - tenths["ref"], minlength=k).astype(int)
+    observed = abs(int(unit_diff.sum()))
+    null = np.abs((1 - 2 * patterns.astype(int)) @ unit_diff)  # a swapped unit changes sign
+    above, tied = int((null > observed).sum()), int((null == observed).sum())
+    exact_mid, exact = (above + tied / 2) / 2 ** k, (above + tied) / 2 ** k
+    # the package counts the observed delta once more among B + 1 (here B = 2^k)
+    assert ours[True] == pytest.approx((above + (tied + 1) / 2) / (2 ** k + 1), abs=1e-12)
+    assert ours[False] == pytest.approx((above + tied + 1) / (2 ** k + 1), abs=1e-12)
+    assert ours[True] == pytest.approx(exact_mid, abs=1 / 2 ** k)
+    assert ours[False] == pytest.approx(exact, abs=1 / 2 ** k)

@@ -35,6 +35,27 @@ def test_obrien_fleming_spending_matches_its_closed_form():
     assert all(a > 0 for a in PLAN.look_alphas())
 
 
+@pytest.mark.parametrize("first", [0.01, 0.0005])
+def test_an_early_first_look_spends_what_the_closed_form_says_and_changes_nothing_after(first):
+    """A first look at 1% of the information spends 2 Phi(-19.6) (about 1e-85: once 0 by
+    cancellation, and brentq crashed); at 0.05% it spends nothing, so its boundary is
+    infinite. Either way the later looks' boundaries are those of the plan without it (their
+    first is then a single look's closed form), and the plan still spends alpha."""
+    early = SequentialPlan("accuracy", 0.02, (first, 0.5, 1.0))
+    later = SequentialPlan("accuracy", 0.02, (0.5, 1.0))
+    spent = obrien_fleming_spent(first, 0.05)
+    assert spent == pytest.approx(2 * stats.norm.sf(stats.norm.isf(0.025) / np.sqrt(first)),
+                                  rel=1e-9)
+    assert (spent > 0) == (first == 0.01)
+    bounds = early.boundaries()
+    assert bounds[0] == (pytest.approx(stats.norm.isf(spent / 2)) if spent else np.inf)
+    assert bounds[1:] == pytest.approx(later.boundaries(), abs=1e-6)
+    assert later.boundaries()[0] == pytest.approx(stats.norm.isf(later.look_alphas()[0] / 2))
+    assert sum(early.look_alphas()) == pytest.approx(0.05)
+    look = decide(early, 0, 8, 5, 0.15, 0.01)  # 15 SEs out: no stop before z 19.6 (or inf)
+    assert look.decision == "continue"
+
+
 def test_linearised_se_of_accuracy_is_the_cluster_robust_se_of_the_mean_difference():
     rng = np.random.default_rng(3)
     ref, cand = simulate_paired_units(60, 0.02, rng)

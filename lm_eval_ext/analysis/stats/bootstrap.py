@@ -93,10 +93,17 @@ def percentile_intervals(draws: np.ndarray, level: float = 0.95
     return low, high, undefined
 
 
-def resampled(value, matrix: np.ndarray, cluster_sums: np.ndarray) -> np.ndarray:
-    """``value`` under every row of a (B x C) resampling matrix; sums are (C x G x k)."""
-    flat = cluster_sums.reshape(cluster_sums.shape[0], -1).astype(np.float32)
-    return value((matrix @ flat).reshape(matrix.shape[0], *cluster_sums.shape[1:]))
+def resampled(value, matrix: np.ndarray, cluster_sums: np.ndarray,
+              dtype: type = np.float32) -> np.ndarray:
+    """``value`` under every row of a (B x C) resampling matrix; sums are (C x G x k).
+
+    float32 is exact for the bootstrap's integer counts times 0/1 features and halves the
+    memory; the permutation null asks for float64 (its ties with the observed delta must
+    be exact, judge scores are not integers).
+    """
+    flat = cluster_sums.reshape(cluster_sums.shape[0], -1).astype(dtype)
+    return value((matrix.astype(dtype, copy=False) @ flat).reshape(matrix.shape[0],
+                                                                   *cluster_sums.shape[1:]))
 
 
 def permutation_pvalues(value, design: ClusterDesign, ref_sums: np.ndarray,
@@ -117,7 +124,7 @@ def permutation_pvalues(value, design: ClusterDesign, ref_sums: np.ndarray,
     """
     ref_total, run_total = ref_sums.sum(0), run_sums.sum(0)
     observed = np.abs(value(run_total) - value(ref_total))
-    shift = resampled(lambda s: s, design.flips, ref_sums - run_sums)
+    shift = resampled(lambda s: s, design.flips, ref_sums - run_sums, np.float64)
     null = np.abs(value(run_total + shift) - value(ref_total - shift))
     finite = np.isfinite(null)
     tol = 1e-9 * np.maximum(1.0, observed)
