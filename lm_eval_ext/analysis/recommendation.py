@@ -1,10 +1,12 @@
-"""``lm-eval-ext recommend``'s inputs and card: a pilot's analysis folder in, a card out.
+"""``lm-eval-ext recommend``'s inputs and card: pilot analysis folders in, a card out.
 
-The pilot is an ``lm-eval-ext analyze`` folder (the reference protocol against candidate
-protocols on one nested subset): ``deltas.csv`` gives each candidate's shift and level
-intervals per metric, ``runs.csv`` the joules (or seconds) per item. A study of several
-models gives one pilot per model; a protocol is then chosen for all of them at once. The
-statistics are in :mod:`lm_eval_ext.analysis.stats.recommend`.
+A pilot is an ``lm-eval-ext analyze`` folder (the reference protocol against candidate
+protocols on one nested subset): ``items.csv`` gives every run's per-item outcomes (each claim's
+contrast, shift and standard errors come from them), ``runs.csv`` the joules (or seconds) per
+item. A study of several models gives one pilot per model; a protocol is then chosen for all of
+them at once, and a claim may be about one model's value or the difference between two models.
+The statistics are in :mod:`lm_eval_ext.analysis.stats.recommend` and
+:mod:`lm_eval_ext.analysis.stats.pilot_contrasts`.
 """
 
 from __future__ import annotations
@@ -17,12 +19,13 @@ import pandas as pd
 
 from lm_eval_ext.analysis.errors import AnalysisInputError
 from lm_eval_ext.analysis.loader import split_run_argument
+from lm_eval_ext.analysis.metrics import paired_metrics
+from lm_eval_ext.analysis.stats.pilot_contrasts import claim_estimates
 from lm_eval_ext.analysis.stats.recommend import (
+    MIN_PILOT_UNITS,
     Candidate,
     Claim,
-    PilotMetric,
     Recommendation,
-    se_from_interval,
 )
 
 #: the frozen instrument's nested memberships, in natural units (4 items each)
@@ -31,124 +34,174 @@ ITEMS_PER_UNIT = 4
 
 
 def _read(folder: Path, name: str) -> pd.DataFrame:
+    if not folder.is_dir():
+        raise AnalysisInputError(f"recommend: pilot folder {folder} not found; pass the folder "
+                                 "that `lm-eval-ext analyze --out` wrote for the pilot")
     path = folder / name
     if not path.is_file():
-        raise AnalysisInputError(f"recommend: {path} not found; pass the folder that "
-                                 "`lm-eval-ext analyze --out` wrote for the pilot")
-    return pd.read_csv(path)
+        raise AnalysisInputError(f"recommend: {folder} has no {name}; pass the folder that "
+                                 "`lm-eval-ext analyze --out` wrote for the pilot (analyse it "
+                                 "again with this version if it is an old one)")
+    return pd.read_csv(path, low_memory=False)
 
 
-def _one_pilot(folder: Path, level: float) -> tuple[list[Candidate], dict[str, Any]]:
-    """The candidates of one pilot analysis, and its reference, cost unit and costs."""
-    deltas, runs = _read(folder, "deltas.csv"), _read(folder, "runs.csv")
-    needed = {"value_ci_low", "value_ci_high"} - set(deltas.columns)
-    if needed:
-        raise AnalysisInputError(f"recommend: {folder}/deltas.csv has no {sorted(needed)[0]}; "
-                                 "analyse the pilot again with this version")
-    energy = pd.to_numeric(runs["energy_joules"], errors="coerce")
-    seconds = pd.to_numeric(runs["inference_seconds"], errors="coerce")
-    items = pd.to_numeric(runs["n_items"])
-    joules = dict(zip(runs["run"], energy / items, strict=True))
-    time = dict(zip(runs["run"], seconds / items, strict=True))
-    reference = runs.loc[runs["is_reference"].astype(bool), "run"].iloc[0]
-    overall = deltas[deltas["subgroup_type"] == "all"]
-    candidates = []
-    for run, rows in overall.groupby("run", sort=False):
-        metrics = {}
-        for _, row in rows.iterrows():
-            metrics[row["metric"]] = PilotMetric(
-                delta_pp=float(row["delta_pp"]),
-                delta_se_pp=se_from_interval(row["ci_low"], row["ci_high"], level),
-                level_se_pp=100 * se_from_interval(row["value_ci_low"], row["value_ci_high"],
-                                                   level),
-                n_units=int(row["n_clusters"]))
-        candidates.append(Candidate(str(run), float("nan"), metrics))
-    candidates.insert(0, _reference_candidate(str(reference), overall, level))
-    return candidates, {"reference": str(reference), "joules": joules, "seconds": time,
-                        "measured_joules": bool((energy > 0).all())}
+class Pilot:
+    """One pilot analysis folder: its runs' items (same items, same order), reference, costs."""
+
+    def __init__(self, name: str, folder: Path) -> None:
+        runs, items = _read(folder, "runs.csv"), _read(folder, "items.csv")
+        self.name, self.folder = name, folder
+        self.reference = str(runs.loc[runs["is_reference"].astype(bool), "run"].iloc[0])
+        self.runs = [str(r) for r in runs["run"]]
+        frames = {str(run): group.sort_values("item_key").reset_index(drop=True)
+                  for run, group in items.groupby("run", sort=False)}
+        if set(frames) != set(self.runs):
+            raise AnalysisInputError(f"recommend: {folder}/items.csv and runs.csv name different "
+                                     "runs; pass a folder written by one `analyze`")
+        keys = frames[self.reference]["item_key"].tolist()
+        for run, frame in frames.items():
+            if frame["item_key"].tolist() != keys:
+                raise AnalysisInputError(f"recommend: in {folder}/items.csv run {run} holds "
+                                         f"other items than the reference {self.reference}; "
+                                         "analyse runs of one item set")
+        self.items = frames
+        energy = pd.to_numeric(runs["energy_joules"], errors="coerce")
+        n_items = pd.to_numeric(runs["n_items"])
+        self.joules = dict(zip(self.runs, energy / n_items, strict=True))
+        self.seconds = dict(zip(self.runs, pd.to_numeric(runs["inference_seconds"],
+                                                         errors="coerce") / n_items, strict=True))
+        self.measured_joules = bool((energy > 0).all())
+        self.metrics = {spec.name: spec for spec in paired_metrics(list(frames.values()))}
 
 
-def _reference_candidate(reference: str, overall: pd.DataFrame, level: float) -> Candidate:
-    """The reference protocol itself on a smaller subset: no shift, its own level intervals."""
-    first = overall[overall["run"] == overall["run"].iloc[0]]
-    return Candidate(reference, float("nan"), {
-        row["metric"]: PilotMetric(
-            delta_pp=0.0, delta_se_pp=0.0,
-            level_se_pp=100 * se_from_interval(row["reference_ci_low"],
-                                               row["reference_ci_high"], level),
-            n_units=int(row["n_clusters"])) for _, row in first.iterrows()})
+def read_pilots(folders: Sequence[str | Path]) -> dict[str, Pilot]:
+    """The pilots by name (``NAME=FOLDER``; a bare folder is named after itself).
 
-
-def _name(raw: str | Path) -> tuple[str, Path]:
-    name, path = split_run_argument(raw)
-    return (name or Path(path).name), Path(path)
-
-
-def pilot_candidates(folders: Sequence[str | Path], level: float = 0.95
-                     ) -> tuple[list[Candidate], dict[str, Any]]:
-    """The candidates of one or more pilot analyses, and the reference's cost and its unit.
-
-    Several pilots (``NAME=FOLDER``, one per system, e.g. one per model) are one protocol
-    choice: a candidate must be in every pilot; its cost per item is the sum over the
-    pilots, and its metrics are named ``METRIC@NAME`` (see :func:`claims_for`). The cost
-    unit is joules where every pilot run measured energy, else inference seconds.
+    They must share the reference and the candidate runs.
     """
-    pilots = dict(_name(f) for f in folders)
-    if len(pilots) < len(folders):
+    named = [split_run_argument(f) for f in folders]
+    names = [name or Path(path).name for name, path in named]
+    if len(set(names)) < len(names):
         raise AnalysisInputError("recommend: two pilots have one name; name them NAME=FOLDER")
-    read = {name: _one_pilot(folder, level) for name, folder in pilots.items()}
-    references = {info["reference"] for _, info in read.values()}
+    pilots = {n: Pilot(n, Path(path)) for n, (_, path) in zip(names, named, strict=True)}
+    references = {p.reference for p in pilots.values()}
     if len(references) > 1:
         raise AnalysisInputError(f"recommend: the pilots' references differ ("
                                  f"{', '.join(sorted(references))}); give every pilot the "
                                  "same reference protocol and run names")
-    names = [c.name for c in next(iter(read.values()))[0]]
-    for pilot, (candidates, _) in read.items():
-        have = {c.name for c in candidates}
-        if have != set(names):
-            odd = sorted(have.symmetric_difference(names))[0]
+    first = next(iter(pilots.values()))
+    for pilot in pilots.values():
+        if set(pilot.runs) != set(first.runs):
+            odd = sorted(set(pilot.runs).symmetric_difference(first.runs))[0]
             raise AnalysisInputError(f"recommend: candidate {odd} is not in every pilot "
-                                     f"({pilot} differs); run the same candidates per pilot")
-    unit = "J" if all(info["measured_joules"] for _, info in read.values()) else "s"
-    cost = {name: info["joules" if unit == "J" else "seconds"] for name, (_, info)
-            in read.items()}
-    several = len(read) > 1
-    merged = []
-    for name in names:
-        metrics = {}
-        for pilot, (candidates, _) in read.items():
-            own = next(c for c in candidates if c.name == name).metrics
-            metrics.update({f"{m}@{pilot}" if several else m: v for m, v in own.items()})
-        merged.append(Candidate(name, float(sum(cost[p][name] for p in read)), metrics))
-    reference = references.pop()
-    return merged, {"reference": reference, "cost_unit": unit, "pilots": list(read),
-                    "reference_cost_per_item": float(sum(cost[p][reference] for p in read))}
+                                     f"({pilot.name} differs); run the same candidates per pilot")
+    return pilots
 
 
-def claims_for(claims: Sequence[Claim], pilots: Sequence[str]) -> list[Claim]:
-    """Each claim for every pilot (``METRIC@PILOT``) when there are several, else as given."""
-    if len(pilots) < 2:
-        return list(claims)
-    return [Claim(f"{c.metric}@{p}", c.margin_pp) for c in claims for p in pilots]
+def _contrast(text: str, pilots: Sequence[str]) -> tuple[str, ...] | None:
+    """``A`` or ``A-B`` as pilot names (a name may itself hold ``-``); None if neither."""
+    if text in pilots:
+        return (text,)
+    for cut in range(1, len(text)):
+        if text[cut] == "-" and text[:cut] in pilots and text[cut + 1:] in pilots:
+            return (text[:cut], text[cut + 1:])
+    return None
 
 
-def parse_claims(texts: list[str]) -> list[Claim]:
-    """``METRIC=MARGIN_PP`` strings as claims."""
+def parse_claims(texts: Sequence[str], pilots: dict[str, Pilot]) -> list[Claim]:
+    """``METRIC[@A[-B]]=MARGIN_PP`` strings as claims, checked against the pilots.
+
+    A plain metric is a claim about each model's value when there are several pilots; ``@A``
+    is model A's value and ``@A-B`` the difference A minus B.
+    """
+    names = list(pilots)
+    metrics = sorted(set.intersection(*(set(p.metrics) for p in pilots.values())))
     claims = []
     for text in texts:
-        metric, _, margin = text.partition("=")
+        target, _, margin = text.partition("=")
         try:
             value = float(margin)
         except ValueError:
             value = float("nan")
-        if not metric or not value > 0:
+        metric, at, contrast = target.partition("@")
+        if not metric or not value > 0 or (at and not contrast):
             raise AnalysisInputError(f"recommend: claim {text!r} is not METRIC=MARGIN_PP with a "
-                                     "positive margin in points (e.g. --claim accuracy=2)")
-        claims.append(Claim(metric, value))
+                                     "positive margin in points (e.g. --claim accuracy=2, "
+                                     "--claim accuracy@gemma-smollm=5)")
+        if metric not in metrics:
+            raise AnalysisInputError(f"recommend: claim {text!r}: the pilot has no metric "
+                                     f"{metric!r}; it has {', '.join(metrics)}")
+        if at:
+            parts = _contrast(contrast, names)
+            if parts is None or len(set(parts)) < len(parts):
+                raise AnalysisInputError(
+                    f"recommend: claim {text!r}: {contrast!r} is not a pilot (A) or a "
+                    f"difference of two pilots (A-B); the pilots are {', '.join(names)}")
+            claims.append(Claim(metric, value, parts))
+        elif len(names) > 1:
+            claims += [Claim(metric, value, (name,)) for name in names]
+        else:
+            claims.append(Claim(metric, value))
     return claims
 
 
-def card(rec: Recommendation, claims: list[Claim], reference: dict[str, Any],
+def pilot_candidates(pilots: dict[str, Pilot], claims: Sequence[Claim], *,
+                     n_resamples: int = 2000, seed: int = 0
+                     ) -> tuple[list[Candidate], dict[str, Any]]:
+    """Every protocol (the reference first) with its claims' estimates and cost per item.
+
+    The cost per item is summed over the pilots, in joules where every pilot run measured
+    energy, else inference seconds.
+    """
+    first = next(iter(pilots.values()))
+    specs = {m: first.metrics[m] for m in {c.metric for c in claims}}
+    try:
+        estimates = claim_estimates({n: p.items for n, p in pilots.items()}, first.reference,
+                                    claims, specs, n_resamples, seed)
+    except ValueError as exc:
+        raise AnalysisInputError(f"recommend: {exc}") from exc
+    unit = "J" if all(p.measured_joules for p in pilots.values()) else "s"
+    cost = {run: float(sum((p.joules if unit == "J" else p.seconds)[run]
+                           for p in pilots.values())) for run in first.runs}
+    order = [first.reference, *(r for r in first.runs if r != first.reference)]
+    candidates = [Candidate(run, cost[run], estimates[run]) for run in order]
+    return candidates, {"reference": first.reference, "cost_unit": unit,
+                        "pilots": list(pilots), "reference_cost_per_item": cost[first.reference]}
+
+
+def recommend_from_pilots(folders: Sequence[str | Path], claim_texts: Sequence[str], *,
+                          sizes_units: Sequence[int] = INSTRUMENT_SIZES_UNITS,
+                          alpha: float = 0.05, power: float = 0.8, n_resamples: int = 2000,
+                          seed: int = 0) -> dict[str, Any]:
+    """``lm-eval-ext recommend`` as a function: pilot folders and claims in, the card out."""
+    from lm_eval_ext.analysis.stats.recommend import recommend
+
+    pilots = read_pilots(folders)
+    claims = parse_claims(claim_texts, pilots)
+    candidates, reference = pilot_candidates(pilots, claims, n_resamples=n_resamples,
+                                             seed=seed)
+    result = recommend(candidates, claims, sizes_units, ITEMS_PER_UNIT,
+                       reference=reference["reference"], alpha=alpha, power=power)
+    return card(result, claims, reference, max(sizes_units), {
+        "alpha": alpha, "power": power, "sizes_units": list(sizes_units),
+        "pilots": [str(f) for f in folders], "n_resamples": n_resamples, "seed": seed})
+
+
+def guarantee(rec: Recommendation, reference: str, n_claims: int) -> str:
+    """What the card promises about the chosen protocol (selection and every claim included)."""
+    tested = len(rec.certificates)
+    if rec.chosen is None:
+        return "nothing is recommended, so nothing is promised"
+    if rec.chosen.candidate == reference:
+        return ("the reference protocol itself on a smaller subset: no protocol shift; each "
+                "claim is decidable at its margin (the MDE at this size, from the pilot)")
+    return (f"P(the recommended protocol shifts any of the {n_claims} claims' contrasts by its "
+            f"margin or more) <= {rec.alpha:g}: each claim by an equivalence test (TOST), all "
+            f"claims jointly (intersection-union), Holm over the {tested} candidate protocols, "
+            "so choosing the cheapest certified one is covered")
+
+
+def card(rec: Recommendation, claims: Sequence[Claim], reference: dict[str, Any],
          full_units: int, settings: dict[str, Any]) -> dict[str, Any]:
     """The recommendation card: the protocol, what it saves, and why (JSON-ready)."""
     unit = reference["cost_unit"]
@@ -158,24 +211,29 @@ def card(rec: Recommendation, claims: list[Claim], reference: dict[str, Any],
         "reference_protocol": reference["reference"], "cost_unit": unit,
         "baseline": {"protocol": reference["reference"], "units": full_units,
                      "items": full_units * ITEMS_PER_UNIT, "cost": baseline},
-        "claims": {c.metric: c.margin_pp for c in claims}, "settings": settings,
+        "claims": {c.name: c.margin_pp for c in claims}, "settings": settings,
         "recommended": None, "reasons": rec.reasons,
+        "guarantee": guarantee(rec, reference["reference"], len(claims)),
+        "units_to_certify": rec.units_to_certify,
+        "certificates": {name: {"p_value": c.pvalue, "p_holm": c.pvalue_holm,
+                                "p_per_claim": c.pvalues, "certified": c.certified}
+                         for name, c in rec.certificates.items()},
         "options": [{"candidate": o.candidate, "units": o.units, "items": o.items,
-                     "cost": o.cost, "mde_pp": o.mde_pp, "risk_of_change": o.risk,
-                     "decidable": o.decidable, "not_expected_to_move": o.safe}
-                    for o in rec.options],
+                     "cost": o.cost, "mde_pp": o.mde_pp, "decidable": o.decidable,
+                     "certified": o.certified} for o in rec.options],
         "assumptions": [
             "standard errors scale as 1/sqrt(natural units) (nested natural-unit subsets)",
-            "the pilot's items stand for the instrument; the cost per item does not depend on "
-            "the subset size",
-            "the risk of a changed conclusion is P(|shift| > margin) for a shift ~ Normal("
-            "pilot delta, pilot SE): a flat prior on the shift"]}
+            "the pilot's units are a random sample of the instrument's; the cost per item "
+            "does not depend on the subset size",
+            f"a pilot of fewer than {MIN_PILOT_UNITS} natural units certifies nothing"]}
     if chosen is not None:
         out["recommended"] = {
             "protocol": chosen.candidate, "units": chosen.units, "items": chosen.items,
             "cost": chosen.cost, "saved": baseline - chosen.cost,
             "saved_share": (baseline - chosen.cost) / baseline if baseline else None,
-            "mde_pp": chosen.mde_pp, "risk_of_change": chosen.risk}
+            "mde_pp": chosen.mde_pp,
+            "p_holm": rec.certificates[chosen.candidate].pvalue_holm
+            if chosen.candidate in rec.certificates else None}
     return out
 
 
@@ -190,18 +248,27 @@ def card_markdown(data: dict[str, Any]) -> str:
     chosen = data["recommended"]
     base = data["baseline"]
     if chosen is None:
-        lines += ["No candidate keeps every claim: " + "; ".join(data["reasons"]), ""]
+        lines += ["No option is recommended: " + "; ".join(data["reasons"]) + ".", ""]
     else:
         lines += [f"**Run {chosen['protocol']} on {chosen['items']} items ({chosen['units']} "
                   f"natural units)**: expected {_amount(chosen['cost'])} {unit} against "
                   f"{_amount(base['cost'])} {unit} for {base['protocol']} on the full instrument "
-                  f"({100 * chosen['saved_share']:.1f}% saved).", ""]
-        lines += ["| claim | margin (pp) | MDE at this size (pp) | risk of a changed conclusion |",
+                  f"({100 * chosen['saved_share']:.1f}% saved).", "",
+                  f"Guarantee: {data['guarantee']}.", ""]
+        certificate = data["certificates"].get(chosen["protocol"])
+        lines += ["| claim | margin (pp) | MDE at this size (pp) | equivalence p (this claim) |",
                   "|---|---:|---:|---:|"]
-        for metric, margin in data["claims"].items():
-            lines.append(f"| {metric} | {margin:g} | {chosen['mde_pp'][metric]:.2f} | "
-                         f"{chosen['risk_of_change'][metric]:.3f} |")
+        for name, margin in data["claims"].items():
+            p = f"{certificate['p_per_claim'][name]:.4f}" if certificate else "(no shift)"
+            lines.append(f"| {name} | {margin:g} | {chosen['mde_pp'][name]:.2f} | {p} |")
         lines.append("")
+        if data["reasons"]:
+            lines += ["Note: " + "; ".join(data["reasons"]) + ".", ""]
+    if data["certificates"]:
+        lines += ["Candidates (Holm-adjusted equivalence p, certified at <= alpha = "
+                  f"{data['settings']['alpha']:g}): " + ", ".join(
+                      f"{name} {c['p_holm']:.3g}{' (certified)' if c['certified'] else ''}"
+                      for name, c in data["certificates"].items()) + ".", ""]
     lines += ["Assumptions: " + "; ".join(data["assumptions"]) + ".", "",
               f"Options considered: {len(data['options'])} (cheapest first in the JSON)."]
     return "\n".join(lines) + "\n"

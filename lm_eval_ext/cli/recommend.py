@@ -11,24 +11,27 @@ from lm_eval_ext.cli.options import probability
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     """Register ``recommend``."""
-    rec = sub.add_parser("recommend", help="the cheapest protocol that keeps every claim, from "
-                                           "a pilot's analysis")
+    rec = sub.add_parser("recommend", help="the cheapest protocol certified to keep every claim, "
+                                           "from a pilot's analysis")
     rec.add_argument("pilot", nargs="+", help="the `lm-eval-ext analyze --out` folder of a "
                                               "pilot (reference vs candidate protocols); one "
                                               "per model as NAME=FOLDER to choose one protocol "
-                                              "for several models (claims then hold for each)")
-    rec.add_argument("--claim", action="append", required=True, metavar="METRIC=MARGIN_PP",
-                     help="a pre-registered claim and the margin (points) it must resolve, "
-                          "e.g. --claim accuracy=2 --claim bias_s_dis=5")
+                                              "for several models")
+    rec.add_argument("--claim", action="append", required=True, metavar="METRIC[@A[-B]]=MARGIN_PP",
+                     help="a pre-registered claim and the margin (points) it must resolve: "
+                          "--claim accuracy=2 (with several pilots: each model's value), "
+                          "--claim accuracy@gemma=2 (one model), --claim "
+                          "accuracy@gemma-smollm=5 (the difference between two models)")
     rec.add_argument("--sizes", help="subset sizes in natural units, comma separated (default: "
                                       "the instrument's nested memberships, 62,125,250,500; the "
                                       "largest is the full instrument)")
-    rec.add_argument("--alpha", type=probability, default=0.05)
+    rec.add_argument("--alpha", type=probability, default=0.05,
+                     help="the chance of recommending a protocol that shifts some claim by its "
+                          "margin or more (and the planned tests' level)")
     rec.add_argument("--power", type=probability, default=0.8)
-    rec.add_argument("--max-risk", type=probability, default=0.2,
-                     help="largest accepted risk that a claim's conclusion moves")
-    rec.add_argument("--level", type=probability, default=0.95,
-                     help="the pilot analysis' interval level")
+    rec.add_argument("--bootstrap", type=int, default=2000, metavar="B",
+                     help="natural-unit bootstrap resamples for the pilot's standard errors")
+    rec.add_argument("--seed", type=int, default=0)
     rec.add_argument("--out", type=Path, help="write card.json and card.md into this folder")
     rec.set_defaults(func=run)
 
@@ -38,14 +41,9 @@ def run(args: argparse.Namespace) -> int:
     from lm_eval_ext.analysis.errors import AnalysisInputError
     from lm_eval_ext.analysis.recommendation import (
         INSTRUMENT_SIZES_UNITS,
-        ITEMS_PER_UNIT,
-        card,
         card_markdown,
-        claims_for,
-        parse_claims,
-        pilot_candidates,
+        recommend_from_pilots,
     )
-    from lm_eval_ext.analysis.stats.recommend import recommend
 
     try:
         sizes = ([int(s) for s in args.sizes.split(",") if s.strip()] if args.sizes
@@ -55,14 +53,11 @@ def run(args: argparse.Namespace) -> int:
     if not sizes or min(sizes) < 1:
         raise AnalysisInputError(f"recommend: --sizes {args.sizes!r} is not a list of positive "
                                  "natural-unit counts (e.g. --sizes 62,125,250,500)")
-    parsed = parse_claims(args.claim)
-    candidates, reference = pilot_candidates(args.pilot, args.level)
-    claims = claims_for(parsed, reference["pilots"])
-    result = recommend(candidates, claims, sizes, ITEMS_PER_UNIT, alpha=args.alpha,
-                       power=args.power, max_risk=args.max_risk)
-    data = card(result, claims, reference, max(sizes),
-                {"alpha": args.alpha, "power": args.power, "max_risk": args.max_risk,
-                 "sizes_units": sizes, "pilots": [str(p) for p in args.pilot]})
+    if args.bootstrap < 100:
+        raise AnalysisInputError(f"recommend: --bootstrap {args.bootstrap} is too few resamples "
+                                 "for a standard error; use at least 100 (default 2000)")
+    data = recommend_from_pilots(args.pilot, args.claim, sizes_units=sizes, alpha=args.alpha,
+                                 power=args.power, n_resamples=args.bootstrap, seed=args.seed)
     text = card_markdown(data)
     print(text, end="")
     if args.out:

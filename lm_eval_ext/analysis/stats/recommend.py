@@ -1,20 +1,31 @@
-"""Which cheap protocol keeps the claims? Planning from a paired pilot (no I/O).
+"""Which cheap protocol keeps the claims? Certified from a paired pilot (no I/O).
 
 A pilot runs the reference protocol and candidate protocols (precision x batch, ...) on the
-same nested subset. For every candidate and metric it gives the candidate's shift against the
-reference (a paired delta with its interval) and the precision of the candidate's own value
-(its level interval). For a subset of ``n`` natural units, each claim ``metric: margin`` asks:
+same natural units. A claim ``metric[@contrast]: margin`` is about one contrast: a metric's
+value for one model, or the difference between two models (``accuracy@gemma-smollm``). For
+every candidate and claim the pilot gives the candidate's **shift** of the contrast against the
+reference protocol (estimate and standard error) and the standard error of the contrast's own
+value under the candidate (see :mod:`.pilot_contrasts`).
 
-* **decidable**: the level MDE at ``n`` units, ``(z_{1-alpha/2} + z_{power}) * SE_pilot *
-  sqrt(n_pilot / n)``, is at most the margin (an effect of the margin would be detected);
-* **not expected to move**: the risk that the candidate shifts the metric by more than the
-  margin, ``P(|shift| > margin)`` with the shift ~ Normal(pilot delta, pilot SE) (a flat prior),
-  is at most ``max_risk``.
+* **Certified** (the error-controlled part): a candidate is certified when every claim's shift
+  is shown to lie inside ``(-margin, +margin)`` by an equivalence test (TOST, ``t`` with
+  ``n_units - 1`` degrees of freedom). A candidate's p-value is the largest of its claims'
+  (intersection-union: all claims must pass, so no correction over claims is needed), and the
+  candidates' p-values are Holm-adjusted. Holm controls the family-wise error: with probability
+  at least ``1 - alpha`` *no* truly non-equivalent candidate is certified, so the guarantee
+  holds for whichever certified option is chosen afterwards (the choice of the cheapest is
+  covered) and jointly over every claim and model.
+* **Decidable** (planning, not a decision): the MDE of the claim's contrast at ``n`` units,
+  ``(z_{1-alpha/2} + z_{power}) * SE_pilot * sqrt(n_pilot / n)``, is at most the margin.
 
-The recommendation is the cheapest (candidate, size) that meets both for every claim, cost =
-joules per item x items (inference seconds where energy was not measured). Assumptions: SEs
-scale as 1/sqrt(units) (natural-unit subsets, as the frozen memberships are drawn), the
-pilot's items stand for the instrument, the cost per item does not depend on the subset size.
+A pilot whose candidate shows no changed item at all has a standard error of 0, which proves
+nothing by itself; for an item mean of 0/1 outcomes over equal-size units the exact bound on the
+share of changed units is used instead (:func:`identical_pvalue`); otherwise such a claim is
+not certified. Pilots under :data:`MIN_PILOT_UNITS` certify nothing. The recommendation is the
+cheapest decidable option among the certified candidates and the reference protocol (which has
+no shift), cost = cost per item x items. Assumptions: SEs scale as 1/sqrt(units) (nested
+natural-unit subsets), the pilot's units are a random sample of the instrument's, the cost per
+item does not depend on the subset size.
 """
 
 from __future__ import annotations
@@ -23,60 +34,102 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+import numpy as np
 from scipy import stats
+
+from lm_eval_ext.analysis.stats.subgroups import holm
+
+#: below this many natural units the shift's standard error is itself too uncertain to certify
+MIN_PILOT_UNITS = 20
 
 
 @dataclass(frozen=True)
 class Claim:
-    """A pre-registered claim about a metric, decidable at ``margin_pp`` points."""
+    """A pre-registered claim: a metric's contrast, decidable at ``margin_pp`` points.
+
+    ``pilots`` names the contrast: ``()`` the only pilot's value, ``("a",)`` model a's value,
+    ``("a", "b")`` model a minus model b.
+    """
 
     metric: str
     margin_pp: float
+    pilots: tuple[str, ...] = ()
+
+    @property
+    def name(self) -> str:
+        """``metric``, ``metric@a`` or ``metric@a-b``."""
+        return f"{self.metric}@{'-'.join(self.pilots)}" if self.pilots else self.metric
+
+    @property
+    def n_models(self) -> int:
+        """How many models' shifts add up in the contrast."""
+        return max(len(self.pilots), 1)
 
 
 @dataclass(frozen=True)
-class PilotMetric:
-    """One candidate's pilot figures for one metric (points)."""
+class ClaimEstimate:
+    """One candidate's pilot figures for one claim's contrast (points)."""
 
-    delta_pp: float  # candidate minus reference
-    delta_se_pp: float  # the delta's standard error
-    level_se_pp: float  # the standard error of the candidate's own value
+    shift_pp: float  # candidate minus reference, of the contrast
+    shift_se_pp: float
+    level_se_pp: float  # the standard error of the contrast's value under the candidate
     n_units: int  # natural units in the pilot
+    identical: bool = False  # no item changed against the reference in any pilot of the claim
+    discordance_bounded: bool = False  # an item mean of 0/1 outcomes over equal-size units
 
 
 @dataclass(frozen=True)
 class Candidate:
-    """A cheap protocol and its pilot figures."""
+    """A protocol, its cost per item and its pilot figures per claim name."""
 
     name: str
     cost_per_item: float  # joules (or seconds) per item
-    metrics: dict[str, PilotMetric]
+    estimates: dict[str, ClaimEstimate]
+
+
+@dataclass(frozen=True)
+class Certificate:
+    """A candidate's equivalence tests: per claim, the candidate's and Holm's p."""
+
+    candidate: str
+    pvalues: dict[str, float]
+    pvalue: float  # the largest of the claims' (intersection-union)
+    pvalue_holm: float
+    certified: bool
 
 
 @dataclass(frozen=True)
 class Option:
-    """A candidate at a subset size, and how it fares on every claim."""
+    """A protocol at a subset size, and how it fares on every claim."""
 
     candidate: str
     units: int
     items: int
     cost: float
     mde_pp: dict[str, float]
-    risk: dict[str, float]
     decidable: bool
-    safe: bool
+    certified: bool
 
     @property
     def admissible(self) -> bool:  # noqa: D102
-        return self.decidable and self.safe
+        return self.decidable and self.certified
 
 
 @dataclass(frozen=True)
 class Recommendation:
-    """Every option (cheapest first) and the chosen one (None: no option keeps every claim)."""
+    """Every option (cheapest first), the chosen one, and each candidate's certificate.
+
+    ``chosen`` may be the reference protocol on a smaller subset; None: no option is both
+    certified and decidable. ``units_to_certify``: where no candidate was certified, about how
+    many pilot units would certify the most promising one were its true shift 0 (with the
+    planned power); None where one was certified or no estimate exists.
+    """
 
     options: list[Option]
     chosen: Option | None
+    certificates: dict[str, Certificate]
+    alpha: float
+    units_to_certify: int | None = None
     reasons: list[str] = field(default_factory=list)
 
 
@@ -87,45 +140,109 @@ def se_from_interval(low: float, high: float, level: float = 0.95) -> float:
 
 def level_mde_pp(level_se_pp: float, n_pilot_units: int, n_units: int, alpha: float = 0.05,
                  power: float = 0.8) -> float:
-    """The MDE of a metric's value measured on ``n_units`` (points)."""
+    """The MDE of a contrast measured on ``n_units`` (points)."""
     z = stats.norm.ppf(1 - alpha / 2) + stats.norm.ppf(power)
     return float(z * level_se_pp * math.sqrt(n_pilot_units / n_units))
 
 
-def change_risk(delta_pp: float, delta_se_pp: float, margin_pp: float) -> float:
-    """``P(|shift| > margin)`` for a shift ~ Normal(delta, se)."""
-    if delta_se_pp <= 0:
-        return float(abs(delta_pp) > margin_pp)
-    upper = stats.norm.sf((margin_pp - delta_pp) / delta_se_pp)
-    lower = stats.norm.cdf((-margin_pp - delta_pp) / delta_se_pp)
-    return float(upper + lower)
+def tost_pvalue(shift: float, se: float, margin: float, df: float) -> float:
+    """Two one-sided tests of ``|true shift| >= margin``: the larger one-sided ``t`` p."""
+    if not (se > 0 and np.isfinite(se) and np.isfinite(shift)):
+        return 1.0
+    upper = stats.t.sf((margin - shift) / se, df)  # H0: shift >= +margin
+    lower = stats.t.sf((shift + margin) / se, df)  # H0: shift <= -margin
+    return float(max(upper, lower))
+
+
+def identical_pvalue(margin_pp: float, n_units: int, n_models: int = 1) -> float:
+    """Exact p of ``|shift| >= margin`` when none of ``n_units`` units changed at all.
+
+    For an item mean of 0/1 outcomes over equal-size units, ``|shift|`` of one model is at most
+    the share of units with a changed item, and of a difference of ``n_models`` models at most
+    ``n_models`` times the share of units changed in either. A shift of the margin needs that
+    share to be at least ``margin / (100 n_models)``, and a random sample of ``n_units`` units
+    then shows none with probability at most ``(1 - margin / (100 n_models)) ** n_units``.
+    """
+    share = min(margin_pp / (100.0 * n_models), 1.0)
+    return float((1.0 - share) ** n_units)
+
+
+def claim_pvalue(estimate: ClaimEstimate, claim: Claim) -> float:
+    """The equivalence p of one claim (1: this pilot cannot certify it)."""
+    if estimate.n_units < MIN_PILOT_UNITS:
+        return 1.0
+    if estimate.identical and estimate.shift_pp == 0:
+        return (identical_pvalue(claim.margin_pp, estimate.n_units, claim.n_models)
+                if estimate.discordance_bounded else 1.0)
+    return tost_pvalue(estimate.shift_pp, estimate.shift_se_pp, claim.margin_pp,
+                       estimate.n_units - 1)
+
+
+def certify(candidates: Sequence[Candidate], claims: Sequence[Claim], alpha: float,
+            reference: str) -> dict[str, Certificate]:
+    """Every non-reference candidate's certificate (Holm over the candidates)."""
+    tested = [c for c in candidates if c.name != reference]
+    per_claim = [{k.name: claim_pvalue(c.estimates[k.name], k) for k in claims} for c in tested]
+    joint = np.array([max(p.values()) for p in per_claim], float)
+    adjusted = holm(joint) if len(joint) else joint
+    return {c.name: Certificate(c.name, p, float(j), float(a), bool(a <= alpha))
+            for c, p, j, a in zip(tested, per_claim, joint, adjusted, strict=True)}
+
+
+def units_to_certify(candidate: Candidate, claims: Sequence[Claim], alpha_each: float,
+                     power: float) -> float:
+    """Pilot units that would certify ``candidate`` with ``power`` were its true shifts 0."""
+    need = []
+    for claim in claims:
+        est = candidate.estimates[claim.name]
+        if est.identical and est.shift_pp == 0 and est.discordance_bounded:
+            share = min(claim.margin_pp / (100.0 * claim.n_models), 1.0)
+            need.append(math.log(alpha_each) / math.log1p(-share) if share < 1 else 1.0)
+        elif est.shift_se_pp > 0 and np.isfinite(est.shift_se_pp):
+            z = stats.norm.isf(alpha_each) + stats.norm.isf((1 - power) / 2)
+            need.append(est.n_units * (z * est.shift_se_pp / claim.margin_pp) ** 2)
+        else:
+            need.append(math.inf)
+    return max(max(need, default=math.inf), MIN_PILOT_UNITS)
 
 
 def recommend(candidates: Sequence[Candidate], claims: Sequence[Claim],
-              sizes_units: Sequence[int], items_per_unit: float, *, alpha: float = 0.05,
-              power: float = 0.8, max_risk: float = 0.2) -> Recommendation:
-    """The cheapest candidate x subset size that keeps every claim (see the module)."""
-    options, reasons = [], []
+              sizes_units: Sequence[int], items_per_unit: float, *, reference: str,
+              alpha: float = 0.05, power: float = 0.8) -> Recommendation:
+    """The cheapest decidable option among the certified candidates (see the module)."""
+    names = {c.name for c in candidates}
+    if reference not in names:
+        raise ValueError(f"the reference protocol {reference!r} is not among the candidates")
+    certificates = certify(candidates, claims, alpha, reference)
+    options = []
     for candidate in candidates:
-        missing = [c.metric for c in claims if c.metric not in candidate.metrics]
-        if missing:
-            reasons.append(f"{candidate.name}: the pilot has no {', '.join(missing)}")
-            continue
-        risk = {c.metric: change_risk(candidate.metrics[c.metric].delta_pp,
-                                      candidate.metrics[c.metric].delta_se_pp, c.margin_pp)
-                for c in claims}
+        certified = candidate.name == reference or certificates[candidate.name].certified
         for units in sorted(set(sizes_units)):
-            mde = {c.metric: level_mde_pp(candidate.metrics[c.metric].level_se_pp,
-                                          candidate.metrics[c.metric].n_units, units, alpha,
-                                          power) for c in claims}
+            mde = {c.name: level_mde_pp(candidate.estimates[c.name].level_se_pp,
+                                        candidate.estimates[c.name].n_units, units, alpha, power)
+                   for c in claims}
             items = round(units * items_per_unit)
-            options.append(Option(
-                candidate.name, units, items, candidate.cost_per_item * items, mde, risk,
-                decidable=all(mde[c.metric] <= c.margin_pp for c in claims),
-                safe=all(risk[c.metric] <= max_risk for c in claims)))
+            options.append(Option(candidate.name, units, items, candidate.cost_per_item * items,
+                                  mde, decidable=all(mde[c.name] <= c.margin_pp for c in claims),
+                                  certified=certified))
     options.sort(key=lambda o: (o.cost, -o.units, o.candidate))
     chosen = next((o for o in options if o.admissible), None)
+    reasons, needed = [], None
+    pilot_units = min((e.n_units for c in candidates for e in c.estimates.values()), default=0)
+    if pilot_units < MIN_PILOT_UNITS:
+        chosen = None
+        reasons.append(f"the pilot has {pilot_units} natural units, fewer than the "
+                       f"{MIN_PILOT_UNITS} whose standard errors can be trusted")
+    tested = [c for c in candidates if c.name != reference]
+    if tested and not any(c.certified for c in certificates.values()):
+        best = min(units_to_certify(c, claims, alpha / len(tested), power) for c in tested)
+        needed = math.ceil(best) if np.isfinite(best) else None
+        reasons.append(
+            f"no candidate protocol can be certified with this pilot ({pilot_units} natural "
+            "units): " + (f"it would need about {needed} units" if needed is not None else
+                          "its shifts have no usable standard error"))
     if chosen is None and options:
-        reasons.append("no candidate at any size keeps every claim: a larger subset or a "
-                       "wider margin is needed, or the reference protocol itself")
-    return Recommendation(options, chosen, reasons)
+        reasons.append("no option is both certified and decidable at every claim's margin: a "
+                       "larger subset, a wider margin or a larger pilot is needed")
+    return Recommendation(options, chosen, certificates, alpha, needed, reasons)
+
