@@ -19,6 +19,7 @@ from scipy import stats
 
 from lm_eval_ext.analysis.errors import AnalysisInputError
 from lm_eval_ext.analysis.stats.bootstrap import as_rng
+from lm_eval_ext.analysis.stats.subgroups import holm
 
 FACTORS = ("model", "precision", "batch_size", "template_tier", "shots", "decoding",
            "scoring_path")
@@ -181,14 +182,18 @@ def kendall_tau_b(x: np.ndarray, y: np.ndarray) -> np.ndarray:
 def rank_flip_intervals(cells: pd.DataFrame, unit_sums: dict[int, pd.DataFrame],
                         n_resamples: int, rng, level: float = 0.95
                         ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Natural-unit cluster-bootstrap intervals of rho_flip and mean Kendall tau, and noise.
+    """Natural-unit cluster-bootstrap intervals of rho_flip and mean Kendall tau; flip tests.
 
     ``unit_sums`` maps a cell's index to its per-unit ``correct`` and ``n`` (accuracy). Each
     resample draws the benchmark's natural units with replacement, the same draw for every cell
     (all cells of a benchmark hold the same items). ``ordering_noise`` of a model pair is the
     share of (resample, condition) in which the pair's order differs from the condition's
-    observed order: how often resampling alone reorders them. A flip rate whose interval lies
-    above that noise is ``beyond_noise``.
+    observed order: how fragile the observed orders are (a descriptive figure, not a test: a
+    truly tied pair shows about 25-50%). ``flip_p`` tests whether the pair's order truly
+    reverses between conditions (:func:`flip_pvalue`); ``flip_p_holm`` is Holm-adjusted over
+    every pair and benchmark, and ``beyond_noise`` is ``flip_p_holm <= 1 - level``.
+    ``gap_varies_p`` (and its Holm ``gap_varies_p_holm``) tests the weaker "the gap between the
+    two models differs between conditions" (:func:`gap_varies_pvalue`).
     """
     rng = as_rng(rng)
     tail = (1 - level) / 2
@@ -219,9 +224,11 @@ def rank_flip_intervals(cells: pd.DataFrame, unit_sums: dict[int, pd.DataFrame],
             flipped = (np.sign(diff) != seen) & (seen != 0)
             noise = float(flipped.mean()) if flipped.size else np.nan
             low, high = np.quantile(rho, [tail, 1 - tail]) if both.any() else (np.nan, np.nan)
+            gap = observed[both, a] - observed[both, b]
             pair_rows.append({"benchmark": benchmark, "model_a": models[a], "model_b": models[b],
                               "rho_flip_ci_low": float(low), "rho_flip_ci_high": float(high),
-                              "ordering_noise": noise, "beyond_noise": bool(low > noise)})
+                              "ordering_noise": noise, "flip_p": flip_pvalue(gap, diff),
+                              "gap_varies_p": gap_varies_pvalue(gap, diff)})
         complete = ~np.isnan(observed).any(axis=1)
         pairs = list(combinations(np.flatnonzero(complete), 2))
         if pairs and len(models) >= 2:
@@ -234,4 +241,66 @@ def rank_flip_intervals(cells: pd.DataFrame, unit_sums: dict[int, pd.DataFrame],
             low = high = np.nan
         tau_rows.append({"benchmark": benchmark, "mean_kendall_tau_ci_low": float(low),
                          "mean_kendall_tau_ci_high": float(high)})
-    return pd.DataFrame(pair_rows), pd.DataFrame(tau_rows)
+    pairs = pd.DataFrame(pair_rows, columns=["benchmark", "model_a", "model_b", "rho_flip_ci_low",
+                                             "rho_flip_ci_high", "ordering_noise", "flip_p",
+                                             "gap_varies_p"])
+    for column in ("flip_p", "gap_varies_p"):
+        pairs[f"{column}_holm"] = holm(pairs[column].to_numpy(float)) if len(pairs) else []
+    pairs["beyond_noise"] = pairs["flip_p_holm"] <= 1 - level
+    return pairs, pd.DataFrame(tau_rows)
+
+
+def _studentised(values: np.ndarray, resampled: np.ndarray
+                 ) -> tuple[np.ndarray, np.ndarray] | None:
+    """``values / se`` and the centred resamples ``(resampled - values) / se`` per column.
+
+    Only the columns with a positive SE count; None with fewer than two of them.
+    """
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        se = np.nanstd(resampled, axis=0, ddof=1)
+        usable = np.isfinite(se) & (se > 0) & np.isfinite(values)
+        if usable.sum() < 2 or resampled.shape[0] == 0:
+            return None
+        centred = (resampled[:, usable] - values[usable]) / se[usable]
+    return values[usable] / se[usable], np.where(np.isfinite(centred), centred, 0.0)
+
+
+def gap_varies_pvalue(gap: np.ndarray, resampled_gap: np.ndarray) -> float:
+    """The p-value of "the pair's gap differs between conditions" (condition x model interaction).
+
+    The deviations ``e_c = gap_c - mean(gap)`` are studentised by their bootstrap SDs; the
+    statistic ``max_c |e_c| / se_c`` is judged by the centred resamples' ``max_c |e*_rc - e_c| /
+    se_c`` (a simultaneous bootstrap-t that keeps the conditions' correlation). A gap that varies
+    is not yet a flip (+10 and +4 points vary without reversing the order): see
+    :func:`flip_pvalue`.
+    """
+    deviation = gap - gap.mean()
+    both = _studentised(deviation, resampled_gap - resampled_gap.mean(axis=1, keepdims=True))
+    if both is None:
+        return 1.0
+    t, centred = both
+    count = (np.abs(centred).max(axis=1) >= np.abs(t).max()).sum()
+    return float((count + 1) / (centred.shape[0] + 1))
+
+
+def flip_pvalue(gap: np.ndarray, resampled_gap: np.ndarray) -> float:
+    """The p-value of "the pair's order truly reverses somewhere", from its gaps per condition.
+
+    ``gap[c]`` is model a minus model b in condition ``c``; ``resampled_gap[r, c]`` the same
+    under bootstrap resample ``r`` (one draw of units for every condition). The null is that
+    the true gaps share a sign (all >= 0, or all <= 0: no true flip). With ``t_c = gap_c /
+    se_c`` and the centred resamples ``t*_rc = (resampled_gap_rc - gap_c) / se_c``, the evidence
+    against "all <= 0" is ``max_c t_c`` judged by the resampled ``max_c t*_rc`` (a simultaneous,
+    one-sided bootstrap-t over the conditions, which keeps their correlation), and against "all
+    >= 0" likewise ``max_c -t_c``; a flip needs both, so the p is the larger of the two
+    (intersection-union). With fewer than two conditions, or no spread, the p is 1.
+    """
+    both = _studentised(gap, resampled_gap)
+    if both is None:
+        return 1.0
+    t, centred = both
+    above = (centred.max(axis=1) >= t.max()).sum()
+    below = ((-centred).max(axis=1) >= (-t).max()).sum()
+    count = max(above, below)
+    return float((count + 1) / (centred.shape[0] + 1))
