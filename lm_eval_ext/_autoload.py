@@ -37,10 +37,22 @@ def _is_lm_eval_command() -> bool:
 
 
 def _run_task_manager_hook(module: ModuleType) -> None:
-    from lm_eval_ext.registration import narrow_to_command_line, patch_task_manager
+    from lm_eval_ext.registration import (
+        install_one_line_errors,
+        narrow_to_command_line,
+        patch_task_manager,
+    )
 
     patch_task_manager(module.TaskManager)
-    if _is_lm_eval_command():
+    if _is_lm_eval_command():  # lm-eval imports its task manager before it loads the model
+        from lm_eval_ext.command_preflight import PreflightError, check_command_line
+
+        install_one_line_errors()
+        try:
+            check_command_line(sys.argv[1:])
+        except PreflightError as exc:  # a usage error: one line, exit 2, no model loaded
+            sys.stderr.write(f"lm_eval: error: {exc}\n")
+            raise SystemExit(2) from None
         narrow_to_command_line(sys.argv[1:])
 
 

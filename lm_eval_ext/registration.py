@@ -254,6 +254,18 @@ def check_task_names_free(tasks: Sequence[str]) -> None:
                              "another name")
 
 
+def one_line_error(error: BaseException) -> BaseException:
+    """lm-eval's "Tasks not found: NAMES" as our one-line error with the closest names."""
+    text = str(error)
+    if isinstance(error, ValueError) and text.startswith("Tasks not found: "):
+        from lm_eval_ext.command_preflight import PreflightError, unknown_task_message
+
+        include_path = (_COMMAND_TASKS or ((), None))[1]
+        return PreflightError(unknown_task_message(text.removeprefix("Tasks not found: "),
+                                                   list(full_task_index(include_path))))
+    return error
+
+
 def install_one_line_errors() -> None:
     """Our own errors in the stock ``lm_eval`` command: one line, not lm-eval's traceback.
 
@@ -266,6 +278,7 @@ def install_one_line_errors() -> None:
         return
 
     def excepthook(kind, value, traceback) -> None:
+        value = one_line_error(value)
         if isinstance(value, LmEvalExtError):
             sys.stderr.write(f"lm_eval: error: {value}\n")
         else:

@@ -60,7 +60,7 @@ def test_several_runs_under_one_reference_is_an_error_listing_them(two_runs, tmp
 
 def test_same_results_file_as_reference_and_run_is_an_error(two_runs):
     ref, _ = two_runs
-    with pytest.raises(AnalysisInputError, match="is the reference itself"):
+    with pytest.raises(AnalysisInputError, match="are the same folder"):
         analyze(ref, [ref], **FAST)
 
 
@@ -79,6 +79,12 @@ def test_damaged_sample_key_names_the_file_and_field(two_runs):
     lines = samples.read_text().splitlines()
     broken = json.loads(lines[5])
     del broken["doc"]["unit_id"]
+    lines[5] = json.dumps(broken)
+    samples.write_text("\n".join(lines) + "\n")
+    with pytest.raises(AnalysisInputError, match=r"line 6's hashes do not match its own doc"):
+        load_runs([run])  # lm-eval's line hashes catch the edit first
+    for key in ("doc_hash", "prompt_hash", "target_hash"):  # a harness that logs no hashes
+        del broken[key]
     lines[5] = json.dumps(broken)
     samples.write_text("\n".join(lines) + "\n")
     with pytest.raises(AnalysisInputError, match=r"sample 6 of task .*unit_id"):
@@ -271,7 +277,7 @@ def test_failed_analysis_with_overwrite_keeps_the_earlier_one(two_runs, tmp_path
     (earlier / "report.md").write_text("earlier analysis")
     proc = run_cli(["lm-eval-ext", "analyze", "--reference", str(ref), "--runs", str(ref),
                     "--out", str(earlier), "--overwrite", "--no-progress"])
-    assert proc.returncode == 2 and "is the reference itself" in proc.stderr
+    assert proc.returncode == 2 and "are the same folder" in proc.stderr
     assert (earlier / "report.md").read_text() == "earlier analysis"
 
 

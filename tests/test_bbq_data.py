@@ -1,5 +1,8 @@
 """Prepared BBQ rows: counts, metadata join, natural units and the paper fingerprint."""
 
+import json
+import os
+import subprocess
 from collections import Counter, defaultdict
 
 from lm_eval_ext.data.bbq import load_bbq_rows
@@ -50,19 +53,19 @@ def test_prepared_rows_are_cached_by_content_and_a_bad_cache_is_ignored(data_dir
     try:
         fresh = bbq._read_rows(data_dir / "bbq")
         assert bbq.load_bbq_rows() == fresh
-        [cached] = (tmp_path / "prepared").glob("bbq_rows_*.pickle")
+        [cached] = (tmp_path / "prepared").glob("bbq_rows_*.json")
         assert cached == bbq._prepared_cache_path()
         bbq._all_rows.cache_clear()
         bbq._load.cache_clear()
         assert bbq.load_bbq_rows() == fresh  # from the file this time
-        cached.write_bytes(b"not a pickle")
+        cached.write_bytes(b"not json")
         bbq._all_rows.cache_clear()
         bbq._load.cache_clear()
         assert bbq.load_bbq_rows() == fresh  # a bad file is read around and replaced
         units = frozenset({fresh[0]["unit_id"], fresh[-1]["unit_id"]})
         expected = tuple(r for r in fresh if r["unit_id"] in units)
         assert len(expected) == 8 and bbq.load_bbq_unit_rows(units) == expected
-        [own] = set((tmp_path / "prepared").glob("bbq_rows_*.pickle")) - {cached}
+        [own] = set((tmp_path / "prepared").glob("bbq_rows_*.json")) - {cached}
         # the unit set's rows have a file of their own, named after the rows' file
         bbq._all_rows.cache_clear()
         bbq._load.cache_clear()
@@ -71,9 +74,41 @@ def test_prepared_rows_are_cached_by_content_and_a_bad_cache_is_ignored(data_dir
         own.write_bytes(b"")
         bbq._load.cache_clear()
         assert bbq.load_bbq_unit_rows(units) == expected  # a bad file is read around
+        # a file that is valid JSON but not this key's rows is rebuilt, not trusted
+        own.write_text(json.dumps({"key": "someone_else", "rows": [{"unit_id": "x"}]}))
+        bbq._load.cache_clear()
+        assert bbq.load_bbq_unit_rows(units) == expected
+        assert json.loads(own.read_text())["key"] == own.stem
+        assert not any((tmp_path / "prepared").glob("*.pickle"))
     finally:
         bbq._all_rows.cache_clear()
         bbq._load.cache_clear()
+
+
+def test_a_killed_writers_partial_file_is_removed_at_the_next_write(data_dir, tmp_path,
+                                                                   monkeypatch):
+    """Issue 39: a killed preparation left a 42 MB ``prepared/*.tmp`` for good. A partial file
+    of a process that is gone is removed when the next cache file is written; one of a live
+    process (this one) is left alone."""
+    from lm_eval_ext.data import bbq
+
+    monkeypatch.setenv("LM_EVAL_EXT_CACHE", str(tmp_path))
+    folder = tmp_path / "prepared"
+    folder.mkdir()
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    stale = folder / f"bbq_rows_0123.{gone.pid}.tmp"
+    live = folder / f"bbq_rows_4567.{os.getpid()}.tmp"
+    stale.write_bytes(b"half")
+    live.write_bytes(b"half")
+    bbq._load.cache_clear()
+    try:
+        rows = bbq.load_bbq_unit_rows(frozenset({load_bbq_rows()[0]["unit_id"]}))
+    finally:
+        bbq._load.cache_clear()
+        bbq._all_rows.cache_clear()
+    assert not stale.exists() and live.exists()
+    assert list(folder.glob("*.json")) and len(rows) == 4
 
 
 def test_the_fewshot_pool_comes_from_its_cache_file_and_equals_a_fresh_draw(data_dir,

@@ -17,7 +17,7 @@ LAYERS = (
     ("data",),
     ("tasks",),
     ("model_wrappers",),
-    ("registration", "upstream_noise"),  # how we plug into lm-eval
+    ("registration", "upstream_noise", "command_preflight"),  # how we plug into lm-eval
     ("analysis",),
     ("cross_harness", "export", "judge"),
     ("campaign",),

@@ -229,3 +229,48 @@ def test_sequential_cpu_run_reuses_items_and_matches_a_hand_decision(tmp_path, d
     assert main(args[1:]) == 0
     assert "Running loglikelihood" not in capfd.readouterr().err
     assert json.loads((out / "sequential.json").read_text()) == result
+
+
+@pytest.mark.slow
+def test_sequential_resumes_after_sigkill_in_the_middle_of_a_step(tmp_path, data_dir,
+                                                                  embedded_checkpoint):
+    """Issue 39: a killed step left empty look folders and every rerun failed. Killed (SIGKILL
+    to the whole process group) while the candidate arm of look 0 runs, the rerun reuses the
+    finished reference arm (its results file untouched), redoes the candidate and finishes."""
+    import os
+    import signal
+    import subprocess
+    import time
+
+    from conftest import console_script
+
+    from lm_eval_ext.analysis.loader import find_results
+    from lm_eval_ext.data.instrument import load_membership
+
+    rows = load_membership("12p5pct").rows
+    unit = rows[0]["unit_id"]
+    look = tmp_path / "look.csv"
+    look.write_text("category,example_id\n" + "".join(
+        f"{r['category']},{r['example_id']}\n" for r in rows if r["unit_id"] == unit))
+    out = tmp_path / "seq"
+    args = [console_script("lm-eval-ext"), "sequential", "--reference-args",
+            "precision=fp32,idle_seconds=0", "--candidate-args", "precision=bf16,idle_seconds=0",
+            "--looks", str(look), "--margin", "0.5", "--out", str(out), "--quiet"]
+    proc = subprocess.Popen(args, start_new_session=True, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    partial = out / "looks" / "0" / ".candidate.partial"
+    deadline = time.monotonic() + 300
+    while not partial.exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert partial.exists(), "the candidate arm never started"
+    time.sleep(2)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    reference = find_results([out / "looks" / "0" / "reference"])[0]
+    stamp = reference.stat().st_mtime_ns
+    assert not (out / "looks" / "0" / "candidate").exists()
+    done = subprocess.run(args, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert reference.stat().st_mtime_ns == stamp and not partial.exists()
+    assert find_results([out / "looks" / "0" / "candidate"])
+    assert json.loads((out / "sequential.json").read_text())["looks"]

@@ -18,7 +18,9 @@ from typing import Any
 import pandas as pd
 
 from lm_eval_ext.analysis.errors import AnalysisInputError
+from lm_eval_ext.analysis.integrity import check_item_metrics, check_samples, sha256_file
 from lm_eval_ext.analysis.items import SampleError, extract_items
+from lm_eval_ext.analysis.metrics import metrics_for
 from lm_eval_ext.cards import CARD_FILE, model_identity, task_card
 
 _RESULTS = re.compile(r"^results_(?P<stamp>.+)\.json$")
@@ -206,7 +208,7 @@ def load_run(results_path: Path, run_id: str | None = None) -> Run:
     info = run_info(results, results_path, run_id or "")
     run_id = run_id or short_label(info)
     info["run"] = run_id
-    frames, cards = [], {}
+    frames, cards, fingerprints = [], {}, []
     for task, setting in info["task_settings"].items():
         samples_file = samples_path(results_path, task)
         if not samples_file.is_file():
@@ -214,17 +216,15 @@ def load_run(results_path: Path, run_id: str | None = None) -> Run:
                 f"{results_path} has no samples file for task {task} (expected {samples_file.name}); "
                 "the analysis needs per-item outputs: rerun lm_eval with --log_samples")
         samples = read_samples(samples_file)
-        expected = (results.get("n-samples", {}).get(task) or {}).get("effective")
-        if expected is not None and len(samples) != int(expected):
-            raise AnalysisInputError(
-                f"{samples_file} holds {len(samples)} samples but {results_path.name} reports "
-                f"{expected} (n-samples.effective): the file was cut or mixed with another run. "
-                "Rerun the evaluation with --log_samples")
+        check_samples(results, task, samples, samples_file)
+        fingerprints.append(f"{task}:{sha256_file(samples_file)}")
         try:
             items = extract_items(task, results["configs"][task], samples)
         except SampleError as exc:
             raise AnalysisInputError(f"{samples_file}: {exc}; rerun lm_eval with --log_samples "
                                      "or repair the line") from exc
+        check_item_metrics(results, task, {spec.name: spec.compute(items)
+                                           for spec in metrics_for(items)}, samples_file)
         judged, rubrics = read_judge_scores(results_path, task)
         if judged is not None:
             items = items.drop(columns=[c for c in judged if c.startswith("judge_")
@@ -239,6 +239,8 @@ def load_run(results_path: Path, run_id: str | None = None) -> Run:
         raise AnalysisInputError(
             f"{results_path}: item {items['item_key'][duplicated].iloc[0]} appears in two tasks "
             "of one run; analyse those tasks as separate runs")
+    info["results_sha256"] = sha256_file(results_path)
+    info["samples_sha256"] = ",".join(fingerprints)
     items.insert(0, "run", run_id)
     items.insert(1, "model", info["model"])
     for key in ("precision", "batch_size"):

@@ -101,6 +101,21 @@ def energy_comparability(reference: dict[str, Any], run: dict[str, Any]) -> str 
     return None
 
 
+def refuse_repeated_runs(runs: Sequence[Run]) -> None:
+    """One error where two of the runs are one run (the same files, by their SHA-256)."""
+    seen: dict[tuple[str, str], Run] = {}
+    for run in runs:
+        key = (run.info["results_sha256"], run.info["samples_sha256"])
+        if key in seen:
+            first = seen[key]
+            same = ("the same folder" if first.results_path.resolve() == run.results_path.resolve()
+                    else "copies of one run (identical results and samples files)")
+            raise AnalysisInputError(
+                f"runs {first.run_id} ({first.results_path}) and {run.run_id} "
+                f"({run.results_path}) are {same}; a comparison needs two different runs")
+        seen[key] = run
+
+
 def _run_table(reference: Run, runs: list[Run]) -> pd.DataFrame:
     table = pd.DataFrame([{**r.info, "is_reference": r is reference, "n_items": len(r.items)}
                           for r in [reference, *runs]]).drop(columns=["task_settings"])
@@ -296,11 +311,7 @@ def analyze(reference: str | Path, runs: Sequence[str | Path], *,
     distinct_labels([ref_run, *other])
     if not other:
         raise AnalysisInputError("give at least one run to compare with the reference")
-    for run in other:
-        if run.results_path.resolve() == ref_run.results_path.resolve():
-            raise AnalysisInputError(
-                f"run {run.run_id} is the reference itself ({run.results_path}); compare the "
-                "reference with a different run")
+    refuse_repeated_runs([ref_run, *other])
     flips, rankings, shares, orderings = (
         _grid_analysis(grid, core, n_resamples, np.random.default_rng(seed), level) if grid
         else (None, None, None, None))

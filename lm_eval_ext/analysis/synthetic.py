@@ -7,6 +7,7 @@ the analysis reads them exactly as it reads real runs.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -14,7 +15,22 @@ from typing import Any
 
 import numpy as np
 
-from lm_eval_ext.tasks.bbq.metrics import bias_record
+from lm_eval_ext.tasks.bbq.metrics import bias_record, s_amb, s_dis
+
+#: the metrics a line logs, and their aggregation as the task's metric_list names it
+_METRICS = {"acc": "mean", "acc_ambig": "agg_acc_ambig", "acc_disambig": "agg_acc_disambig",
+            "bias_s_dis": "agg_s_dis", "bias_s_amb": "agg_s_amb"}
+
+
+def _sha256(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _line_hashes(line: Mapping[str, Any]) -> dict[str, str]:
+    """lm-eval's three per-line hashes (``evaluator.evaluate``'s recipe)."""
+    return {"doc_hash": _sha256(json.dumps(line["doc"], indent=2, ensure_ascii=False)),
+            "prompt_hash": _sha256(line["arguments"][0][0]),
+            "target_hash": _sha256(str(line["target"]))}
 
 
 def simulate_predictions(rows: Sequence[Mapping[str, Any]], accuracy: float, rng,
@@ -39,22 +55,33 @@ def write_run(out: Path, task: str, rows: Sequence[Mapping[str, Any]], preds: np
     """Write one run; returns the results file path."""
     folder = out / model
     folder.mkdir(parents=True, exist_ok=True)
+    records, hashes = [], []
     with open(folder / f"samples_{task}_{stamp}.jsonl", "w", encoding="utf-8") as handle:
         for doc_id, (row, pred) in enumerate(zip(rows, preds, strict=False)):
             record = bias_record(row, int(pred))
+            records.append(record)
             lls = [-5.0 - i for i in range(3)]
             lls[int(pred)] = -1.0
-            handle.write(json.dumps({
-                "doc_id": doc_id, "doc": dict(row), "target": str(row["label"]),
-                "filtered_resps": [[str(ll), "False"] for ll in lls], "filter": "none",
-                "metrics": ["acc", "bias_s_dis"], "acc": float(pred == row["label"]),
-                "acc_ambig": record, "acc_disambig": record, "bias_s_dis": record,
-                "bias_s_amb": record}) + "\n")
+            prompt = f"{row.get('context', '')} {row.get('question', '')}"
+            line = {"doc_id": doc_id, "doc": dict(row), "target": str(row["label"]),
+                    "arguments": [[prompt, f" {i}"] for i in range(3)],
+                    "filtered_resps": [[str(ll), "False"] for ll in lls], "filter": "none",
+                    "metrics": list(_METRICS), "acc": float(pred == row["label"]),
+                    "acc_ambig": record, "acc_disambig": record, "bias_s_dis": record,
+                    "bias_s_amb": record}
+            line.update(_line_hashes(line))
+            hashes.append(line["doc_hash"] + line["prompt_hash"] + line["target_hash"])
+            handle.write(json.dumps(line) + "\n")
     results = {
         "results": {task: {"alias": task, "acc,none": float(np.mean(
-            [p == r["label"] for p, r in zip(preds, rows, strict=False)])), "bias_s_dis,none": float("nan")}},
+            [p == r["label"] for p, r in zip(preds, rows, strict=False)])),
+            "acc_stderr,none": float("nan"),  # lm-eval writes bare NaN where it has none
+            "bias_s_dis,none": s_dis(records), "bias_s_amb,none": s_amb(records)}},
         "configs": {task: {"task": task, "output_type": "multiple_choice",
+                           "metric_list": [{"metric": m, "aggregation": a}
+                                           for m, a in _METRICS.items()],
                            "metadata": {"version": 1.0}}},
+        "task_hashes": {task: _sha256("".join(hashes))},
         "n-shot": {task: 0},
         "n-samples": {task: {"original": len(rows), "effective": len(rows)}},
         "config": {"model": "hf-metered", "model_args": f"pretrained={model},precision={precision}",

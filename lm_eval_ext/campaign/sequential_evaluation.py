@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import csv
 import json
+import shutil
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -101,17 +102,26 @@ def _register_increment(out: Path, look: int, keys: Sequence[tuple[str, int]]) -
 
 
 def _run_arm(out: Path, look: int, role: str, arm: Arm, task: str, echo: bool) -> Path:
+    """One arm of one look, written atomically (a temporary folder, then a rename).
+
+    lm-eval writes into ``.ROLE.partial``, which becomes ``ROLE`` only once its results are
+    there; a killed step leaves the partial folder, which the next run removes and redoes.
+    """
     folder = out / "looks" / str(look) / role
-    if folder.exists() and find_results([folder]):
+    if folder.is_dir() and any(folder.rglob("results_*.json")):
         return folder  # finished on an earlier run: reused, never re-run
-    folder.mkdir(parents=True, exist_ok=True)
+    shutil.rmtree(folder, ignore_errors=True)  # an unfinished step of an older version
+    partial = folder.with_name(f".{role}.partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    partial.mkdir(parents=True)
     argv = ["--model", "hf-metered", "--model_args", arm.model_args, "--tasks", task,
             "--include_path", str(out / "tasks" / task.removesuffix("_loglik")),
-            "--batch_size", arm.batch_size, "--output_path", str(folder), "--log_samples"]
+            "--batch_size", arm.batch_size, "--output_path", str(partial), "--log_samples"]
     code = run_lm_eval(argv, folder.parent / f"{role}.log", echo=echo)
-    if code != 0 or not find_results([folder]):
+    if code != 0 or not any(partial.rglob("results_*.json")):
         raise ConfigError(f"sequential: look {look}, {role} failed (exit {code}); see "
                           f"{folder.parent / f'{role}.log'}")
+    partial.rename(folder)
     return folder
 
 

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from lm_eval_ext.command_preflight import PreflightError, check_limit, check_num_fewshot
 from lm_eval_ext.errors import ConfigError
 
 MODEL = "hf-metered"
@@ -41,6 +42,8 @@ LM_EVAL_OPTIONS = (
     "fewshot_as_multiturn", "include_path", "verbosity", "write_out", "show_config", "seed",
     "trust_remote_code", "confirm_run_unsafe_code", "metadata",
 )
+#: lm_eval options whose values are checked when the campaign file is read (no model loads)
+_VALUE_CHECKS = {"limit": check_limit, "num_fewshot": check_num_fewshot}
 _TOP_KEYS = ("name", "models", "tasks", "lm_eval", "conditions", "compare", "subsets")
 _LABEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]*")
 
@@ -162,6 +165,12 @@ def _options(raw: Any, where: str) -> dict[str, Any]:
             hint = ", ".join(o for o in LM_EVAL_OPTIONS if o[:3] == str(key)[:3]) or \
                 ", ".join(LM_EVAL_OPTIONS)
             raise ConfigError(f"{where}: unknown lm_eval option {key!r}; valid: {hint}")
+        check = _VALUE_CHECKS.get(key)
+        if check is not None and value is not None:
+            try:
+                check(value, f"{key}:")
+            except PreflightError as exc:
+                raise ConfigError(f"{where}: {exc}") from None
         out[key] = value
     return out
 

@@ -26,12 +26,17 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Hand the arguments to lm-eval's own CLI after registering the extension."""
-    from lm_eval_ext.registration import activate, narrow_to_command_line
+    from lm_eval_ext.command_preflight import check_command_line
+    from lm_eval_ext.registration import activate, narrow_to_command_line, one_line_error
 
+    check_command_line(args.lm_eval_args)
     activate()
     narrow_to_command_line(args.lm_eval_args)
     from lm_eval.__main__ import cli_evaluate
 
     sys.argv = ["lm_eval", *args.lm_eval_args]
-    cli_evaluate()
+    try:
+        cli_evaluate()
+    except ValueError as exc:
+        raise one_line_error(exc) from None
     return 0

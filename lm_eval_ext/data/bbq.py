@@ -14,7 +14,6 @@ import csv
 import hashlib
 import json
 import os
-import pickle
 from collections.abc import Callable, Iterable
 from functools import lru_cache
 from pathlib import Path
@@ -143,7 +142,7 @@ def _prepared_cache_path() -> Path:
     for pinned in sorted(BBQ.files, key=lambda f: f.path):
         key.update(f"{pinned.path}:{pinned.sha256}\n".encode())
     key.update(Path(__file__).read_bytes())
-    return cache_dir() / "prepared" / f"bbq_rows_{key.hexdigest()[:24]}.pickle"
+    return cache_dir() / "prepared" / f"bbq_rows_{key.hexdigest()[:24]}.json"
 
 
 def derived_rows(dependencies: Iterable[bytes], derive: Callable[[], tuple[Any, ...]]
@@ -155,7 +154,7 @@ def derived_rows(dependencies: Iterable[bytes], derive: Callable[[], tuple[Any, 
     """
     digest = hashlib.sha256(b"\0".join(dependencies)).hexdigest()[:24]
     whole = _prepared_cache_path()
-    return _pickled(whole.with_name(f"{whole.stem}_{digest}.pickle"), derive)
+    return _cached(whole.with_name(f"{whole.stem}_{digest}.json"), derive)
 
 
 def joined(names: Iterable[str]) -> bytes:
@@ -163,19 +162,42 @@ def joined(names: Iterable[str]) -> bytes:
     return "\n".join(sorted(names)).encode()
 
 
-def _pickled(path: Path, build: Callable[[], Any]) -> Any:
-    """The object pickled at ``path``; else ``build()``, pickled there (whole or not at all)."""
+def _sweep_partials(folder: Path) -> None:
+    """Remove partial cache files (``NAME.PID.tmp``) whose writing process is gone."""
+    for partial in folder.glob("*.tmp"):
+        pid = partial.suffixes[-2].lstrip(".") if len(partial.suffixes) >= 2 else ""
+        if not pid.isdigit():
+            continue
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:  # killed while writing: never finished, never read
+            partial.unlink(missing_ok=True)
+        except OSError:
+            pass
+
+
+def _cached(path: Path, build: Callable[[], tuple[Any, ...]]) -> tuple[Any, ...]:
+    """The rows stored at ``path``; else ``build()``, stored there whole or not at all.
+
+    Stored as JSON, which cannot run code, and checked against its key (the file's name). A
+    shared cache folder (``LM_EVAL_EXT_CACHE`` on a cluster) is read by every user: a file there
+    is only data, and one whose key is not its name is rebuilt, not trusted.
+    """
     try:
-        with open(path, "rb") as handle:
-            return pickle.load(handle)
-    except (OSError, pickle.UnpicklingError, EOFError):
+        with open(path, encoding="utf-8") as handle:
+            stored = json.load(handle)
+        if isinstance(stored, dict) and stored.get("key") == path.stem and isinstance(
+                stored.get("rows"), list):
+            return tuple(stored["rows"])
+    except (OSError, ValueError):
         pass
     value = build()
     try:  # an unwritable cache only costs time
         path.parent.mkdir(parents=True, exist_ok=True)
+        _sweep_partials(path.parent)
         partial = path.with_suffix(f".{os.getpid()}.tmp")
-        with open(partial, "wb") as handle:
-            pickle.dump(value, handle, protocol=pickle.HIGHEST_PROTOCOL)
+        with open(partial, "w", encoding="utf-8") as handle:
+            json.dump({"key": path.stem, "rows": list(value)}, handle, ensure_ascii=False)
         os.replace(partial, path)
     except OSError:
         pass
@@ -185,7 +207,7 @@ def _pickled(path: Path, build: Callable[[], Any]) -> Any:
 @lru_cache(maxsize=4)
 def _all_rows(folder: str) -> tuple[dict[str, Any], ...]:
     """Every prepared row: from the cache when it is there, else read (and cached)."""
-    return _pickled(_prepared_cache_path(), lambda: _read_rows(Path(folder)))
+    return _cached(_prepared_cache_path(), lambda: _read_rows(Path(folder)))
 
 
 @lru_cache(maxsize=16)

@@ -1,0 +1,146 @@
+"""Do a run's samples belong to its results file? Checked before anything reads them.
+
+lm-eval writes a run as ``results_<stamp>.json`` plus one ``samples_<task>_<stamp>.jsonl`` per
+task. Every reader (``analyze``, ``mde``, ``compare-harness``, ``judge``, ``recommend``'s pilots,
+``sequential``, campaigns) loads runs through :mod:`.loader`, which calls :func:`check_samples`
+on each task's lines:
+
+* each (doc_id, filter) once: a repeated line names its line number; as many lines as the
+  results file's ``n-samples`` (per filter);
+* the lines are the task's: every line logs the task's metrics (a line of another task is
+  named);
+* each line's own hashes (lm-eval's ``doc_hash``, ``prompt_hash``, ``target_hash``) match its
+  ``doc``, prompt and ``target`` (lm-eval's recipe, checked on real runs): an edited line is
+  named;
+* lm-eval's ``task_hashes`` (a hash over every line's three hashes, in order) matches: lines of
+  another subset, or reordered, are caught;
+* the aggregate metrics the results report are what the lines give: every ``mean`` metric of the
+  task's ``metric_list`` recomputed from the lines (and, through :func:`check_item_metrics`,
+  every metric the analysis recomputes from the items, e.g. BBQ's bias scores): lines of another
+  run of the same items (a bf16 line in an fp32 file) change them.
+
+:func:`sha256_file` fingerprints each file read, for ``runs.csv``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from lm_eval_ext.analysis.errors import AnalysisInputError
+
+#: relative tolerance of a recomputed aggregate (lm-eval sums floats in another order)
+TOLERANCE = 1e-9
+
+
+def _hash(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def sha256_file(path: Path) -> str:
+    """The SHA-256 of a file's bytes."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _mixed(samples_file: Path, what: str) -> AnalysisInputError:
+    return AnalysisInputError(
+        f"{samples_file}: {what}; the samples file is not the one its results file was written "
+        "with (lines cut, edited or mixed from another run): rerun the evaluation with "
+        "--log_samples, or pass the run's own files")
+
+
+def _line_hashes_agree(sample: Mapping[str, Any]) -> bool:
+    """Whether a line's logged hashes match its own doc, prompt and target (when logged)."""
+    if not {"doc_hash", "prompt_hash", "target_hash"} <= set(sample):
+        return True
+    doc = json.dumps(sample.get("doc"), indent=2, ensure_ascii=False, default=str)
+    try:
+        prompt = sample["arguments"][0][0]
+    except (KeyError, IndexError, TypeError):
+        return True
+    if isinstance(prompt, dict):  # lm-eval logs some arguments as {"arg_0": ...}
+        prompt = next(iter(prompt.values()), "")
+    return (sample["doc_hash"] == _hash(doc) and sample["prompt_hash"] == _hash(str(prompt))
+            and sample["target_hash"] == _hash(str(sample.get("target"))))
+
+
+def check_samples(results: Mapping[str, Any], task: str, samples: Sequence[Mapping[str, Any]],
+                  samples_file: Path) -> None:
+    """Raise one clear error where ``samples`` are not the lines ``results`` was made from."""
+    seen: dict[tuple[Any, Any], int] = {}
+    for line, sample in enumerate(samples, start=1):
+        key = (sample.get("doc_id"), sample.get("filter"))
+        if key in seen:
+            raise _mixed(samples_file, f"line {line} repeats doc_id {key[0]} of line "
+                                       f"{seen[key]} (a duplicated line)")
+        seen[key] = line
+    expected = ((results.get("n-samples") or {}).get(task) or {}).get("effective")
+    filters = len({s.get("filter") for s in samples})
+    if expected is not None and len(samples) != int(expected) * filters:
+        raise AnalysisInputError(
+            f"{samples_file} holds {len(samples)} samples but its results file reports "
+            f"{expected} (n-samples.effective): the file was cut or mixed with another run. "
+            "Rerun the evaluation with --log_samples")
+    config = (results.get("configs") or {}).get(task) or {}
+    names = [m.get("metric") for m in config.get("metric_list") or [] if isinstance(m, dict)]
+    for line, sample in enumerate(samples, start=1):
+        logged = sample.get("metrics")
+        if names and logged is not None and sorted(logged) != sorted(names):
+            raise _mixed(samples_file, f"line {line} logs the metrics {', '.join(logged)}, not "
+                                       f"{task}'s ({', '.join(names)}): a line of another task")
+    bad = next((n for n, s in enumerate(samples, 1) if not _line_hashes_agree(s)), None)
+    if bad is not None:
+        raise _mixed(samples_file, f"line {bad}'s hashes do not match its own doc, prompt or "
+                                   "target (an edited line)")
+    stored = (results.get("task_hashes") or {}).get(task)
+    if stored and all("doc_hash" in s for s in samples):
+        joined = "".join(s["doc_hash"] + s["prompt_hash"] + s["target_hash"] for s in samples)
+        if _hash(joined) != stored:
+            raise _mixed(samples_file, "its items, prompts or their order differ from those the "
+                                       "results file hashed (task_hashes)")
+    _check_means(results, task, config, samples, samples_file)
+
+
+def _check_means(results: Mapping[str, Any], task: str, config: Mapping[str, Any],
+                 samples: Sequence[Mapping[str, Any]], samples_file: Path) -> None:
+    reported = (results.get("results") or {}).get(task) or {}
+    for spec in config.get("metric_list") or []:
+        if not isinstance(spec, dict) or spec.get("aggregation") != "mean":
+            continue
+        metric = spec.get("metric")
+        by_filter: dict[str, list[float]] = {}
+        for sample in samples:
+            value = sample.get(metric)
+            if isinstance(value, bool | int | float):
+                by_filter.setdefault(str(sample.get("filter", "none")), []).append(float(value))
+        for filter_key, values in by_filter.items():
+            expected = reported.get(f"{metric},{filter_key}")
+            if not isinstance(expected, int | float) or len(values) != len(samples) // max(
+                    len(by_filter), 1):
+                continue
+            mean = math.fsum(values) / len(values)
+            if not math.isclose(mean, float(expected), rel_tol=TOLERANCE, abs_tol=TOLERANCE):
+                raise _mixed(samples_file, f"its lines give {metric} = {mean:.6g} but the results "
+                                           f"file reports {float(expected):.6g}")
+
+
+def check_item_metrics(results: Mapping[str, Any], task: str,
+                       recomputed: Mapping[str, float], samples_file: Path) -> None:
+    """Metrics recomputed from the items against the results file's ``METRIC,none`` values."""
+    reported = (results.get("results") or {}).get(task) or {}
+    for metric, value in recomputed.items():
+        expected = reported.get(f"{metric},none")
+        if (not isinstance(expected, int | float) or not math.isfinite(float(expected))
+                or not math.isfinite(value)):
+            continue
+        if not math.isclose(value, float(expected), rel_tol=TOLERANCE, abs_tol=TOLERANCE):
+            raise _mixed(samples_file, f"its lines give {metric} = {value:.6g} but the results "
+                                       f"file reports {float(expected):.6g}")

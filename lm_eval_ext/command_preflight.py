@@ -1,0 +1,106 @@
+"""An lm-eval command line checked before any model loads: one line per mistake, exit 2.
+
+Run by the start-up hook in the stock ``lm_eval`` command (when lm-eval imports its task
+manager, before the model) and by ``lm-eval-ext run``. Each check names the argument, what was
+wrong and the fix; nothing is checked that lm-eval would accept and use correctly.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import math
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+from lm_eval_ext.errors import LmEvalExtError
+
+
+class PreflightError(LmEvalExtError):
+    """A command-line value that would fail or mislead after the model has loaded."""
+
+
+def check_limit(value: object, where: str = "--limit") -> None:
+    """A count of items (>= 1) or a fraction in (0, 1], as lm-eval reads ``--limit``."""
+    try:
+        limit = float(value)
+    except (TypeError, ValueError):
+        limit = math.nan
+    if not limit > 0 or not math.isfinite(limit):
+        raise PreflightError(f"{where} {value}: give a positive number of items (e.g. 8) or a "
+                             "fraction of each task in (0, 1] (e.g. 0.25)")
+    if limit > 1 and limit != int(limit):
+        raise PreflightError(f"{where} {value}: above 1 it counts items and must be whole "
+                             f"(e.g. {int(limit)}); a fraction must be at most 1")
+
+
+def check_num_fewshot(value: object, where: str = "--num_fewshot") -> None:
+    """Few-shot examples: a whole number >= 0."""
+    try:
+        shots = int(str(value))
+    except ValueError:
+        shots = -1
+    if shots < 0:
+        raise PreflightError(f"{where} {value}: give 0 or more few-shot examples")
+
+
+def check_output_path(value: str, where: str = "--output_path") -> None:
+    """lm-eval writes a folder there: not an existing file, and somewhere writable."""
+    path = Path(value).expanduser()
+    if path.is_file() and path.suffix != ".json":
+        raise PreflightError(f"{where} {value} is an existing file; lm-eval writes a folder of "
+                             "results there: pass a folder path (it is created if missing)")
+    existing = path if path.exists() else next((p for p in path.parents if p.exists()), None)
+    if existing is not None and existing != path and existing.is_file():
+        raise PreflightError(f"{where} {value}: {existing} is a file, so no folder can be made "
+                             "under it; pass another path")
+    if existing is not None and not os.access(existing, os.W_OK | os.X_OK):
+        raise PreflightError(f"{where} {value}: {existing} is not writable; pass a folder you "
+                             "can write to")
+
+
+def check_device(value: str, where: str = "--device") -> None:
+    """A CUDA device that this machine has."""
+    if not value.startswith("cuda"):
+        return
+    import torch
+
+    if not torch.cuda.is_available():
+        raise PreflightError(f"{where} {value}: no CUDA device is visible here "
+                             "(torch.cuda.is_available() is False); use --device cpu")
+    index = value.partition(":")[2]
+    if index.isdigit() and int(index) >= torch.cuda.device_count():
+        raise PreflightError(f"{where} {value}: this machine has {torch.cuda.device_count()} "
+                             f"CUDA device(s), cuda:0 to cuda:{torch.cuda.device_count() - 1}")
+
+
+def _arguments(argv: Sequence[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    parser.add_argument("--limit", "-L")
+    parser.add_argument("--num_fewshot", "-f")
+    parser.add_argument("--output_path", "-o")
+    parser.add_argument("--device")
+    return parser.parse_known_args(list(argv))[0]
+
+
+def check_command_line(argv: Sequence[str]) -> None:
+    """Every check above on an lm-eval command line (``lm_eval [run] ...`` arguments)."""
+    args = _arguments(argv)
+    if args.limit is not None:
+        check_limit(args.limit)
+    if args.num_fewshot is not None:
+        check_num_fewshot(args.num_fewshot)
+    if args.output_path:
+        check_output_path(args.output_path)
+    if args.device:
+        check_device(args.device)
+
+
+def unknown_task_message(missing: str, known: Sequence[str]) -> str:
+    """One line for lm-eval's "Tasks not found: a, b", with the closest known names."""
+    names = [n.strip() for n in missing.split(",") if n.strip()]
+    hints = {n: difflib.get_close_matches(n, known, n=1) for n in names}
+    named = ", ".join(f"{n} (did you mean {hints[n][0]}?)" if hints[n] else n for n in names)
+    return (f"unknown task(s) {named}; `lm-eval ls tasks` lists lm-eval's tasks, docs/tasks.md "
+            "this package's")

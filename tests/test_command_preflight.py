@@ -1,0 +1,93 @@
+"""Bad lm-eval arguments stop before any model loads, in one line (issue 39, item 4)."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import run_cli
+
+from lm_eval_ext.campaign.spec import build_spec
+from lm_eval_ext.command_preflight import (
+    PreflightError,
+    check_command_line,
+    check_limit,
+    check_num_fewshot,
+    check_output_path,
+    unknown_task_message,
+)
+from lm_eval_ext.errors import ConfigError
+
+
+@pytest.mark.parametrize("value", ["0", "-5", "0.0", "nan", "inf", "ten", "2.5"])
+def test_limits_that_lm_eval_would_fail_on_or_misread_are_refused(value):
+    with pytest.raises(PreflightError, match=f"--limit {value}"):
+        check_limit(value)
+
+
+@pytest.mark.parametrize("value", ["8", "1", "0.25", "1.0", "12.0"])
+def test_counts_and_fractions_pass(value):
+    check_limit(value)
+
+
+def test_negative_few_shot_is_refused():
+    with pytest.raises(PreflightError, match="--num_fewshot -1: give 0 or more"):
+        check_num_fewshot("-1")
+    check_num_fewshot("0")
+
+
+def test_output_path_that_is_a_file_or_under_a_file_is_refused(tmp_path):
+    existing = tmp_path / "results.txt"
+    existing.write_text("x")
+    with pytest.raises(PreflightError, match="is an existing file; lm-eval writes a folder"):
+        check_output_path(str(existing))
+    with pytest.raises(PreflightError, match="is a file, so no folder can be made under it"):
+        check_output_path(str(existing / "out"))
+    check_output_path(str(tmp_path / "new" / "out"))  # created by lm-eval
+    check_output_path(str(existing.with_suffix(".json")))  # lm-eval writes results beside it
+
+
+def test_cuda_on_a_machine_without_it_is_refused():
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    with pytest.raises(PreflightError, match="--device cuda: no CUDA device is visible here"):
+        check_command_line(["--model", "hf-metered", "--device", "cuda"])
+
+
+def test_the_closest_task_name_is_suggested():
+    message = unknown_task_message("bbq_subset_25pc, nosuchthing", ["bbq_subset_25pct", "arc"])
+    assert message.startswith("unknown task(s) bbq_subset_25pc (did you mean bbq_subset_25pct?)"
+                              ", nosuchthing;")
+
+
+@pytest.mark.parametrize("limit", [0, -5])
+def test_a_campaign_file_with_a_bad_limit_is_refused_when_read(limit):
+    raw = {"models": {"m": ""}, "tasks": ["bbq_subset_12p5pct_loglik"],
+           "lm_eval": {"limit": limit}, "conditions": {"fp32": {}}}
+    with pytest.raises(ConfigError, match=f"lm_eval: limit: {limit}: give a positive number"):
+        build_spec(raw)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("command", [["lm_eval"], ["lm-eval-ext", "run"]])
+def test_bad_arguments_stop_before_the_model_loads(command, tmp_path):
+    existing = tmp_path / "file.txt"
+    existing.write_text("x")
+    cases = {("--limit", "0"): "--limit 0: give a positive number",
+             ("--num_fewshot", "-1"): "--num_fewshot -1: give 0 or more",
+             ("--output_path", str(existing)): "is an existing file",
+             ("--device", "cuda"): "no CUDA device is visible here"}
+    for extra, message in cases.items():
+        proc = run_cli([*command, "--model", "hf-metered", "--tasks", "bbq_subset_25pct",
+                        *extra], timeout=120)
+        assert proc.returncode == 2, (extra, proc.stderr[-1500:])
+        assert message in proc.stderr and "Traceback" not in proc.stderr, proc.stderr[-1500:]
+        assert "Loading" not in proc.stderr  # no model was loaded
+
+
+@pytest.mark.slow
+def test_an_unknown_task_is_one_line_with_the_closest_name():
+    proc = run_cli(["lm-eval-ext", "run", "--model", "hf-metered", "--tasks", "bbq_subset_25pc",
+                    "--limit", "2"], timeout=300)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-1500:]
+    assert "unknown task(s) bbq_subset_25pc (did you mean bbq_subset_25pct" in proc.stderr

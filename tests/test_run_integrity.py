@@ -1,0 +1,130 @@
+"""A run's samples must be the lines its results file was written from (issue 39, item 1).
+
+Each case edits a real-format run as a user might (mixing lines of two runs, another task's
+lines, a renamed samples file, a duplicated or edited line, a copied folder) and expects one
+line naming the file and, where one line is at fault, that line.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+
+import numpy as np
+import pandas as pd
+import pytest
+from conftest import run_cli
+
+from lm_eval_ext.analysis import analyze
+from lm_eval_ext.analysis.errors import AnalysisInputError
+from lm_eval_ext.analysis.loader import load_runs
+from lm_eval_ext.analysis.synthetic import simulate_predictions, write_run
+from lm_eval_ext.data.instrument import load_membership
+
+TASK = "bbq_subset_25pct_loglik"
+FAST = {"n_resamples": 200, "mc_draws": 10, "progress": False}
+
+
+@pytest.fixture()
+def runs(tmp_path):
+    rows = load_membership("25pct").rows
+    rng = np.random.default_rng(0)
+    base = simulate_predictions(rows, 0.5, rng)
+    ref = write_run(tmp_path / "fp32", TASK, rows, base, precision="fp32")
+    bf16 = write_run(tmp_path / "bf16", TASK, rows,
+                     simulate_predictions(rows, 0.5, rng, base=base, flip_rate=0.3),
+                     precision="bf16")
+    other = write_run(tmp_path / "other", "bbq_subset_12p5pct_loglik",
+                      load_membership("12p5pct").rows, simulate_predictions(
+                          load_membership("12p5pct").rows, 0.5, rng))
+    return ref, bf16, other
+
+
+def _samples(results_path):
+    return next(results_path.parent.glob("samples_*.jsonl"))
+
+
+def _lines(results_path):
+    return _samples(results_path).read_text().splitlines()
+
+
+def _write(results_path, lines):
+    _samples(results_path).write_text("\n".join(lines) + "\n")
+
+
+def test_lines_of_another_run_of_the_same_items_are_refused(runs):
+    """6 lines of the fp32 file replaced by the bf16 run's lines of the same items."""
+    ref, bf16, _ = runs
+    mixed = _lines(ref)
+    mixed[:6] = _lines(bf16)[:6]
+    assert mixed != _lines(ref)
+    _write(ref, mixed)
+    with pytest.raises(AnalysisInputError, match=r"its lines give \w+ = .* but the results file "
+                                                 r"reports .*mixed from another run"):
+        load_runs([ref])
+
+
+def test_a_whole_samples_file_of_another_run_renamed_is_refused(runs):
+    ref, bf16, _ = runs
+    shutil.copy(_samples(bf16), _samples(ref))
+    with pytest.raises(AnalysisInputError, match="but the results file reports"):
+        analyze(ref.parent, [bf16.parent], **FAST)
+
+
+def test_lines_of_another_task_are_refused_and_named(runs):
+    ref, _, other = runs
+    lines = _lines(ref)
+    foreign = json.loads(_lines(other)[0])
+    foreign["doc_id"] = 3  # in the place of the line it replaces
+    lines[3] = json.dumps(foreign)
+    _write(ref, lines)
+    with pytest.raises(AnalysisInputError, match="order differ from those the results file "
+                                                 "hashed"):
+        load_runs([ref])
+    generative = json.loads(lines[3])
+    generative["metrics"] = ["acc", "parse_failure_rate"]
+    lines[3] = json.dumps(generative)
+    _write(ref, lines)
+    with pytest.raises(AnalysisInputError, match="line 4 logs the metrics acc, "
+                                                 "parse_failure_rate, not"):
+        load_runs([ref])
+
+
+def test_a_duplicated_line_is_named(runs):
+    ref, _, _ = runs
+    lines = _lines(ref)
+    _write(ref, [*lines[:10], lines[4], *lines[10:]])
+    with pytest.raises(AnalysisInputError, match="line 11 repeats doc_id 4 of line 5 "
+                                                 r"\(a duplicated line\)"):
+        load_runs([ref])
+
+
+def test_an_edited_line_is_named(runs):
+    ref, _, _ = runs
+    lines = _lines(ref)
+    edited = json.loads(lines[7])
+    edited["doc"]["category"] = "Age" if edited["doc"]["category"] != "Age" else "Religion"
+    lines[7] = json.dumps(edited)
+    _write(ref, lines)
+    with pytest.raises(AnalysisInputError, match="line 8's hashes do not match its own doc"):
+        load_runs([ref])
+
+
+def test_a_copied_run_is_not_a_comparison_and_runs_csv_fingerprints_every_file(runs, tmp_path):
+    ref, bf16, _ = runs
+    copy = tmp_path / "copy"
+    shutil.copytree(ref.parent, copy)
+    with pytest.raises(AnalysisInputError, match="are copies of one run"):
+        analyze(ref.parent, [copy], **FAST)
+    out = tmp_path / "analysis"
+    proc = run_cli(["lm-eval-ext", "analyze", "--reference", str(ref.parent), "--runs",
+                    str(bf16.parent), "--out", str(out), "--no-progress", "--bootstrap", "200",
+                    "--mc-draws", "10"])
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    table = pd.read_csv(out / "runs.csv").set_index("precision")
+    for precision, results in (("fp32", ref), ("bf16", bf16)):
+        row = table.loc[precision]
+        assert row["results_sha256"] == hashlib.sha256(results.read_bytes()).hexdigest()
+        assert row["samples_sha256"] == f"{TASK}:" + hashlib.sha256(
+            _samples(results).read_bytes()).hexdigest()
