@@ -60,6 +60,19 @@ def test_shards_partition_the_cells(count):
     assert sorted(flat) == sorted(c.cell_id for c in cells) and len(flat) == len(set(flat))
 
 
+def test_a_shard_beyond_the_cells_is_refused_before_anything_is_made(tmp_path):
+    """Issue 39: `campaign --shard 5/5` of 3 cells created a folder and exited 0."""
+    from lm_eval_ext.campaign import run_campaign
+
+    spec = build_spec({"models": {"m": ""}, "tasks": ["bbq_subset_12p5pct_loglik"],
+                       "conditions": {"a": {}, "b": {}, "c": {}}})
+    assert len(shard_cells(spec.cells, 3, 5)) == 1
+    with pytest.raises(ConfigError, match=r"--shard 5/5: the campaign has 3 cell\(s\), so shard "
+                                          "5 would run nothing; use at most 3 shards"):
+        run_campaign(spec, tmp_path / "out", "", shard="5/5")
+    assert not (tmp_path / "out").exists()
+
+
 @pytest.mark.parametrize(("change", "message"), [
     ({"lm_eval": {"output_path": "x"}}, "set by the campaign itself"),
     ({"lm_eval": {"batchsize": 2}}, "unknown lm_eval option 'batchsize'; valid: batch_size"),

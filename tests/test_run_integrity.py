@@ -128,3 +128,27 @@ def test_a_copied_run_is_not_a_comparison_and_runs_csv_fingerprints_every_file(r
         assert row["results_sha256"] == hashlib.sha256(results.read_bytes()).hexdigest()
         assert row["samples_sha256"] == f"{TASK}:" + hashlib.sha256(
             _samples(results).read_bytes()).hexdigest()
+
+
+def test_mde_refuses_runs_of_different_designs_and_a_run_against_itself(runs, tmp_path):
+    from lm_eval_ext.analysis.empirical_power import paired_inputs_from_runs
+
+    ref, bf16, other = runs
+    with pytest.raises(AnalysisInputError, match="differ in tasks bbq_subset_25pct_loglik vs "
+                                                 "bbq_subset_12p5pct_loglik"):
+        paired_inputs_from_runs(ref.parent, other.parent)
+    with pytest.raises(AnalysisInputError, match="are the same folder"):
+        paired_inputs_from_runs(ref.parent, ref.parent)
+    assert paired_inputs_from_runs(ref.parent, bf16.parent).m == 500
+
+
+def test_compare_harness_refuses_one_name_or_one_path_twice(runs):
+    from lm_eval_ext.cross_harness import compare_harnesses, read_harness_run
+
+    ref, bf16, _ = runs
+    with pytest.raises(AnalysisInputError, match="the name lm_eval is given twice"):
+        compare_harnesses([read_harness_run(f"lm_eval={ref.parent}"),
+                           read_harness_run(f"lm_eval={bf16.parent}")])
+    with pytest.raises(AnalysisInputError, match="the path .* is given twice"):
+        compare_harnesses([read_harness_run(f"lm_eval={ref.parent}"),
+                           read_harness_run(f"lm_eval:again={ref.parent}")])

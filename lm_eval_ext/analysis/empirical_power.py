@@ -5,8 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from lm_eval_ext.analysis.errors import AnalysisInputError
 from lm_eval_ext.analysis.loader import load_runs
-from lm_eval_ext.analysis.pairing import align, aligned_items
+from lm_eval_ext.analysis.pairing import align, aligned_items, how_runs_differ, refuse_repeated_runs
 from lm_eval_ext.analysis.stats.power import (
     design_effect,
     discordance_rate,
@@ -34,6 +35,11 @@ class PairedPowerInputs:
 def paired_inputs_from_runs(reference: str | Path, run: str | Path) -> PairedPowerInputs:
     """Discordance rate, design effect and item count of ``run`` against ``reference``."""
     ref, other = load_runs([reference, run])
+    refuse_repeated_runs([ref, other])
+    differs = how_runs_differ(ref, other)
+    if differs:
+        raise AnalysisInputError(f"mde --runs: {ref.run_id} and {other.run_id} differ in {differs}; "
+                                 "a discordance rate needs two runs of one task and scoring path")
     alignment = align(ref, [other], intersection=True)
     ref_items, run_items = aligned_items(ref, alignment), aligned_items(other, alignment)
     rho_d = discordance_rate(ref_items["correct"], run_items["correct"])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import pandas as pd
@@ -54,3 +55,25 @@ def align(reference: Run, runs: list[Run], *, intersection: bool = False) -> Ali
 def aligned_items(run: Run, alignment: Alignment) -> pd.DataFrame:
     """A run's items restricted to and ordered by the aligned keys."""
     return run.items.set_index("item_key").loc[alignment.keys].reset_index()
+
+
+def refuse_repeated_runs(runs: Sequence[Run]) -> None:
+    """One error where two of the runs are one run (the same files, by their SHA-256)."""
+    seen: dict[tuple[str, str], Run] = {}
+    for run in runs:
+        key = (run.info["results_sha256"], run.info["samples_sha256"])
+        if key in seen:
+            first = seen[key]
+            same = ("the same folder" if first.results_path.resolve() == run.results_path.resolve()
+                    else "copies of one run (identical results and samples files)")
+            raise AnalysisInputError(
+                f"runs {first.run_id} ({first.results_path}) and {run.run_id} "
+                f"({run.results_path}) are {same}; a comparison needs two different runs")
+        seen[key] = run
+
+
+def how_runs_differ(reference: Run, run: Run) -> str | None:
+    """What makes two runs not one paired design (tasks, scoring path), or None."""
+    differences = [f"{key} {reference.info[key]} vs {run.info[key]}"
+                   for key in ("tasks", "scoring_path") if reference.info[key] != run.info[key]]
+    return "; ".join(differences) or None

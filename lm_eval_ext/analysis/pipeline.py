@@ -20,7 +20,12 @@ from lm_eval_ext.analysis.errors import AnalysisInputError, DegenerateDataWarnin
 from lm_eval_ext.analysis.loader import Run, distinct_labels, load_runs
 from lm_eval_ext.analysis.membership import membership_sensitivity
 from lm_eval_ext.analysis.metrics import ACCURACY, BIAS_S_AMB, BIAS_S_DIS, paired_metrics
-from lm_eval_ext.analysis.pairing import align, aligned_items
+from lm_eval_ext.analysis.pairing import (
+    align,
+    aligned_items,
+    how_runs_differ,
+    refuse_repeated_runs,
+)
 from lm_eval_ext.analysis.stats.bootstrap import ClusterDesign, as_rng
 from lm_eval_ext.analysis.stats.paired import answer_agreement, mcnemar_exact, paired_deltas, transitions
 from lm_eval_ext.analysis.stats.power import (
@@ -99,21 +104,6 @@ def energy_comparability(reference: dict[str, Any], run: dict[str, Any]) -> str 
     if (reference.get("gpu_uuids") or "") != (run.get("gpu_uuids") or ""):
         return f"different GPUs ({reference.get('gpu_uuids')} vs {run.get('gpu_uuids')})"
     return None
-
-
-def refuse_repeated_runs(runs: Sequence[Run]) -> None:
-    """One error where two of the runs are one run (the same files, by their SHA-256)."""
-    seen: dict[tuple[str, str], Run] = {}
-    for run in runs:
-        key = (run.info["results_sha256"], run.info["samples_sha256"])
-        if key in seen:
-            first = seen[key]
-            same = ("the same folder" if first.results_path.resolve() == run.results_path.resolve()
-                    else "copies of one run (identical results and samples files)")
-            raise AnalysisInputError(
-                f"runs {first.run_id} ({first.results_path}) and {run.run_id} "
-                f"({run.results_path}) are {same}; a comparison needs two different runs")
-        seen[key] = run
 
 
 def _run_table(reference: Run, runs: list[Run]) -> pd.DataFrame:
@@ -312,6 +302,12 @@ def analyze(reference: str | Path, runs: Sequence[str | Path], *,
     if not other:
         raise AnalysisInputError("give at least one run to compare with the reference")
     refuse_repeated_runs([ref_run, *other])
+    for run in other:
+        differs = how_runs_differ(ref_run, run)
+        if differs:  # allowed (e.g. both scoring paths of one item set), but said
+            warnings.warn(f"{run.run_id} is not the reference's design ({differs}): its deltas "
+                          "mix the protocol change with that difference", DegenerateDataWarning,
+                          stacklevel=2)
     flips, rankings, shares, orderings = (
         _grid_analysis(grid, core, n_resamples, np.random.default_rng(seed), level) if grid
         else (None, None, None, None))

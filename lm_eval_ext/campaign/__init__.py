@@ -78,10 +78,10 @@ def run_campaign(spec: CampaignSpec, out: str | Path, source_yaml: str, *, shard
     if analyze_only and not folder.identity_path.is_file():
         raise ConfigError(f"--analyze-only: {out} holds no campaign (no campaign.json); run the "
                           "campaign first, or check --out")
+    cells = shard_cells(spec.cells, index, count)  # an empty shard is refused: nothing made
     if not analyze_only:
         check_cells(spec.cells)
     folder.bind(spec, source_yaml)
-    cells = shard_cells(spec.cells, index, count)
     if analyze_only:  # nothing runs: the finished cells count as skipped
         outcome = {"done": [], "failed": [], "busy": [],
                    "skipped": [c.cell_id for c in cells if folder.record(c) is not None]}

@@ -281,4 +281,7 @@ def shard_cells(cells: tuple[Cell, ...] | list[Cell], index: int, count: int) ->
 
     Deterministic from the spec alone, so shards started anywhere partition the cells.
     """
+    if index > len(cells):
+        raise ConfigError(f"--shard {index}/{count}: the campaign has {len(cells)} cell(s), so "
+                          f"shard {index} would run nothing; use at most {len(cells)} shards")
     return [c for position, c in enumerate(cells) if position % count == index - 1]

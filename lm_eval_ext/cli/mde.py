@@ -39,8 +39,10 @@ def run(args: argparse.Namespace) -> int:
                              "from the two runs)")
     if args.runs:
         inputs = paired_inputs_from_runs(*args.runs)
+        floored = (" (used as 1: an estimate below 1 is noise around independent items)"
+                   if inputs.usable_design_effect != inputs.design_effect else "")
         print(f"empirical rho_d = {inputs.rho_d:.4f}, design effect = "
-              f"{inputs.design_effect:.3f} over {inputs.m} paired items")
+              f"{inputs.design_effect:.3f}{floored} over {inputs.m} paired items")
         rho_d, deff, m = inputs.rho_d, inputs.usable_design_effect, m or inputs.m
     if m is None or rho_d is None:
         raise LmEvalExtError("mde needs --m and --rho-d (or --runs REFERENCE RUN)")

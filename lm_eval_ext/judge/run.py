@@ -110,11 +110,15 @@ def judge_target(target: JudgeTarget, lm, rubrics: Sequence[Rubric], *, max_gen_
     """Judge one task's items; write the scores and the summary; return the summary."""
     from lm_eval.api.instance import Instance
 
+    from lm_eval_ext.analysis.integrity import check_samples
     from lm_eval_ext.analysis.items import extract_items
     from lm_eval_ext.analysis.loader import read_json, read_samples, samples_path
 
     results = read_json(target.results_path)
-    samples = read_samples(samples_path(target.results_path, target.task))[:limit]
+    path = samples_path(target.results_path, target.task)
+    samples = read_samples(path)
+    check_samples(results, target.task, samples, path)  # judge only a run's own lines
+    samples = samples[:limit]
     if not all(field in (samples[0].get("doc") or {}) for field in _FIELDS):
         raise ConfigError(f"{target.task}: items lack {', '.join(_FIELDS)}; the rubrics judge "
                           "reasoning about a scenario with three options (BBQ tasks)")
