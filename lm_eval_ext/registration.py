@@ -121,9 +121,12 @@ def embedded_run_name(model_args) -> str:
     from lm_eval.utils import simple_parse_args_string
 
     from lm_eval_ext.model_wrappers.embedded_model import MODEL_NAME
+    from lm_eval_ext.model_wrappers.precision import precision_name
 
     args = model_args if isinstance(model_args, dict) else simple_parse_args_string(model_args or "")
-    return f"{MODEL_NAME}__embedded__{args.get('precision') or 'checkpoint-dtype'}"
+    # without precision= the embedded checkpoint runs in its own dtype: float32 (dequantised)
+    precision = args.get("precision") or precision_name(args.get("dtype")) or "fp32"
+    return f"{MODEL_NAME}__embedded__{precision}"
 
 
 def patch_output_naming(tracker_cls=None) -> None:

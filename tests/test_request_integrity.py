@@ -54,10 +54,13 @@ def test_use_cache_twice_makes_no_model_call_and_a_rerun_resumes(tmp_path, embed
                         *args, "--use_cache", str(cache), "--output_path", str(out)])
         assert proc.returncode == 0, proc.stderr[-3000:]
         outputs.append(out)
-    # the embedded model's output folder is named by model and precision, not drawn at random
-    assert [p.name for p in outputs[0].iterdir()] == [
-        "SmolLM2-135M-Instruct__embedded__checkpoint-dtype"]
+    # the embedded model's output folder is named by model and the precision the run records
+    assert [p.name for p in outputs[0].iterdir()] == ["SmolLM2-135M-Instruct__embedded__fp32"]
     first, second, resumed = (_results(o)["config"]["metering"] for o in outputs)
+    assert first["precision"] == "fp32"
+    assert first["generation"]["cuda_graphs"] is None  # a CPU run: graphs do not apply
+    started = [line for line in proc.stderr.splitlines() if line.startswith("[hf-metered]")]
+    assert len(started) == 1 and len(started[0]) < 200, started  # one short line
     assert set(first["per_task"]) == set(TASKS)
     assert second["per_task"] == {}  # every request answered from the cache: no window opened
     assert resumed["per_task"]["bbq_subset_12p5pct"]["n_requests"] == 1
@@ -103,4 +106,7 @@ def test_default_header_states_what_hf_metered_adds(embedded_lm):
     assert embedded_lm.tokenizer.chat_template is not None
     assert "through the tokenizer's chat template as one user turn" in header
     assert "log-likelihood requests unchanged" in header  # mc_scoring=standard
-    assert embedded_lm.get_model_info()["hf_metered"]["adds"] == header  # recorded as printed
+    assert embedded_lm.get_model_info()["hf_metered"]["adds"] == header  # recorded in full
+    line = embedded_lm.start_line()  # printed: short, the same facts
+    assert line.startswith(f"[hf-metered] precision={dtype}, energy=") and len(line) < 200
+    assert "config.hf_metered.adds" in line

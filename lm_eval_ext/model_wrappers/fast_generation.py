@@ -98,7 +98,8 @@ class FastGenerationStats:
     fallback_reasons: list[str] = dataclasses.field(default_factory=list)
     batch_sizes: list[int] = dataclasses.field(default_factory=list)  # planned, per task group
     out_of_memory_retries: int = 0
-    cuda_graphs: bool = True  # asked for: static cache + CUDA-graph decode where it holds
+    cuda_graphs: bool | None = True  # asked for (static cache + CUDA-graph decode where it
+    # holds); None on a model that is not on a GPU, where it does not apply
     graph_batches: int = 0  # batches decoded by CUDA-graph replays
     graph_compactions: int = 0  # times such a batch was cut to its running rows
     graph_reuses: int = 0  # batches that replayed an earlier batch's graph (no capture)
@@ -406,6 +407,8 @@ class FastGeneration:
                                                          cuda_graphs))
         self._generation_plan: tuple[int, int] | None = None
         super().__init__(*args, **kwargs)
+        if torch.device(self.device).type != "cuda":  # recorded only where it applies
+            self.fast_generation.stats.cuda_graphs = None
 
     def generate_until(self, requests, disable_tqdm: bool = False):  # noqa: D102
         return self.fast_generation.generate_until(self, requests, disable_tqdm,

@@ -84,7 +84,7 @@ class HFMeteredBase(MergedModelArgs, ChatTemplated, MeteredLM):
             codecarbon=CodeCarbonCheck(
                 cuda or None, country_iso_code=codecarbon_country, region=codecarbon_region,
                 carbon_intensity_g_per_kwh=own.carbon_intensity) if own.codecarbon else None)
-        print(self.header(), file=sys.stderr, flush=True)
+        print(self.start_line(), file=sys.stderr, flush=True)
 
     @classmethod
     def _checked_args(cls, pretrained: Any, chat_template: str, precision: str | None, energy: str,
@@ -157,6 +157,18 @@ class HFMeteredBase(MergedModelArgs, ChatTemplated, MeteredLM):
                 f"energy={source.name}{why} (inference windows only, synced: "
                 f"{synced}); {self._chat.describe(self.tokenizer)}; {self.generation_stats().policy()}; "
                 f"{self.scoring_stats().policy()}.")
+
+    def start_line(self) -> str:
+        """The one short line printed at start.
+
+        :meth:`header` (recorded as ``config.hf_metered.adds``) has the whole description.
+        """
+        source = self.metering.meter.source
+        reason = str(getattr(source, "reason", "") or "").split(" (")[0]
+        energy = f"{source.name} ({reason})" if reason else source.name
+        return (f"[{self.MODEL_NAME}] precision={self._precision}, energy={energy}, "
+                f"generation={self.generation_stats().requested}; the full description is "
+                "config.hf_metered.adds in the results file")
 
     def reset_metering(self) -> None:  # noqa: D102
         super().reset_metering()

@@ -50,6 +50,14 @@ class PrecisionPlan:
                                   bnb_4bit_compute_dtype=torch.bfloat16)
 
 
+def precision_name(dtype: Any) -> str | None:
+    """``bf16``/``fp16``/``fp32`` for a dtype name (``bfloat16``, ``torch.float32``, ...).
+
+    None for ``auto``, None or a name it does not know.
+    """
+    return _DTYPE_ALIASES.get(str(dtype).lower()) if dtype is not None else None
+
+
 def _dtype_precision(dtype: Any) -> str | None:
     if dtype is None or str(dtype) == "auto":
         return None
