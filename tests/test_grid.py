@@ -50,6 +50,9 @@ def test_two_by_two_grid_gives_rank_flips_that_match_the_cells(tmp_path, embedde
     result = run_cli(["lm-eval-ext", "grid", str(path), "--out", str(tmp_path / "g"), "--quiet",
                       *ANALYSIS])
     assert result.returncode == 0, result.stdout + result.stderr
+    # --quiet: no warning with its source line (numpy's, matplotlib's) reaches the user
+    assert "Warning:" not in result.stderr and "warnings.warn" not in result.stderr, \
+        result.stderr[-2000:]
     out = tmp_path / "g" / "analysis" / "grid"
     flips = pd.read_csv(out / "rank_flips.csv")
     accuracy = {}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import warnings
 
 from lm_eval_ext.cli.options import folder, non_negative_int, positive_int
 
@@ -46,6 +47,7 @@ def _add_cell_options(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Status, dry run, or run the cells (then the analysis); one summary line."""
+    from lm_eval_ext.analysis.errors import DegenerateDataWarning
     from lm_eval_ext.campaign import campaign_source, dry_run, run_campaign, status_lines
 
     spec, source = campaign_source(
@@ -59,11 +61,15 @@ def run(args: argparse.Namespace) -> int:
     if args.dry_run:
         print("\n".join(dry_run(spec, args.shard, args.calibration_limit or None, out=args.out)))
         return 0
-    outcome = run_campaign(
-        spec, args.out, source, shard=args.shard, analyze=not args.no_analyze,
-        analysis_settings={"n_resamples": args.bootstrap, "mc_draws": args.mc_draws,
-                           "seed": args.seed, "progress": not args.quiet},
-        echo=not args.quiet, grid=args.command == "grid", analyze_only=args.analyze_only)
+    with warnings.catch_warnings():
+        if args.quiet:  # numpy's and matplotlib's warnings too; our one-line notes stay
+            warnings.simplefilter("ignore")
+            warnings.simplefilter("default", DegenerateDataWarning)
+        outcome = run_campaign(
+            spec, args.out, source, shard=args.shard, analyze=not args.no_analyze,
+            analysis_settings={"n_resamples": args.bootstrap, "mc_draws": args.mc_draws,
+                               "seed": args.seed, "progress": not args.quiet},
+            echo=not args.quiet, grid=args.command == "grid", analyze_only=args.analyze_only)
     print(f"{args.command}: {len(outcome.done)} cells run, {len(outcome.skipped)} already done, "
           f"{len(outcome.failed)} failed, {len(outcome.busy)} held by other processes; "
           f"{'complete' if outcome.complete else 'incomplete'}: {args.out}/manifest.json")
@@ -71,5 +77,6 @@ def run(args: argparse.Namespace) -> int:
         print(f"report: {report}")
     if outcome.failed:
         print(f"failed cells (logs under {args.out}/failed/): {', '.join(outcome.failed)}; "
-              "rerun the same command to retry them")
+              "each one's error is on its line above: where it names an option of the campaign "
+              "file, fix the file; then rerun the same command (finished cells are kept)")
     return 1 if outcome.failed else 0
