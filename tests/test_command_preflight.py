@@ -91,3 +91,23 @@ def test_an_unknown_task_is_one_line_with_the_closest_name():
                     "--limit", "2"], timeout=300)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-1500:]
     assert "unknown task(s) bbq_subset_25pc (did you mean bbq_subset_25pct" in proc.stderr
+
+
+def test_an_invalid_batch_size_in_model_args_is_the_error_not_the_duplicate():
+    """Issue 39: batch_size=0 in --model_args said "pass it once, as --batch_size 0"."""
+    from lm_eval_ext.model_wrappers.model_args import merge_model_args
+
+    with pytest.raises(ConfigError, match="batch_size='0' is not valid; use a positive integer"):
+        merge_model_args("hf-metered", {"batch_size": "0"}, {"batch_size": 1})
+    with pytest.raises(ConfigError, match="pass it once, as --batch_size 4"):
+        merge_model_args("hf-metered", {"batch_size": "4"}, {"batch_size": 1})
+
+
+def test_sequential_names_the_batch_flag_it_blames(tmp_path):
+    """Issue 39: `sequential --reference-batch 0` blamed --reference-args."""
+    from lm_eval_ext.campaign.sequential_evaluation import Arm, run_sequential
+
+    with pytest.raises(ConfigError, match=r"sequential: --reference-batch: .*batch_size='0'"):
+        run_sequential(tmp_path / "seq", Arm("precision=fp32", "0"), Arm("precision=bf16", "1"),
+                       looks=["12p5pct"])
+    assert not (tmp_path / "seq").exists()

@@ -19,16 +19,24 @@ from lm_eval_ext.tasks.common.prompting import TIERS
 SETTING_CHOICES = {"template_tier": TIERS}
 
 
-def check_model_args(model_args: str, batch_size: Any, where: str) -> None:
-    """hf-metered's ``--model_args`` and the batch size, as the model would check them at load."""
+def check_model_args(model_args: str, batch_size: Any, where: str,
+                     batch_where: str | None = None) -> None:
+    """hf-metered's ``--model_args`` and the batch size, as the model would check them at load.
+
+    ``where`` names the model args in an error, ``batch_where`` the batch size (default: the
+    same place).
+    """
     from lm_eval_ext.model_wrappers.hf_metered import HFMeteredLM
     from lm_eval_ext.model_wrappers.model_args import check_batch_size
 
     try:
         HFMeteredLM.check_model_args(model_args)
-        check_batch_size(HFMeteredLM.MODEL_NAME, batch_size)
     except ConfigError as exc:
         raise ConfigError(f"{where}: {exc}") from None
+    try:
+        check_batch_size(HFMeteredLM.MODEL_NAME, batch_size)
+    except ConfigError as exc:
+        raise ConfigError(f"{batch_where or where}: {exc}") from None
 
 
 def check_task_settings(metadata: Mapping[str, Any] | None, where: str) -> None:

@@ -167,7 +167,8 @@ def run_sequential(out: str | Path, reference: Arm, candidate: Arm, *, metric: s
     increments, fractions = plan_looks(looks)
     plan = SequentialPlan(metric, margin_pp / 100, fractions, alpha, beta)
     for role, arm in (("reference", reference), ("candidate", candidate)):
-        check_model_args(arm.model_args, arm.batch_size, f"sequential: --{role}-args")
+        check_model_args(arm.model_args, arm.batch_size, f"sequential: --{role}-args",
+                         f"sequential: --{role}-batch")
     out.mkdir(parents=True, exist_ok=True)  # only once everything above is valid
     spec: MetricSpec = METRICS[metric]
     arms = {"reference": reference, "candidate": candidate}

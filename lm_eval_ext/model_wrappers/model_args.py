@@ -183,6 +183,8 @@ def merge_model_args(model: str, args: dict[str, Any],
     """
     args = dict(args)
     extra = {k: v for k, v in (additional_config or {}).items() if v is not None}
+    if "batch_size" in args:  # a bad value is the error, whichever flag also gives one
+        check_batch_size(model, args["batch_size"])
     for key in sorted(set(args) & set(extra)):
         if str(args[key]) != str(extra[key]):
             flag = f"--{key}"
