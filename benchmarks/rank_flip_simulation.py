@@ -24,34 +24,11 @@ import argparse
 import time
 
 import numpy as np
-import pandas as pd
 from _harness import command_line, write_json
 from scipy import stats
 
 from lm_eval_ext.analysis.stats.rank_flips import rank_flip_intervals
-
-
-def simulate_grid(n_units: int, n_conditions: int, shift_pp: float, correlated: bool,
-                  rng: np.random.Generator, boundary: bool = False
-                  ) -> tuple[pd.DataFrame, dict[int, pd.DataFrame]]:
-    """Cells (benchmark, config, model, value) and per-unit correct/n sums of one grid."""
-    p = stats.logistic.cdf(rng.normal(0.0, 1.0, n_units))[:, None] * np.ones((1, 4))
-    base = {m: rng.random(p.shape) < p for m in ("a", "b")}
-    rows, sums = [], {}
-    for c in range(n_conditions):
-        sign = 1 if c % 2 == 0 else (0 if boundary else -1)
-        for m, direction in (("a", 1), ("b", -1)):
-            s = sign * direction * shift_pp / 200  # each model moves half the gap
-            start = base[m] if correlated else rng.random(p.shape) < p
-            b = (0.05 if correlated else 0.0) + abs(s)
-            u = rng.random(p.shape)
-            correct = np.where(start, u >= b - s, u < b + s)
-            sums[len(rows)] = pd.DataFrame({"correct": correct.sum(1).astype(float),
-                                            "n": np.full(n_units, 4.0)},
-                                           index=[f"u{i}" for i in range(n_units)])
-            rows.append({"benchmark": "bbq", "config": f"c{c}", "model": m,
-                         "value": correct.mean()})
-    return pd.DataFrame(rows), sums
+from lm_eval_ext.analysis.synthetic import two_model_grid
 
 
 def run_scenario(n_units: int, n_conditions: int, shift_pp: float, correlated: bool,
@@ -59,7 +36,9 @@ def run_scenario(n_units: int, n_conditions: int, shift_pp: float, correlated: b
     rng = np.random.default_rng(seed)
     called, varies, before, noise = 0, 0, 0, []
     for _ in range(grids):
-        cells, sums = simulate_grid(n_units, n_conditions, shift_pp, correlated, rng, boundary)
+        gaps = [shift_pp if c % 2 == 0 else (0.0 if boundary else -shift_pp)
+                for c in range(n_conditions)]
+        cells, sums = two_model_grid(gaps, rng, n_units, correlated)
         row = rank_flip_intervals(cells, sums, resamples, rng)[0].iloc[0]
         called += bool(row["beyond_noise"])
         varies += bool(row["gap_varies_p_holm"] <= 0.05)

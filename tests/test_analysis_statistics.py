@@ -407,38 +407,23 @@ def test_judge_permutation_p_equals_exact_enumeration_of_all_sign_flips(seed):
     assert ours[False] == pytest.approx(exact, abs=1 / 2 ** k)
 
 
-def _two_model_grid(gaps_pp, rng, units=200):
-    """Two models on the same units, independent draws per condition; true gap a - b per
-    condition ``gaps_pp`` (each model moves half of it)."""
-    p = stats.logistic.cdf(rng.normal(0, 1, units))[:, None] * np.ones((1, 4))
-    rows, sums = [], {}
-    for c, gap in enumerate(gaps_pp):
-        for model, sign in (("a", 1), ("b", -1)):
-            correct = rng.random(p.shape) < np.clip(p + sign * gap / 200, 0, 1)
-            sums[len(rows)] = pd.DataFrame({"correct": correct.sum(1).astype(float),
-                                            "n": np.full(units, 4.0)},
-                                           index=[f"u{u}" for u in range(units)])
-            rows.append({"benchmark": "bbq", "config": f"c{c}", "model": model,
-                         "value": correct.mean()})
-    return pd.DataFrame(rows), sums
-
-
 def test_rank_flip_test_keeps_its_size_on_the_boundary_null_and_finds_large_flips():
     """Known truth. No true flip, one side as close as it gets (gaps +8, 0, +8, 0 pp): 300
     grids call a flip beyond noise at most 5% of the time (+3 Monte Carlo SDs); the rule
     before (rho_flip interval above the ordering noise) called one far more often. Real flips
     (+10, -10, +10, -10 pp on 800 items): found in most grids."""
     from lm_eval_ext.analysis.stats.rank_flips import rank_flip_intervals
+    from lm_eval_ext.analysis.synthetic import two_model_grid
 
     rng = np.random.default_rng(5)
     called = before = 0
     for _ in range(300):
-        row = rank_flip_intervals(*_two_model_grid((8, 0, 8, 0), rng), 199, rng)[0].iloc[0]
+        row = rank_flip_intervals(*two_model_grid((8, 0, 8, 0), rng, 200), 199, rng)[0].iloc[0]
         called += bool(row["beyond_noise"])
         before += bool(row["rho_flip_ci_low"] > row["ordering_noise"])
     assert called / 300 <= 0.05 + 3 * np.sqrt(0.05 * 0.95 / 300)
     assert before / 300 > 0.1
-    found = sum(bool(rank_flip_intervals(*_two_model_grid((10, -10, 10, -10), rng), 199,
+    found = sum(bool(rank_flip_intervals(*two_model_grid((10, -10, 10, -10), rng, 200), 199,
                                          rng)[0].iloc[0]["beyond_noise"]) for _ in range(40))
     assert found >= 30
 

@@ -94,8 +94,14 @@ def test_judge_scores_real_generations_and_analysis_reads_them(embedded_lm, tmp_
     assert {"judge_bias_score", "judge_reasoning_quality"} <= {
         m.name for m in metrics_for(run.items)}
     assert run.cards["bbq_subset_12p5pct"]["judge_rubrics"] == summary["rubric_sha256"]
-    with pytest.raises(ConfigError, match="--overwrite"):
-        judge_run(tmp_path / "gen")
+    with pytest.raises(ConfigError, match="another judge, rubrics or settings; pass --overwrite"):
+        judge_run(tmp_path / "gen")  # other settings: the earlier judging is not reused
+    # the same judging again (a rerun after an interruption): reused, no model loaded
+    stamp = scores.stat().st_mtime_ns
+    assert judge_run(tmp_path / "gen", model_args="idle_seconds=0", batch_size=4,
+                     max_gen_toks=24) == [json.loads(json.dumps(summary, default=str))]
+    assert scores.stat().st_mtime_ns == stamp
+    assert not list((tmp_path / "gen").rglob("*.partial"))
 
 
 def test_judge_refuses_a_run_without_generations(tmp_path):

@@ -143,12 +143,11 @@ def test_mde_refuses_runs_of_different_designs_and_a_run_against_itself(runs, tm
 
 
 def test_compare_harness_refuses_one_name_or_one_path_twice(runs):
-    from lm_eval_ext.cross_harness import compare_harnesses, read_harness_run
+    from lm_eval_ext.cross_harness import compare_harnesses, read_harness_run, read_harness_runs
 
     ref, bf16, _ = runs
     with pytest.raises(AnalysisInputError, match="the name lm_eval is given twice"):
         compare_harnesses([read_harness_run(f"lm_eval={ref.parent}"),
                            read_harness_run(f"lm_eval={bf16.parent}")])
     with pytest.raises(AnalysisInputError, match="the path .* is given twice"):
-        compare_harnesses([read_harness_run(f"lm_eval={ref.parent}"),
-                           read_harness_run(f"lm_eval:again={ref.parent}")])
+        read_harness_runs([f"lm_eval={ref.parent}", f"lm_eval:again={ref.parent}"])

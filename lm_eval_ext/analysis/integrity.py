@@ -19,7 +19,7 @@ on each task's lines:
   every metric the analysis recomputes from the items, e.g. BBQ's bias scores): lines of another
   run of the same items (a bf16 line in an fp32 file) change them.
 
-:func:`sha256_file` fingerprints each file read, for ``runs.csv``.
+The loader fingerprints each file it reads (SHA-256, for ``runs.csv``).
 """
 
 from __future__ import annotations
@@ -39,15 +39,6 @@ TOLERANCE = 1e-9
 
 def _hash(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
-def sha256_file(path: Path) -> str:
-    """The SHA-256 of a file's bytes."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def _mixed(samples_file: Path, what: str) -> AnalysisInputError:

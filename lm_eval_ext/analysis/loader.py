@@ -18,10 +18,11 @@ from typing import Any
 import pandas as pd
 
 from lm_eval_ext.analysis.errors import AnalysisInputError
-from lm_eval_ext.analysis.integrity import check_item_metrics, check_samples, sha256_file
+from lm_eval_ext.analysis.integrity import check_item_metrics, check_samples
 from lm_eval_ext.analysis.items import SampleError, extract_items
 from lm_eval_ext.analysis.metrics import metrics_for
 from lm_eval_ext.cards import CARD_FILE, model_identity, task_card
+from lm_eval_ext.data.store import sha256_of
 
 _RESULTS = re.compile(r"^results_(?P<stamp>.+)\.json$")
 
@@ -217,7 +218,7 @@ def load_run(results_path: Path, run_id: str | None = None) -> Run:
                 "the analysis needs per-item outputs: rerun lm_eval with --log_samples")
         samples = read_samples(samples_file)
         check_samples(results, task, samples, samples_file)
-        fingerprints.append(f"{task}:{sha256_file(samples_file)}")
+        fingerprints.append(f"{task}:{sha256_of(samples_file)}")
         try:
             items = extract_items(task, results["configs"][task], samples)
         except SampleError as exc:
@@ -239,7 +240,7 @@ def load_run(results_path: Path, run_id: str | None = None) -> Run:
         raise AnalysisInputError(
             f"{results_path}: item {items['item_key'][duplicated].iloc[0]} appears in two tasks "
             "of one run; analyse those tasks as separate runs")
-    info["results_sha256"] = sha256_file(results_path)
+    info["results_sha256"] = sha256_of(results_path)
     info["samples_sha256"] = ",".join(fingerprints)
     items.insert(0, "run", run_id)
     items.insert(1, "model", info["model"])

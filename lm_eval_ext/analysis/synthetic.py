@@ -98,3 +98,36 @@ def write_run(out: Path, task: str, rows: Sequence[Mapping[str, Any]], preds: np
     # allow_nan: lm-eval writes bare NaN; the loader must accept it
     path.write_text(json.dumps(results, indent=1, allow_nan=True), encoding="utf-8")
     return path
+
+
+def two_model_grid(gaps_pp: Sequence[float], rng: np.random.Generator, n_units: int = 250,
+                   correlated: bool = False) -> tuple[Any, dict[int, Any]]:
+    """A rank-flip grid with known truth: two models x one condition per gap, 4 items a unit.
+
+    A unit's chance of a correct answer is ``expit(N(0, 1))``, shared by both models (the same
+    items). In condition ``c`` model a's true accuracy moves by ``+gaps_pp[c] / 2`` points and
+    model b's by ``-gaps_pp[c] / 2`` (each answer moves right or wrong with chances that make the
+    shift exact), so the true gap a - b there is ``gaps_pp[c]``. ``correlated`` conditions start
+    from one draw per model and move 5% of its answers each (as precisions of one model do);
+    otherwise each condition is a fresh draw. Returns the cells (benchmark, config, model,
+    value) and each cell's per-unit ``correct``/``n`` sums, as ``rank_flip_intervals`` takes.
+    """
+    import pandas as pd
+    from scipy import stats
+
+    p = stats.logistic.cdf(rng.normal(0.0, 1.0, n_units))[:, None] * np.ones((1, 4))
+    base = {m: rng.random(p.shape) < p for m in ("a", "b")}
+    rows, sums = [], {}
+    for c, gap in enumerate(gaps_pp):
+        for model, direction in (("a", 1), ("b", -1)):
+            shift = direction * gap / 200  # each model moves half the gap
+            start = base[model] if correlated else rng.random(p.shape) < p
+            moved = (0.05 if correlated else 0.0) + abs(shift)
+            u = rng.random(p.shape)
+            correct = np.where(start, u >= moved - shift, u < moved + shift)
+            sums[len(rows)] = pd.DataFrame({"correct": correct.sum(1).astype(float),
+                                            "n": np.full(n_units, 4.0)},
+                                           index=[f"u{i}" for i in range(n_units)])
+            rows.append({"benchmark": "bbq", "config": f"c{c}", "model": model,
+                         "value": float(correct.mean())})
+    return pd.DataFrame(rows), sums

@@ -24,10 +24,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     """Compare, write the report, print the total difference per harness and metric."""
     from lm_eval_ext.analysis.report import check_output_folder, prepare_output_folder
-    from lm_eval_ext.cross_harness import compare_harnesses, read_harness_run, write_harness_report
+    from lm_eval_ext.cross_harness import compare_harnesses, read_harness_runs, write_harness_report
 
     check_output_folder(Path(args.out), overwrite=args.overwrite)
-    runs = [read_harness_run(entry) for entry in args.harness_runs]
+    runs = read_harness_runs(args.harness_runs)
     comparison = compare_harnesses(runs, n_resamples=args.bootstrap, seed=args.seed,
                                    level=args.level)
     prepare_output_folder(Path(args.out), overwrite=args.overwrite)

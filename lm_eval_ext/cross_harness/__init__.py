@@ -14,7 +14,13 @@ from lm_eval_ext.cross_harness.compare import (
     compare_harnesses,
     write_harness_report,
 )
-from lm_eval_ext.cross_harness.readers import HarnessRun, read_harness_run, write_bbq_manifest
+from lm_eval_ext.cross_harness.readers import (
+    HarnessRun,
+    read_harness_run,
+    read_harness_runs,
+    write_bbq_manifest,
+)
 
 __all__ = ["HarnessComparison", "HarnessRun", "compare_harnesses", "read_harness_run",
+           "read_harness_runs",
            "write_bbq_manifest", "write_harness_report"]

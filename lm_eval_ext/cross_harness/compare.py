@@ -237,13 +237,12 @@ def compare_harnesses(runs: Sequence[HarnessRun], n_resamples: int = 10_000, see
     """Compare every run with the first (the reference), per benchmark both evaluated."""
     if len(runs) < 2:
         raise AnalysisInputError("--compare-harness needs at least two runs (HARNESS=PATH ...)")
-    for key, what in ((lambda r: r.name, "name"), (lambda r: r.source.resolve(), "path")):
-        values = [key(r) for r in runs]
-        twice = next((v for v in values if values.count(v) > 1), None)
-        if twice is not None:
-            raise AnalysisInputError(
-                f"compare-harness: the {what} {twice} is given twice; compare different runs, "
-                "each named once (HARNESS:NAME=PATH names a second run of one harness)")
+    names = [r.name for r in runs]
+    twice = next((n for n in names if names.count(n) > 1), None)
+    if twice is not None:
+        raise AnalysisInputError(
+            f"compare-harness: the name {twice} is given twice; compare different runs, each "
+            "named once (HARNESS:NAME=PATH names a second run of one harness)")
     ref_run, others = runs[0], runs[1:]
     scores, agreement, attribution = [], [], []
     notes = [f"{r.name}: {note}" for r in runs for note in r.notes]

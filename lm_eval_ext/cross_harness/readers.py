@@ -21,6 +21,7 @@ import csv
 import json
 import re
 import zipfile
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -304,6 +305,19 @@ def write_bbq_manifest(run: HarnessRun, out: str | Path) -> int:
 
 
 READERS = {"lm_eval": read_lm_eval, "inspect": read_inspect_log, "helm": read_helm_run}
+
+
+def read_harness_runs(entries: Sequence[str]) -> list[HarnessRun]:
+    """Every ``HARNESS=PATH`` entry read.
+
+    One path given twice is refused: a run is not compared with itself.
+    """
+    paths = [Path(entry.partition("=")[2]).resolve() for entry in entries]
+    twice = next((p for p in paths if paths.count(p) > 1), None)
+    if twice is not None:
+        raise AnalysisInputError(f"compare-harness: the path {twice} is given twice; compare "
+                                 "different runs")
+    return [read_harness_run(entry) for entry in entries]
 
 
 def read_harness_run(entry: str) -> HarnessRun:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import difflib
 import json
 import math
+import os
 import time
 from collections import Counter
 from collections.abc import Sequence
@@ -157,9 +158,7 @@ def judge_target(target: JudgeTarget, lm, rubrics: Sequence[Rubric], *, max_gen_
             score = row[bias.column]
             row["judge_bias_present"] = (math.nan if math.isnan(score)
                                          else float(score > BIAS_PRESENT_THRESHOLD))
-    with open(target.scores_path, "w", encoding="utf-8") as handle:
-        for row in rows:
-            handle.write(json.dumps(row, allow_nan=True) + "\n")
+    scores = "".join(json.dumps(row, allow_nan=True) + "\n" for row in rows)
     counts = {r.name: {s: n for s, n in Counter(row[f"{r.name}_status"] for row in rows).items()}
               for r in rubrics}
     for rubric_counts in counts.values():
@@ -174,9 +173,30 @@ def judge_target(target: JudgeTarget, lm, rubrics: Sequence[Rubric], *, max_gen_
         "metering": info.get("metering"),
         "boundary": "judge generation only (apart from the judged run's inference energy)",
     }
-    target.scores_path.with_suffix(".json").write_text(
-        json.dumps(summary, indent=2, default=str) + "\n", encoding="utf-8")
+    # the summary first, the scores last, each whole (a temporary file, then a rename): a
+    # scores file is there only for a finished judging, which a rerun reuses
+    _write_atomically(target.scores_path.with_suffix(".json"),
+                      json.dumps(summary, indent=2, default=str) + "\n")
+    _write_atomically(target.scores_path, scores)
     return summary
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    partial = path.with_name(f".{path.name}.partial")
+    partial.write_text(text, encoding="utf-8")
+    os.replace(partial, path)
+
+
+def _same_judging(target: JudgeTarget, judge: dict[str, Any], rubrics: Sequence[Rubric],
+                  max_gen_toks: int, limit: int | None) -> bool:
+    """Whether ``target``'s finished scores are this judging's (judge, rubrics, settings)."""
+    summary_path = target.scores_path.with_suffix(".json")
+    if not summary_path.is_file():
+        return False
+    summary = json.loads(summary_path.read_text(encoding="utf-8"))
+    return (summary.get("judge") == judge and summary.get("max_gen_toks") == max_gen_toks
+            and summary.get("rubric_sha256") == {r.name: r.sha256 for r in rubrics}
+            and (limit is None or summary.get("n_items") == limit))
 
 
 def judge_run(run_dir: str | Path, *, model: str = "hf-metered", model_args: str = "",
@@ -189,11 +209,17 @@ def judge_run(run_dir: str | Path, *, model: str = "hf-metered", model_args: str
         raise ConfigError(f"unknown rubrics {unknown}; available: {', '.join(RUBRICS)}")
     judge_model_class(model, model_args)  # a misspelled model or arg costs no work
     targets = find_targets(run_dir)
-    existing = [t.scores_path for t in targets if t.scores_path.exists()]
-    if existing and not overwrite:
-        raise ConfigError(f"{existing[0]} exists (an earlier judging); pass --overwrite to "
-                          "replace it")
-    lm = load_judge_model(model, model_args, batch_size, device)
     judge = {"model": model, "model_args": model_args, "batch_size": batch_size}
-    return [judge_target(t, lm, [RUBRICS[n] for n in rubrics], max_gen_toks=max_gen_toks,
-                         limit=limit, judge=judge) for t in targets]
+    chosen = [RUBRICS[n] for n in rubrics]
+    done = {t.scores_path for t in targets if not overwrite and t.scores_path.exists()}
+    for target in targets:
+        if target.scores_path in done and not _same_judging(target, judge, chosen,
+                                                            max_gen_toks, limit):
+            raise ConfigError(f"{target.scores_path} holds an earlier judging with another "
+                              "judge, rubrics or settings; pass --overwrite to replace it")
+    todo = [t for t in targets if t.scores_path not in done]  # a rerun redoes only these
+    lm = load_judge_model(model, model_args, batch_size, device) if todo else None
+    fresh = {t.scores_path: judge_target(t, lm, chosen, max_gen_toks=max_gen_toks, limit=limit,
+                                         judge=judge) for t in todo}
+    return [fresh.get(t.scores_path) or json.loads(
+        t.scores_path.with_suffix(".json").read_text(encoding="utf-8")) for t in targets]
