@@ -1,12 +1,19 @@
 """lm-eval-ext: conclusion-stable, energy-metered responsible-AI evaluation for lm-eval.
 
-The package has three parts, each in one sub-package:
+Data flows one way, lowest layer first (``tests/test_layers.py`` enforces it):
 
-* ``lm_eval_ext.tasks``: lm-eval task YAMLs (BBQ and frozen subsets, ...).
-* ``lm_eval_ext.model_wrappers``: the ``hf-metered`` lm-eval model.
-* ``lm_eval_ext.analysis``: did the conclusion change?
-
-``lm_eval_ext.data`` finds, verifies and prepares the upstream benchmark files.
+* ``data``: finds, verifies (SHA-256) and prepares the upstream benchmark files.
+* ``tasks``: lm-eval task folders (BBQ and its frozen subsets, BBQ-V, TruthfulQA, ToxiGen,
+  CrowS-Pairs, XSTest), both scoring paths and the template tiers.
+* ``model_wrappers``: the ``hf-metered`` and ``vllm-metered`` lm-eval models and their metering.
+* ``registration``, ``command_preflight``, ``upstream_noise``: how the package plugs into the
+  stock ``lm_eval`` command (models, task folders, checks before a model loads).
+* ``analysis``: lm-eval output -> per-item frame -> paired deltas, power, rank flips,
+  ``recommend``; its ``stats`` sub-package holds the statistics (no I/O).
+* ``cross_harness``, ``export``, ``judge``: Inspect AI / HELM comparison, upstream task folders,
+  LLM judges.
+* ``campaign``: campaigns, grids and group-sequential evaluation.
+* ``cli`` (the ``lm-eval-ext`` command) and ``_autoload`` (the start-up hook).
 
 This module is imported at every interpreter start by the ``.pth`` autoload hook, so it
 must stay free of heavy imports.

@@ -1,8 +1,9 @@
 """Did the conclusion change? Paired analysis of lm-eval runs.
 
-Entry points: :func:`analyze` (and ``lm-eval-ext analyze``), the power helpers
-(:func:`paired_mde`, ``lm-eval-ext mde``), the readers of lm-eval output folders
-(:func:`load_run`, :func:`find_results`, :func:`read_samples`), and the statistics in
+Entry points: :func:`analyze` and :func:`analyze_to_folder` (``lm-eval-ext analyze``),
+:func:`~lm_eval_ext.analysis.recommendation.recommend_from_pilots` (``lm-eval-ext recommend``),
+the power helpers (:func:`paired_mde`, ``lm-eval-ext mde``), the readers of lm-eval output
+folders (:func:`load_run`, :func:`find_results`, :func:`read_samples`), and the statistics in
 :mod:`lm_eval_ext.analysis.stats` (no I/O there), re-exported below. Benchmarks and other tools
 use these names only.
 """
@@ -19,7 +20,7 @@ from lm_eval_ext.analysis.loader import (
 )
 from lm_eval_ext.analysis.metrics import ACCURACY, BIAS_S_AMB, BIAS_S_DIS, MetricSpec
 from lm_eval_ext.analysis.pipeline import AnalysisResult, analyze
-from lm_eval_ext.analysis.report import write_outputs
+from lm_eval_ext.analysis.report import analyze_to_folder, write_outputs
 from lm_eval_ext.analysis.stats.bootstrap import (
     ClusterDesign,
     ConfidenceInterval,
@@ -57,5 +58,5 @@ __all__ = [
     "holm", "linearised_delta", "linearised_deltas", "load_run", "load_runs", "mcnemar_exact",
     "paired_delta", "paired_mde", "permutation_pvalues", "preregistration_card", "qri", "rank_flip_table",
     "ranking_summary", "read_json", "read_samples", "required_items", "samples_path",
-    "variance_shares", "write_outputs",
+    "variance_shares", "write_outputs", "analyze_to_folder",
 ]

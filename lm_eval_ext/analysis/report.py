@@ -137,6 +137,24 @@ def prepare_output_folder(out: Path, overwrite: bool = False) -> None:
         shutil.rmtree(out)
 
 
+def analyze_to_folder(reference, runs, out: str | Path, *, overwrite: bool = False,
+                      **settings) -> tuple[Any, dict[str, Path]]:
+    """``lm-eval-ext analyze`` as a function: analyse, then write every output into ``out``.
+
+    ``out`` is checked before the work (a new or empty folder, or an earlier analysis with
+    ``overwrite``) and the earlier analysis is removed only once the new one exists, so a
+    failing analysis loses nothing. ``settings`` are :func:`~lm_eval_ext.analysis.analyze`'s.
+    Returns the result and the written paths.
+    """
+    from lm_eval_ext.analysis.pipeline import analyze
+
+    out = Path(out)
+    check_output_folder(out, overwrite=overwrite)
+    result = analyze(reference, runs, **settings)
+    prepare_output_folder(out, overwrite=overwrite)
+    return result, write_outputs(result, out)
+
+
 def write_outputs(result, out: Path) -> dict[str, Path]:
     """Write every table and figure of an :class:`AnalysisResult` into ``out``."""
     out.mkdir(parents=True, exist_ok=True)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
 from lm_eval_ext.cli.options import add_resampling_options, folder, positive_float, positive_int
 from lm_eval_ext.errors import ConfigError, LmEvalExtError
@@ -54,12 +53,7 @@ def parse_core(values: list[str] | None) -> dict[str, list[str]] | None:
 
 def run(args: argparse.Namespace) -> int:
     """Analyse, write the outputs, print one line per run and metric."""
-    from lm_eval_ext.analysis import analyze, write_outputs
-    from lm_eval_ext.analysis.report import (
-        check_output_folder,
-        prepare_output_folder,
-        small_sample_note,
-    )
+    from lm_eval_ext.analysis.report import analyze_to_folder, small_sample_note
 
     if args.compare_harness:
         if args.reference or args.runs:
@@ -74,14 +68,12 @@ def run(args: argparse.Namespace) -> int:
     if not (args.reference and args.runs):
         raise ConfigError("analyze needs --reference and --runs (to compare harnesses: "
                           "lm-eval-ext compare-harness HARNESS=PATH ...)")
-    check_output_folder(Path(args.out), overwrite=args.overwrite)  # fail before the work
-    result = analyze(args.reference, args.runs, grid=args.grid, core=parse_core(args.core),
-                     intersection=args.intersection, n_resamples=args.bootstrap,
-                     mc_draws=args.mc_draws, seed=args.seed, level=args.level,
-                     template_sd_pp=args.template_sd, progress=not args.no_progress,
-                     labels=args.label, cluster=args.cluster)
-    prepare_output_folder(Path(args.out), overwrite=args.overwrite)  # the new one exists now
-    paths = write_outputs(result, Path(args.out))
+    result, paths = analyze_to_folder(
+        args.reference, args.runs, args.out, overwrite=args.overwrite, grid=args.grid,
+        core=parse_core(args.core), intersection=args.intersection, n_resamples=args.bootstrap,
+        mc_draws=args.mc_draws, seed=args.seed, level=args.level,
+        template_sd_pp=args.template_sd, progress=not args.no_progress, labels=args.label,
+        cluster=args.cluster)
     overall = result.deltas[result.deltas["subgroup_type"] == "all"]
     for _, row in overall.iterrows():
         mcnemar = (f", item-level McNemar p={row['p_value_mcnemar']:.3g}"
