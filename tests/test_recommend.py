@@ -211,6 +211,7 @@ def test_identical_answers_certify_no_ratio_metric(pilot, tmp_path):
                     "--claim", "bias_s_dis=15"])
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "Run ref on" in proc.stdout and "no candidate protocol can be certified" in proc.stdout
+    assert "it would need about" in proc.stdout  # 'broken' has a standard error; 'same' none
 
 
 def test_bad_claims_and_folders_are_one_line(pilot, tmp_path):
@@ -306,3 +307,13 @@ def test_the_committed_simulation_keeps_alpha_in_every_scenario():
         rule = row["rules"]["recommend_holm_tost"]
         assert rule["error_ci95"][0] <= data["alpha"], row["scenario"]
     assert max(r["rules"]["flat_prior_risk"]["error_rate"] for r in rows) > 0.3
+
+
+def test_identical_answers_alone_give_no_unit_count_and_say_why():
+    """Only a candidate whose answers equal the reference's, on a ratio metric: no standard
+    error and no exact bound, so no count of pilot units would certify it; the card says why."""
+    ref = Candidate("ref", 4.0, {"bias_s_dis": ClaimEstimate(0.0, 0.0, 3.0, 125)})
+    same = Candidate("same", 1.0, {"bias_s_dis": ClaimEstimate(0.0, 0.0, 3.0, 125, True, False)})
+    result = recommend([ref, same], [Claim("bias_s_dis", 10.0)], [125], 4, reference="ref")
+    assert result.units_to_certify is None and not result.certificates["same"].certified
+    assert "certify only item means such as accuracy" in result.reasons[0]

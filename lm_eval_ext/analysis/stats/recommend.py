@@ -240,7 +240,9 @@ def recommend(candidates: Sequence[Candidate], claims: Sequence[Claim],
         reasons.append(
             f"no candidate protocol can be certified with this pilot ({pilot_units} natural "
             "units): " + (f"it would need about {needed} units" if needed is not None else
-                          "its shifts have no usable standard error"))
+                          "some claim's shift has no standard error for any candidate (answers "
+                          "identical to the reference's certify only item means such as "
+                          "accuracy, by the exact bound)"))
     if chosen is None and options:
         reasons.append("no option is both certified and decidable at every claim's margin: a "
                        "larger subset, a wider margin or a larger pilot is needed")
