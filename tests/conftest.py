@@ -11,6 +11,10 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
+#: the measured results behind the docs' figures: in the repository, not in the sdist
+RESULTS = REPO / "benchmarks" / "results"
+needs_results = pytest.mark.skipif(not RESULTS.is_dir(), reason="benchmarks/results/ is not "
+                                   "in the sdist; run these tests from a clone")
 os.environ.setdefault("LM_EVAL_EXT_DATA", str(REPO.parent / "shared" / "data"))
 # absolute, so that symlinks and subprocesses in other folders see the same data
 os.environ["LM_EVAL_EXT_DATA"] = str(Path(os.environ["LM_EVAL_EXT_DATA"]).resolve())

@@ -8,6 +8,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+from conftest import needs_results
+
+pytestmark = needs_results
+
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "benchmarks" / "check_figures.py"
 

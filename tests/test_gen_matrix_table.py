@@ -9,6 +9,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import needs_results
+
+pytestmark = needs_results
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
