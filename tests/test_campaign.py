@@ -233,3 +233,18 @@ def test_a_copy_that_kept_only_the_records_resumes(tmp_path):
     assert not isinstance(lock, str)
     lock.release()
     assert folder.start(spec.cells[0]).parent == tmp_path / "c" / ".inflight"
+
+
+def test_the_analysis_reads_each_record_once_and_names_a_cell_that_is_not_done(tmp_path):
+    """Issue 41: records are read once into one table; a missing cell is an error, not an
+    assert (asserts vanish under python -O)."""
+    from lm_eval_ext.campaign.analysis import FinishedCells
+
+    spec = build_spec(SMALL)
+    folder = CampaignFolder(tmp_path / "out")
+    folder.bind(spec, "")
+    finished = FinishedCells.read(spec, folder)
+    assert finished.records == {} and not finished.done(spec.cells[0])
+    with pytest.raises(ConfigError, match=f"cell {spec.cells[0].cell_id} is not done; run the "
+                                          "campaign"):
+        finished.results(spec.cells[0])

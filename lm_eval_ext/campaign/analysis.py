@@ -10,6 +10,7 @@ memberships at the smallest size).
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -18,12 +19,35 @@ import pandas as pd
 
 from lm_eval_ext.campaign.spec import CampaignSpec, Cell, Comparison
 from lm_eval_ext.campaign.store import CampaignFolder
+from lm_eval_ext.errors import ConfigError
 
 
-def _results(folder: CampaignFolder, cell: Cell) -> str:
-    record = folder.record(cell)
-    assert record is not None, f"{cell.cell_id} is not done"
-    return str(folder.root / record["output_path"])
+@dataclass(frozen=True)
+class FinishedCells:
+    """Every finished cell's record, read once from the campaign folder and passed down."""
+
+    root: Path
+    records: dict[str, dict[str, Any]]  # cell id -> cell.json
+
+    @classmethod
+    def read(cls, spec: CampaignSpec, folder: CampaignFolder) -> FinishedCells:
+        """The records of the spec's cells that are done (one read of each cell.json)."""
+        found = {c.cell_id: folder.record(c) for c in spec.cells}
+        return cls(folder.root, {k: v for k, v in found.items() if v is not None})
+
+    def done(self, cell: Cell) -> bool:  # noqa: D102
+        return cell.cell_id in self.records
+
+    def record(self, cell: Cell) -> dict[str, Any]:
+        """A finished cell's record (an error naming the cell where it is not done)."""
+        if cell.cell_id not in self.records:
+            raise ConfigError(f"campaign analysis: cell {cell.cell_id} is not done; run the "
+                              "campaign (or its missing shards) first")
+        return self.records[cell.cell_id]
+
+    def results(self, cell: Cell) -> str:
+        """The lm-eval results file of a finished cell."""
+        return str(self.root / self.record(cell)["output_path"])
 
 
 def _pairs(spec: CampaignSpec, model: str, comparison: Comparison) -> list[tuple[Cell, list[Cell]]]:
@@ -43,30 +67,29 @@ def _pairs(spec: CampaignSpec, model: str, comparison: Comparison) -> list[tuple
 def run_comparisons(spec: CampaignSpec, folder: CampaignFolder, *, n_resamples: int,
                     mc_draws: int, seed: int, progress: bool) -> list[Path]:
     """``analyze`` for every comparison of every model; the report paths."""
-    from lm_eval_ext.analysis import analyze, write_outputs
-    from lm_eval_ext.analysis.report import prepare_output_folder
+    from lm_eval_ext.analysis.report import analyze_to_folder
 
+    finished = FinishedCells.read(spec, folder)
     reports = []
     for model in dict.fromkeys(c.model_label for c in spec.cells):
         for comparison in spec.comparisons:
             for ref, runs in _pairs(spec, model, comparison):
-                missing = [c.cell_id for c in (ref, *runs) if folder.record(c) is None]
+                missing = [c.cell_id for c in (ref, *runs) if not finished.done(c)]
                 if missing:
                     print(f"[campaign] analysis {model}/{comparison.name} skipped: cells not "
                           f"done: {', '.join(missing)}", flush=True)
                     continue
-                out = folder.root / "analysis" / model / comparison.name
+                out = finished.root / "analysis" / model / comparison.name
                 if len({c.task for c in spec.cell(model, comparison.reference)}) > 1:
                     out = out / ref.task
-                result = analyze(
-                    f"{ref.condition}={_results(folder, ref)}",
-                    [f"{c.condition}={_results(folder, c)}" for c in runs],
-                    intersection=any(c.task != ref.task for c in runs),
+                _, paths = analyze_to_folder(
+                    f"{ref.condition}={finished.results(ref)}",
+                    [f"{c.condition}={finished.results(c)}" for c in runs], out,
+                    overwrite=True, intersection=any(c.task != ref.task for c in runs),
                     n_resamples=n_resamples, mc_draws=mc_draws, seed=seed, progress=progress)
-                prepare_output_folder(out, overwrite=True)
-                reports.append(write_outputs(result, out)["report_md"])
-        if spec.subsets is not None and folder.record(spec.cell(model, spec.subsets.reference)[0]):
-            reports.append(subset_summary(spec, folder, model))
+                reports.append(paths["report_md"])
+        if spec.subsets is not None and finished.done(spec.cell(model, spec.subsets.reference)[0]):
+            reports.append(subset_summary(spec, finished, model))
     return reports
 
 
@@ -81,23 +104,25 @@ def _fit(x: np.ndarray, y: np.ndarray) -> dict[str, float | None]:
             "r_squared": float(fit.rvalue ** 2), "n": int(keep.sum())}
 
 
-def subset_summary(spec: CampaignSpec, folder: CampaignFolder, model: str) -> Path:
+def subset_summary(spec: CampaignSpec, finished: FinishedCells, model: str) -> Path:
     """Per subset run: metrics, their difference from the reference, energy; fit and spread."""
     from lm_eval_ext.analysis.loader import load_run
     from lm_eval_ext.analysis.metrics import metrics_for
 
-    assert spec.subsets is not None
-    [ref_cell] = spec.cell(model, spec.subsets.reference)[:1] or [None]
-    ref_run = load_run(Path(_results(folder, ref_cell)), ref_cell.condition)
+    if spec.subsets is None or not spec.cell(model, spec.subsets.reference):
+        raise ConfigError(f"campaign analysis: {spec.name} has no subsets reference for "
+                          f"{model}; add `subsets: {{reference: ..., runs: [...]}}`")
+    ref_cell = spec.cell(model, spec.subsets.reference)[0]
+    ref_run = load_run(Path(finished.results(ref_cell)), ref_cell.condition)
     specs = metrics_for(ref_run.items)
     ref_values = {m.name: m.compute(ref_run.items) for m in specs}
     ref_answers = ref_run.items.set_index("item_key")["answer"]
     rows = []
     subset_cells = [c for name in spec.subsets.runs for c in spec.cell(model, name)]
-    missing = [c.cell_id for c in subset_cells if folder.record(c) is None]
+    missing = [c.cell_id for c in subset_cells if not finished.done(c)]
     for cell in [ref_cell, *[c for c in subset_cells if c.cell_id not in missing]]:
-        run = load_run(Path(_results(folder, cell)), cell.condition)
-        record = folder.record(cell) or {}
+        run = load_run(Path(finished.results(cell)), cell.condition)
+        record = finished.record(cell)
         answers = run.items.set_index("item_key")["answer"]
         shared = answers.index.intersection(ref_answers.index)
         row: dict[str, Any] = {
@@ -126,10 +151,10 @@ def subset_summary(spec: CampaignSpec, folder: CampaignFolder, model: str) -> Pa
                "idle_corrected_energy_vs_items": _fit(numeric["n_items"],
                                                       numeric["energy_joules_idle_corrected"]),
                "smallest_size": int(table["n_items"].min()), "spread_at_smallest": spread,
-               "gpu_uuids": sorted({u for c in [ref_cell, *subset_cells] if folder.record(c)
-                                    for u in folder.record(c).get("gpu_uuids") or []}),
+               "gpu_uuids": sorted({u for c in [ref_cell, *subset_cells] if finished.done(c)
+                                    for u in finished.record(c).get("gpu_uuids") or []}),
                "missing_cells": missing}
-    out = folder.root / "analysis" / model
+    out = finished.root / "analysis" / model
     out.mkdir(parents=True, exist_ok=True)
     table.to_csv(out / "subsets.csv", index=False)
     (out / "subsets.json").write_text(json.dumps(summary, indent=2, default=str) + "\n",
@@ -144,20 +169,20 @@ def run_grid_analysis(spec: CampaignSpec, folder: CampaignFolder, *, n_resamples
     Reference: the first model's first cell; runs: the other models on the same condition and
     task (the same items), so the report's paired deltas are model differences.
     """
-    from lm_eval_ext.analysis import analyze, write_outputs
-    from lm_eval_ext.analysis.report import prepare_output_folder
+    from lm_eval_ext.analysis.report import analyze_to_folder
 
-    done = [c for c in spec.cells if folder.record(c) is not None]
+    finished = FinishedCells.read(spec, folder)
+    done = [c for c in spec.cells if finished.done(c)]
     first = done[0] if done else None
     others = [c for c in done if first and c.condition == first.condition
               and c.task == first.task and c.model_label != first.model_label]
     if not others:
         print("[grid] analysis skipped: no configuration has two models done yet", flush=True)
         return []
-    result = analyze(f"{first.model_label}={_results(folder, first)}",
-                     [f"{c.model_label}={_results(folder, c)}" for c in others],
-                     grid=[_results(folder, c) for c in done],
-                     n_resamples=n_resamples, mc_draws=mc_draws, seed=seed, progress=progress)
-    out = folder.root / "analysis" / "grid"
-    prepare_output_folder(out, overwrite=True)
-    return [write_outputs(result, out)["report_md"]]
+    _, paths = analyze_to_folder(
+        f"{first.model_label}={finished.results(first)}",
+        [f"{c.model_label}={finished.results(c)}" for c in others],
+        finished.root / "analysis" / "grid", overwrite=True,
+        grid=[finished.results(c) for c in done],
+        n_resamples=n_resamples, mc_draws=mc_draws, seed=seed, progress=progress)
+    return [paths["report_md"]]
