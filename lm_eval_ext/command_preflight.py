@@ -11,7 +11,7 @@ import argparse
 import difflib
 import math
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from lm_eval_ext.errors import LmEvalExtError
@@ -75,10 +75,44 @@ def check_device(value: str, where: str = "--device") -> None:
                              f"CUDA device(s), cuda:0 to cuda:{torch.cuda.device_count() - 1}")
 
 
+def check_batch_size(value: str, where: str = "--batch_size") -> None:
+    """A positive whole number, ``auto`` or ``auto:N`` (lm-eval sends everything at once <= 0)."""
+    text = str(value)
+    count = text[5:] if text.startswith("auto:") else text
+    if text != "auto" and not (count.isdigit() and int(count) > 0):
+        raise PreflightError(f"{where} {value}: give a positive number, auto or auto:N "
+                             "(e.g. --batch_size 8)")
+
+
+def check_gen_kwargs(value: str | Mapping[str, object], where: str = "--gen_kwargs") -> None:
+    """``max_gen_toks`` a positive whole number, ``temperature`` >= 0, ``top_p`` in (0, 1].
+
+    ``value`` is lm-eval's ``k=v,k=v`` text or (in a campaign file) a mapping.
+    """
+    pairs = ({str(k): str(v) for k, v in value.items()} if isinstance(value, Mapping) else
+             dict(item.partition("=")[::2] for item in str(value).split(",") if "=" in item))
+    checks = {"max_gen_toks": (lambda v: v.isdigit() and int(v) > 0, "a positive whole number"),
+              "temperature": (lambda v: _number(v) >= 0, "a number >= 0"),
+              "top_p": (lambda v: 0 < _number(v) <= 1, "a number in (0, 1]")}
+    for key, (ok, wanted) in checks.items():
+        if key in pairs and not ok(pairs[key].strip()):
+            raise PreflightError(f"{where} {key}={pairs[key]}: {key} must be {wanted}")
+
+
+def _number(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        return math.nan
+
+
 def _arguments(argv: Sequence[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
     parser.add_argument("--limit", "-L")
+    parser.add_argument("--samples", "-E")
     parser.add_argument("--num_fewshot", "-f")
+    parser.add_argument("--batch_size", "-b")
+    parser.add_argument("--gen_kwargs")
     parser.add_argument("--output_path", "-o")
     parser.add_argument("--device")
     return parser.parse_known_args(list(argv))[0]
@@ -87,8 +121,15 @@ def _arguments(argv: Sequence[str]) -> argparse.Namespace:
 def check_command_line(argv: Sequence[str]) -> None:
     """Every check above on an lm-eval command line (``lm_eval [run] ...`` arguments)."""
     args = _arguments(argv)
+    if args.limit is not None and args.samples is not None:
+        raise PreflightError("--limit and --samples exclude each other: --samples names the "
+                             "items to run, --limit cuts each task; pass one")
     if args.limit is not None:
         check_limit(args.limit)
+    if args.batch_size is not None:
+        check_batch_size(args.batch_size)
+    if args.gen_kwargs:
+        check_gen_kwargs(args.gen_kwargs)
     if args.num_fewshot is not None:
         check_num_fewshot(args.num_fewshot)
     if args.output_path:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from conftest import run_cli
 
@@ -111,3 +113,26 @@ def test_sequential_names_the_batch_flag_it_blames(tmp_path):
         run_sequential(tmp_path / "seq", Arm("precision=fp32", "0"), Arm("precision=bf16", "1"),
                        looks=["12p5pct"])
     assert not (tmp_path / "seq").exists()
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--limit", "3", "--samples", '{"t": [0]}'], "--limit and --samples exclude each other"),
+    (["--batch_size", "0"], "--batch_size 0: give a positive number, auto or auto:N"),
+    (["--batch_size", "auto:0"], "--batch_size auto:0: give a positive number"),
+    (["--gen_kwargs", "max_gen_toks=-1"], "max_gen_toks must be a positive whole number"),
+    (["--gen_kwargs", "temperature=-0.5,do_sample=true"], "temperature must be a number >= 0"),
+    (["--gen_kwargs", "top_p=1.5"], "top_p must be a number in (0, 1]"),
+])
+def test_more_arguments_that_would_fail_or_mislead_after_loading(argv, message):
+    """Kinds of issue 39: --limit with --samples was a traceback after lm-eval's start;
+    --gen_kwargs max_gen_toks=-1 ran all 500 items and wrote results."""
+    with pytest.raises(PreflightError, match=re.escape(message)):
+        check_command_line(["--model", "hf-metered", "--tasks", "t", *argv])
+    check_command_line(["--batch_size", "auto:4", "--gen_kwargs", "max_gen_toks=8,temperature=0"])
+
+
+def test_a_campaign_file_with_bad_gen_kwargs_is_refused_when_read():
+    raw = {"models": {"m": ""}, "tasks": ["bbq_subset_12p5pct"],
+           "lm_eval": {"gen_kwargs": {"max_gen_toks": 0}}, "conditions": {"a": {}}}
+    with pytest.raises(ConfigError, match="lm_eval: gen_kwargs: max_gen_toks=0"):
+        build_spec(raw)

@@ -29,7 +29,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lm_eval_ext.command_preflight import PreflightError, check_limit, check_num_fewshot
+from lm_eval_ext.command_preflight import (
+    PreflightError,
+    check_gen_kwargs,
+    check_limit,
+    check_num_fewshot,
+)
 from lm_eval_ext.errors import ConfigError
 
 MODEL = "hf-metered"
@@ -43,7 +48,8 @@ LM_EVAL_OPTIONS = (
     "trust_remote_code", "confirm_run_unsafe_code", "metadata",
 )
 #: lm_eval options whose values are checked when the campaign file is read (no model loads)
-_VALUE_CHECKS = {"limit": check_limit, "num_fewshot": check_num_fewshot}
+_VALUE_CHECKS = {"limit": check_limit, "num_fewshot": check_num_fewshot,
+                 "gen_kwargs": check_gen_kwargs}
 _TOP_KEYS = ("name", "models", "tasks", "lm_eval", "conditions", "compare", "subsets")
 _LABEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]*")
 
