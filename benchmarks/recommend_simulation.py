@@ -40,6 +40,7 @@ from lm_eval_ext.analysis.stats.recommend import (
     claim_pvalue,
     recommend,
 )
+from lm_eval_ext.analysis.synthetic import move_answers
 
 MARGIN = 5.0
 SIZES = (62, 125, 250, 500)
@@ -96,10 +97,7 @@ def simulate_pilot(scenario: Scenario, n_units: int, rng: np.random.Generator
         ref = rng.random(len(units)) < p
         runs = {"ref": ref}
         for name, shifts in scenario.shifts.items():
-            s = MARGIN * shifts[k] / 100
-            b = 0.08 + abs(s)
-            u = rng.random(len(units))
-            runs[name] = np.where(ref, u >= b - s, u < b + s)
+            runs[name] = move_answers(ref, MARGIN * shifts[k] / 100, 0.08, rng)
         frames[model] = {r: pd.DataFrame({"unit_id": units.astype(str), "item_key": np.arange(
             len(units)), "correct": c}) for r, c in runs.items()}
     return frames

@@ -14,7 +14,7 @@ import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from lm_eval_ext.errors import LmEvalExtError
+from lm_eval_ext.errors import ConfigError, LmEvalExtError
 
 
 class PreflightError(LmEvalExtError):
@@ -76,12 +76,14 @@ def check_device(value: str, where: str = "--device") -> None:
 
 
 def check_batch_size(value: str, where: str = "--batch_size") -> None:
-    """A positive whole number, ``auto`` or ``auto:N`` (lm-eval sends everything at once <= 0)."""
-    text = str(value)
-    count = text[5:] if text.startswith("auto:") else text
-    if text != "auto" and not (count.isdigit() and int(count) > 0):
+    """The model's own rule (a positive whole number, ``auto`` or ``auto:N``), told as a flag."""
+    from lm_eval_ext.model_wrappers.model_args import check_batch_size as model_rule
+
+    try:
+        model_rule("lm_eval", value)
+    except ConfigError:
         raise PreflightError(f"{where} {value}: give a positive number, auto or auto:N "
-                             "(e.g. --batch_size 8)")
+                             "(e.g. --batch_size 8)") from None
 
 
 def check_gen_kwargs(value: str | Mapping[str, object], where: str = "--gen_kwargs") -> None:

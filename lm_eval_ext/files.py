@@ -1,9 +1,22 @@
-"""Folders written beside their final place and swapped in whole (nothing half-written)."""
+"""Files and folders written beside their final place and swapped in whole (nothing half-written)."""
 
 from __future__ import annotations
 
+import os
 import shutil
+import socket
 from pathlib import Path
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    """Write ``text`` through a temporary file and a rename (readers never see half a file).
+
+    The temporary name carries the host and process, so writers on a shared file system never
+    meet.
+    """
+    tmp = path.with_name(f".{path.name}.{socket.gethostname()}.{os.getpid()}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
 
 
 def staging_folder(target: Path) -> Path:

@@ -101,7 +101,7 @@ def test_judge_scores_real_generations_and_analysis_reads_them(embedded_lm, tmp_
     assert judge_run(tmp_path / "gen", model_args="idle_seconds=0", batch_size=4,
                      max_gen_toks=24) == [json.loads(json.dumps(summary, default=str))]
     assert scores.stat().st_mtime_ns == stamp
-    assert not list((tmp_path / "gen").rglob("*.partial"))
+    assert not list((tmp_path / "gen").rglob("*.tmp"))  # files.write_text_atomic
 
 
 def test_judge_refuses_a_run_without_generations(tmp_path):

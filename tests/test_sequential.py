@@ -258,7 +258,7 @@ def test_sequential_resumes_after_sigkill_in_the_middle_of_a_step(tmp_path, data
             "--looks", str(look), "--margin", "0.5", "--out", str(out), "--quiet"]
     proc = subprocess.Popen(args, start_new_session=True, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
-    partial = out / "looks" / "0" / ".candidate.partial"
+    partial = out / "looks" / "0" / ".candidate.new"  # files.staging_folder
     deadline = time.monotonic() + 300
     while not partial.exists() and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.2)

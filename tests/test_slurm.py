@@ -18,19 +18,11 @@ from pathlib import Path
 import pytest
 import yaml
 from conftest import REPO
+from test_campaign import SMALL
 
 pytestmark = pytest.mark.slow
 
 SUBMIT = REPO / "examples" / "slurm" / "submit.sh"
-CAMPAIGN = {
-    "name": "slurm",
-    "models": {"smollm2": "idle_seconds=0"},
-    "tasks": ["bbq_subset_12p5pct_loglik"],
-    "lm_eval": {"limit": 3},
-    "conditions": {"b1": {"batch_size": 1}, "b2": {"batch_size": 2},
-                   "r2": {"batch_size": 1, "tasks": ["bbq_subset_12p5pct_r2_loglik"]}},
-    "compare": {"batching": {"reference": "b1", "runs": ["b2"]}},
-}
 
 
 def _slurm_answers() -> bool:
@@ -48,7 +40,7 @@ def slurm(tmp_path, embedded_checkpoint):
             pytest.fail("LM_EVAL_EXT_SLURM=1 but no SLURM node answers: .ci/slurm_localhost.sh")
         pytest.skip("no SLURM here (CI starts one with .ci/slurm_localhost.sh)")
     spec = tmp_path / "campaign.yaml"
-    spec.write_text(yaml.safe_dump(CAMPAIGN))
+    spec.write_text(yaml.safe_dump(SMALL))  # three real cells
     return spec
 
 

@@ -48,19 +48,32 @@ def _mixed(samples_file: Path, what: str) -> AnalysisInputError:
         "--log_samples, or pass the run's own files")
 
 
+def line_hashes(doc: Any, prompt: Any, target: Any) -> dict[str, str]:
+    """lm-eval's three hashes of a samples line (``evaluator.evaluate``'s recipe).
+
+    Every real lm-eval run the tests load is checked with it.
+    """
+    return {"doc_hash": _hash(json.dumps(doc, indent=2, ensure_ascii=False, default=str)),
+            "prompt_hash": _hash(str(prompt)), "target_hash": _hash(str(target))}
+
+
+def task_hash(samples: Sequence[Mapping[str, Any]]) -> str:
+    """lm-eval's ``task_hashes`` entry: one hash over every line's three, in order."""
+    return _hash("".join(s["doc_hash"] + s["prompt_hash"] + s["target_hash"] for s in samples))
+
+
 def _line_hashes_agree(sample: Mapping[str, Any]) -> bool:
     """Whether a line's logged hashes match its own doc, prompt and target (when logged)."""
     if not {"doc_hash", "prompt_hash", "target_hash"} <= set(sample):
         return True
-    doc = json.dumps(sample.get("doc"), indent=2, ensure_ascii=False, default=str)
     try:
         prompt = sample["arguments"][0][0]
     except (KeyError, IndexError, TypeError):
         return True
     if isinstance(prompt, dict):  # lm-eval logs some arguments as {"arg_0": ...}
         prompt = next(iter(prompt.values()), "")
-    return (sample["doc_hash"] == _hash(doc) and sample["prompt_hash"] == _hash(str(prompt))
-            and sample["target_hash"] == _hash(str(sample.get("target"))))
+    expected = line_hashes(sample.get("doc"), prompt, sample.get("target"))
+    return all(sample[key] == value for key, value in expected.items())
 
 
 def check_samples(results: Mapping[str, Any], task: str, samples: Sequence[Mapping[str, Any]],
@@ -93,8 +106,7 @@ def check_samples(results: Mapping[str, Any], task: str, samples: Sequence[Mappi
                                    "target (an edited line)")
     stored = (results.get("task_hashes") or {}).get(task)
     if stored and all("doc_hash" in s for s in samples):
-        joined = "".join(s["doc_hash"] + s["prompt_hash"] + s["target_hash"] for s in samples)
-        if _hash(joined) != stored:
+        if task_hash(samples) != stored:
             raise _mixed(samples_file, "its items, prompts or their order differ from those the "
                                        "results file hashed (task_hashes)")
     _check_means(results, task, config, samples, samples_file)
@@ -117,10 +129,7 @@ def _check_means(results: Mapping[str, Any], task: str, config: Mapping[str, Any
             if not isinstance(expected, int | float) or len(values) != len(samples) // max(
                     len(by_filter), 1):
                 continue
-            mean = math.fsum(values) / len(values)
-            if not math.isclose(mean, float(expected), rel_tol=TOLERANCE, abs_tol=TOLERANCE):
-                raise _mixed(samples_file, f"its lines give {metric} = {mean:.6g} but the results "
-                                           f"file reports {float(expected):.6g}")
+            _compare(metric, math.fsum(values) / len(values), expected, samples_file)
 
 
 def check_item_metrics(results: Mapping[str, Any], task: str,
@@ -129,9 +138,13 @@ def check_item_metrics(results: Mapping[str, Any], task: str,
     reported = (results.get("results") or {}).get(task) or {}
     for metric, value in recomputed.items():
         expected = reported.get(f"{metric},none")
-        if (not isinstance(expected, int | float) or not math.isfinite(float(expected))
-                or not math.isfinite(value)):
-            continue
-        if not math.isclose(value, float(expected), rel_tol=TOLERANCE, abs_tol=TOLERANCE):
-            raise _mixed(samples_file, f"its lines give {metric} = {value:.6g} but the results "
-                                       f"file reports {float(expected):.6g}")
+        if (isinstance(expected, int | float) and math.isfinite(float(expected))
+                and math.isfinite(value)):
+            _compare(metric, value, expected, samples_file)
+
+
+def _compare(metric: str, value: float, expected: float, samples_file: Path) -> None:
+    """A metric recomputed from the lines against the results file's, within the tolerance."""
+    if not math.isclose(value, float(expected), rel_tol=TOLERANCE, abs_tol=TOLERANCE):
+        raise _mixed(samples_file, f"its lines give {metric} = {value:.6g} but the results "
+                                   f"file reports {float(expected):.6g}")

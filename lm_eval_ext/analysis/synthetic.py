@@ -7,7 +7,6 @@ the analysis reads them exactly as it reads real runs.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -15,22 +14,12 @@ from typing import Any
 
 import numpy as np
 
+from lm_eval_ext.analysis.integrity import line_hashes, task_hash
 from lm_eval_ext.tasks.bbq.metrics import bias_record, s_amb, s_dis
 
 #: the metrics a line logs, and their aggregation as the task's metric_list names it
 _METRICS = {"acc": "mean", "acc_ambig": "agg_acc_ambig", "acc_disambig": "agg_acc_disambig",
             "bias_s_dis": "agg_s_dis", "bias_s_amb": "agg_s_amb"}
-
-
-def _sha256(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
-def _line_hashes(line: Mapping[str, Any]) -> dict[str, str]:
-    """lm-eval's three per-line hashes (``evaluator.evaluate``'s recipe)."""
-    return {"doc_hash": _sha256(json.dumps(line["doc"], indent=2, ensure_ascii=False)),
-            "prompt_hash": _sha256(line["arguments"][0][0]),
-            "target_hash": _sha256(str(line["target"]))}
 
 
 def simulate_predictions(rows: Sequence[Mapping[str, Any]], accuracy: float, rng,
@@ -55,7 +44,7 @@ def write_run(out: Path, task: str, rows: Sequence[Mapping[str, Any]], preds: np
     """Write one run; returns the results file path."""
     folder = out / model
     folder.mkdir(parents=True, exist_ok=True)
-    records, hashes = [], []
+    records, lines = [], []
     with open(folder / f"samples_{task}_{stamp}.jsonl", "w", encoding="utf-8") as handle:
         for doc_id, (row, pred) in enumerate(zip(rows, preds, strict=False)):
             record = bias_record(row, int(pred))
@@ -69,8 +58,8 @@ def write_run(out: Path, task: str, rows: Sequence[Mapping[str, Any]], preds: np
                     "metrics": list(_METRICS), "acc": float(pred == row["label"]),
                     "acc_ambig": record, "acc_disambig": record, "bias_s_dis": record,
                     "bias_s_amb": record}
-            line.update(_line_hashes(line))
-            hashes.append(line["doc_hash"] + line["prompt_hash"] + line["target_hash"])
+            line.update(line_hashes(line["doc"], prompt, line["target"]))
+            lines.append(line)
             handle.write(json.dumps(line) + "\n")
     results = {
         "results": {task: {"alias": task, "acc,none": float(np.mean(
@@ -81,7 +70,7 @@ def write_run(out: Path, task: str, rows: Sequence[Mapping[str, Any]], preds: np
                            "metric_list": [{"metric": m, "aggregation": a}
                                            for m, a in _METRICS.items()],
                            "metadata": {"version": 1.0}}},
-        "task_hashes": {task: _sha256("".join(hashes))},
+        "task_hashes": {task: task_hash(lines)},
         "n-shot": {task: 0},
         "n-samples": {task: {"original": len(rows), "effective": len(rows)}},
         "config": {"model": "hf-metered", "model_args": f"pretrained={model},precision={precision}",
@@ -98,6 +87,19 @@ def write_run(out: Path, task: str, rows: Sequence[Mapping[str, Any]], preds: np
     # allow_nan: lm-eval writes bare NaN; the loader must accept it
     path.write_text(json.dumps(results, indent=1, allow_nan=True), encoding="utf-8")
     return path
+
+
+def move_answers(correct: np.ndarray, shift: float, churn: float,
+                 rng: np.random.Generator) -> np.ndarray:
+    """Answers moved so that accuracy shifts by ``shift`` (a probability) where half are right.
+
+    A wrong answer becomes right with chance ``churn + |shift| + shift``, a right one wrong with
+    ``churn + |shift| - shift``: the expected shift is ``shift`` exactly when the chance of a
+    right answer averages 1/2 (as ``expit(N(0, 1))`` does), ``churn`` answers change either way.
+    """
+    moved = churn + abs(shift)
+    u = rng.random(correct.shape)
+    return np.where(correct, u >= moved - shift, u < moved + shift)
 
 
 def two_model_grid(gaps_pp: Sequence[float], rng: np.random.Generator, n_units: int = 250,
@@ -120,11 +122,9 @@ def two_model_grid(gaps_pp: Sequence[float], rng: np.random.Generator, n_units: 
     rows, sums = [], {}
     for c, gap in enumerate(gaps_pp):
         for model, direction in (("a", 1), ("b", -1)):
-            shift = direction * gap / 200  # each model moves half the gap
             start = base[model] if correlated else rng.random(p.shape) < p
-            moved = (0.05 if correlated else 0.0) + abs(shift)
-            u = rng.random(p.shape)
-            correct = np.where(start, u >= moved - shift, u < moved + shift)
+            correct = move_answers(start, direction * gap / 200, 0.05 if correlated else 0.0,
+                                   rng)  # each model moves half the gap
             sums[len(rows)] = pd.DataFrame({"correct": correct.sum(1).astype(float),
                                             "n": np.full(n_units, 4.0)},
                                            index=[f"u{i}" for i in range(n_units)])

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import csv
 import json
-import shutil
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -33,6 +32,7 @@ from lm_eval_ext.analysis.stats.linearised import linearised_delta
 from lm_eval_ext.campaign.preflight import check_model_args
 from lm_eval_ext.campaign.runner import run_lm_eval
 from lm_eval_ext.errors import ConfigError
+from lm_eval_ext.files import staging_folder, swap_in
 
 #: the frozen instrument's nested memberships, smallest first
 NESTED_FAMILY = ("12p5pct", "25pct", "37p5pct", "50pct", "75pct", "instrument")
@@ -102,26 +102,23 @@ def _register_increment(out: Path, look: int, keys: Sequence[tuple[str, int]]) -
 
 
 def _run_arm(out: Path, look: int, role: str, arm: Arm, task: str, echo: bool) -> Path:
-    """One arm of one look, written atomically (a temporary folder, then a rename).
+    """One arm of one look, written whole (:mod:`lm_eval_ext.files`: a staging folder, swapped in).
 
-    lm-eval writes into ``.ROLE.partial``, which becomes ``ROLE`` only once its results are
-    there; a killed step leaves the partial folder, which the next run removes and redoes.
+    lm-eval writes into ``.ROLE.new``, which becomes ``ROLE`` only once its results are there;
+    a killed step leaves the staging folder, which the next run empties and redoes.
     """
     folder = out / "looks" / str(look) / role
     if folder.is_dir() and any(folder.rglob("results_*.json")):
         return folder  # finished on an earlier run: reused, never re-run
-    shutil.rmtree(folder, ignore_errors=True)  # an unfinished step of an older version
-    partial = folder.with_name(f".{role}.partial")
-    shutil.rmtree(partial, ignore_errors=True)
-    partial.mkdir(parents=True)
+    staging = staging_folder(folder)
     argv = ["--model", "hf-metered", "--model_args", arm.model_args, "--tasks", task,
             "--include_path", str(out / "tasks" / task.removesuffix("_loglik")),
-            "--batch_size", arm.batch_size, "--output_path", str(partial), "--log_samples"]
+            "--batch_size", arm.batch_size, "--output_path", str(staging), "--log_samples"]
     code = run_lm_eval(argv, folder.parent / f"{role}.log", echo=echo)
-    if code != 0 or not any(partial.rglob("results_*.json")):
+    if code != 0 or not any(staging.rglob("results_*.json")):
         raise ConfigError(f"sequential: look {look}, {role} failed (exit {code}); see "
                           f"{folder.parent / f'{role}.log'}")
-    partial.rename(folder)
+    swap_in(staging, folder)  # an unfinished folder of an older version is replaced whole
     return folder
 
 

@@ -29,6 +29,7 @@ from typing import Any
 
 from lm_eval_ext.campaign.spec import CampaignSpec, Cell
 from lm_eval_ext.errors import ConfigError
+from lm_eval_ext.files import write_text_atomic
 
 HOST = socket.gethostname()
 _LAYOUT = ("campaign.json", "campaign.yaml", "manifest.json", "cells", "failed", "analysis")
@@ -36,10 +37,7 @@ _LAYOUT = ("campaign.json", "campaign.yaml", "manifest.json", "cells", "failed",
 
 def write_json_atomic(path: Path, payload: Any) -> None:
     """Write JSON through a temporary file and a rename (readers never see half a file)."""
-    tmp = path.with_name(f".{path.name}.{HOST}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(payload, indent=2, sort_keys=True, default=str) + "\n",
-                   encoding="utf-8")
-    os.replace(tmp, path)
+    write_text_atomic(path, json.dumps(payload, indent=2, sort_keys=True, default=str) + "\n")
 
 
 def flatten(value: Any, prefix: str = "") -> dict[str, Any]:

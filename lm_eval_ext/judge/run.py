@@ -20,7 +20,6 @@ from __future__ import annotations
 import difflib
 import json
 import math
-import os
 import time
 from collections import Counter
 from collections.abc import Sequence
@@ -29,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from lm_eval_ext.errors import ConfigError
+from lm_eval_ext.files import write_text_atomic
 from lm_eval_ext.judge.parse import STATUSES, is_non_substantive, parse_reply
 from lm_eval_ext.judge.rubrics import BIAS_PRESENT_THRESHOLD, RUBRICS, Rubric
 
@@ -175,16 +175,10 @@ def judge_target(target: JudgeTarget, lm, rubrics: Sequence[Rubric], *, max_gen_
     }
     # the summary first, the scores last, each whole (a temporary file, then a rename): a
     # scores file is there only for a finished judging, which a rerun reuses
-    _write_atomically(target.scores_path.with_suffix(".json"),
+    write_text_atomic(target.scores_path.with_suffix(".json"),
                       json.dumps(summary, indent=2, default=str) + "\n")
-    _write_atomically(target.scores_path, scores)
+    write_text_atomic(target.scores_path, scores)
     return summary
-
-
-def _write_atomically(path: Path, text: str) -> None:
-    partial = path.with_name(f".{path.name}.partial")
-    partial.write_text(text, encoding="utf-8")
-    os.replace(partial, path)
 
 
 def _same_judging(target: JudgeTarget, judge: dict[str, Any], rubrics: Sequence[Rubric],

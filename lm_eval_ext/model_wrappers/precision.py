@@ -61,11 +61,11 @@ def precision_name(dtype: Any) -> str | None:
 def _dtype_precision(dtype: Any) -> str | None:
     if dtype is None or str(dtype) == "auto":
         return None
-    name = str(dtype).lower()
-    if name not in _DTYPE_ALIASES:
+    name = precision_name(dtype)
+    if name is None:
         raise PrecisionError(f"hf-metered: dtype={dtype!r} is not one of "
                              f"auto, {', '.join(sorted(_DTYPE_ALIASES))}")
-    return _DTYPE_ALIASES[name]
+    return name
 
 
 def plan_precision(precision: str | None, dtype: Any, model_kwargs: dict[str, Any]) -> PrecisionPlan:

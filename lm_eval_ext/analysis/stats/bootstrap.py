@@ -39,6 +39,12 @@ def cluster_sums(codes: np.ndarray, n_clusters: int, features: np.ndarray) -> np
     return out
 
 
+def bootstrap_counts(n_clusters: int, n_resamples: int, rng) -> np.ndarray:
+    """(B x C) multinomial counts: how often each of ``n_clusters`` is drawn per resample."""
+    return as_rng(rng).multinomial(n_clusters, np.full(n_clusters, 1.0 / max(n_clusters, 1)),
+                                   size=n_resamples).astype(float)
+
+
 @dataclass(frozen=True)
 class ClusterDesign:
     """Items grouped into natural-unit clusters, with shared resampling matrices."""
@@ -54,8 +60,7 @@ class ClusterDesign:
         rng = as_rng(rng)
         _, codes = np.unique(np.asarray(units, dtype=object).astype(str), return_inverse=True)
         n_clusters = int(codes.max()) + 1 if len(codes) else 0
-        weights = rng.multinomial(n_clusters, np.full(n_clusters, 1.0 / max(n_clusters, 1)),
-                                  size=n_resamples).astype(np.float32)
+        weights = bootstrap_counts(n_clusters, n_resamples, rng).astype(np.float32)
         flips = rng.integers(0, 2, size=(n_resamples, n_clusters)).astype(np.float32)
         return cls(codes, n_clusters, weights, flips)
 

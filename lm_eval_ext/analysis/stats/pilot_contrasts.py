@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from lm_eval_ext.analysis.metrics import MetricSpec
-from lm_eval_ext.analysis.stats.bootstrap import as_rng, cluster_sums
+from lm_eval_ext.analysis.stats.bootstrap import bootstrap_counts, cluster_sums, resampled
 from lm_eval_ext.analysis.stats.recommend import Claim, ClaimEstimate
 
 #: frames[pilot][run]: the run's items, every run of a pilot on the same items
@@ -54,9 +54,7 @@ def claim_estimates(frames: Frames, reference: str, claims: Sequence[Claim],
     units = sorted(set().union(*(set(items["unit_id"].astype(str)) for runs in frames.values()
                                  for items in runs.values())))
     index = {u: i for i, u in enumerate(units)}
-    rng = as_rng(rng)
-    draw = rng.multinomial(len(units), np.full(len(units), 1 / len(units)),
-                           size=n_resamples).astype(float)
+    draw = bootstrap_counts(len(units), n_resamples, rng)
     runs = list(next(iter(frames.values())))
     observed: dict[tuple[str, str, str], float] = {}
     draws: dict[tuple[str, str, str], np.ndarray] = {}
@@ -77,8 +75,8 @@ def claim_estimates(frames: Frames, reference: str, claims: Sequence[Claim],
                 features = spec.features(by_run[run])[keep]
                 sums = cluster_sums(codes[keep], len(units), features)
                 observed[pilot, run, metric] = float(spec.value(sums.sum(0))) * spec.scale
-                draws[pilot, run, metric] = spec.value(
-                    np.einsum("bc,ck->bk", draw, sums)) * spec.scale
+                draws[pilot, run, metric] = resampled(spec.value, draw, sums,
+                                                      np.float64) * spec.scale
                 same[pilot, run, metric] = bool(np.array_equal(features, ref_features,
                                                                equal_nan=True))
     out: dict[str, dict[str, ClaimEstimate]] = {run: {} for run in runs}

@@ -18,7 +18,7 @@ import pandas as pd
 from scipy import stats
 
 from lm_eval_ext.analysis.errors import AnalysisInputError
-from lm_eval_ext.analysis.stats.bootstrap import as_rng
+from lm_eval_ext.analysis.stats.bootstrap import as_rng, bootstrap_counts
 from lm_eval_ext.analysis.stats.subgroups import holm
 
 FACTORS = ("model", "precision", "batch_size", "template_tier", "shots", "decoding",
@@ -204,8 +204,7 @@ def rank_flip_intervals(cells: pd.DataFrame, unit_sums: dict[int, pd.DataFrame],
                             for i in group.index], float)
         counts = np.array([unit_sums[i]["n"].reindex(units, fill_value=0).to_numpy()
                            for i in group.index], float)
-        weights = rng.multinomial(len(units), np.full(len(units), 1 / len(units)),
-                                  size=n_resamples).astype(float)
+        weights = bootstrap_counts(len(units), n_resamples, rng)
         with np.errstate(invalid="ignore", divide="ignore"):
             draws = (weights @ correct.T) / (weights @ counts.T)  # (B, cells)
         configs = list(dict.fromkeys(group["config"]))
