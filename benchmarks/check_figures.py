@@ -13,8 +13,13 @@ its source:
 * ``[PRINTED, KIND]`` with KIND one of :data:`NOT_MEASURED`: a setting, a definition, a closed
   form or a citation, not a measurement.
 
-Exits 1 on a figure without a source, a line or figure the map lists that the documents no
-longer hold, a missing file or key, or a value that does not round to the printed figure.
+A table written by ``benchmarks/tables.py`` is included whole between ``<!-- generated: FILE -->``
+and ``<!-- /generated -->`` (FILE under ``benchmarks/results``): its figures need no entry here;
+instead the block must equal FILE and FILE must equal what ``tables.py`` writes from its sources.
+
+Exits 1 on a figure without a source, a stale or differently included generated table, a line
+or figure the map lists that the documents no longer hold, a missing file or key, or a value
+that does not round to the printed figure.
 
     python benchmarks/check_figures.py [--root DIR] [--list]
 """
@@ -36,8 +41,10 @@ NOT_MEASURED = ("parameter", "definition", "closed form", "citation", "example",
 MAP = Path("benchmarks/results/figures.yaml")
 _UNIT = r"(?:\s?(?:%|pp\b|s\b|ms\b|min\b|J/item\b|kJ\b|J\b|W\b|MB\b|GB\b|GiB\b|items/s\b|" \
         r"new tokens/s\b|tokens/s\b|x\b))"
-_NUMBER = r"(?<![\w.\-/])[+\-\u2212]?\d[\d,]*(?:\.\d+)?"
-FIGURE = re.compile(rf"{_NUMBER}{_UNIT}|(?<![\w.\-/])[+\-\u2212]?\d+\.\d{{2,}}(?![\w.])")
+#: a version number is not a figure ("transformers 5.17", "torch 2.11", "vLLM 0.24")
+_VERSION = r"(?<!transformers )(?<!torch )(?<!vLLM )(?<!Python )(?<!lm-eval )"
+_NUMBER = _VERSION + r"(?<![\w.\-/])[+\-\u2212]?\d[\d,]*(?:\.\d+)?"
+FIGURE = re.compile(rf"{_NUMBER}{_UNIT}|{_VERSION}(?<![\w.\-/])[+\-\u2212]?\d+\.\d{{2,}}(?![\w.])")
 
 
 @dataclass(frozen=True)
@@ -55,10 +62,33 @@ def documents(root: Path) -> list[Path]:
     return [root / "README.md", *sorted((root / "docs").glob("*.md"))]
 
 
-def figure_lines(path: Path) -> list[tuple[int, str, list[str]]]:
-    """(line number, line, figures) for each line outside code that holds figures."""
-    found, in_code, in_span = [], False, False
+GENERATED = re.compile(r"<!-- generated: (\S+) -->")
+END_GENERATED = "<!-- /generated -->"
+
+
+def generated_blocks(path: Path) -> list[tuple[int, str, str]]:
+    """(line number, table file, included text) of each generated table in a document."""
+    blocks, current, body = [], None, []
     for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if current is None and (match := GENERATED.search(line)):
+            current, body = (number, match.group(1)), []
+        elif current is not None and line.strip() == END_GENERATED:
+            blocks.append((*current, "\n".join(body) + "\n"))
+            current = None
+        elif current is not None:
+            body.append(line)
+    return blocks
+
+
+def figure_lines(path: Path) -> list[tuple[int, str, list[str]]]:
+    """(line number, line, figures) for each line outside code and generated tables."""
+    found, in_code, in_span, in_table = [], False, False, False
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if GENERATED.search(line) or line.strip() == END_GENERATED:
+            in_table = bool(GENERATED.search(line))
+            continue
+        if in_table:
+            continue
         if line.lstrip().startswith("```"):
             in_code = not in_code
             continue
@@ -149,7 +179,23 @@ def check(root: Path) -> tuple[list[Figure], list[str]]:
                      for i, e in enumerate(entries) if i not in used]
     problems += [f"figures.yaml names {doc}, which is not a checked document" for doc in mapping
                  if doc not in {str(p.relative_to(root)) for p in documents(root)}]
-    return figures, problems
+    return figures, problems + generated_problems(root)
+
+
+def generated_problems(root: Path) -> list[str]:
+    """Generated tables that are stale, or included other than as written."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from tables import stale
+
+    problems = [f"benchmarks/results/{name} is stale: python benchmarks/tables.py"
+                for name in stale(root / "benchmarks" / "results")]
+    for path in documents(root):
+        for number, name, text in generated_blocks(path):
+            table = root / "benchmarks" / "results" / name
+            if not table.is_file() or table.read_text(encoding="utf-8") != text:
+                problems.append(f"{path.relative_to(root)}:{number}: the table included as {name} "
+                                "differs from that file (paste it again)")
+    return problems
 
 
 def _check_one(root: Path, where: str, text: str, source: list, problems: list[str]) -> str:

@@ -24,7 +24,7 @@ def main() -> None:
     parser.add_argument("--items", type=int, default=128)
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
-    from lm_eval_ext.model_wrappers.fast_generation import CPU_BATCH
+    from lm_eval_ext.generation.generator import CPU_BATCH
     from lm_eval_ext.model_wrappers.hf_metered import HFMeteredLM
 
     lm = HFMeteredLM(device="cpu", precision="fp32")

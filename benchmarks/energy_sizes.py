@@ -99,7 +99,7 @@ def measure(lm, task: str, limit: int, batch: int, gen_kwargs: str | None,
     """
     from lm_eval import simple_evaluate
 
-    from lm_eval_ext.model_wrappers.fast_generation import FastGenerator
+    from lm_eval_ext.generation.generator import FastGenerator
 
     lm.batch_size_per_gpu = batch
     lm.fast_generation = FastGenerator(generation, lm.MODEL_NAME, batch)

@@ -53,7 +53,7 @@ def run_once(lm, path: str, batch_size: int | str, limit: int | None,
     """
     from lm_eval import simple_evaluate
 
-    from lm_eval_ext.model_wrappers.fast_generation import FastGenerator
+    from lm_eval_ext.generation.generator import FastGenerator
     from lm_eval_ext.model_wrappers.model_args import explicit_batch_size
 
     plain = path == "fast_eager" or path in PLAIN_GENERATE

@@ -72,7 +72,7 @@ def main() -> None:
     deadline = Deadline(args.budget_seconds)
     import torch
 
-    from lm_eval_ext.model_wrappers.fast_generation import FastGenerator
+    from lm_eval_ext.generation.generator import FastGenerator
     from lm_eval_ext.model_wrappers.hf_metered import HFMeteredLM
 
     rows: list[dict] = []

@@ -149,7 +149,7 @@ def main() -> None:
     pretrained, model = None, {"model": "embedded SmolLM2-135M-Instruct"}
     if args.size:
         pretrained, model = random_init_checkpoint(args.size, args.workdir, args.device)
-    from lm_eval_ext.model_wrappers.fast_generation import FastGenerator
+    from lm_eval_ext.generation.generator import FastGenerator
     from lm_eval_ext.model_wrappers.hf_metered import HFMeteredLM
     from lm_eval_ext.model_wrappers.vllm_metered import VLLMMeteredLM
 

@@ -199,3 +199,14 @@ def test_the_metadata_hint_is_dropped_for_our_tasks_only():
     assert not shown("xstest_ext" + hint)
     assert shown("ruler_niah_single_1" + hint)  # lm-eval's own task: the hint is meant for it
     assert shown("bbq_subset_25pct: another warning")
+
+
+def test_every_registered_model_is_an_lm_eval_models_entry_point():
+    """The upstream plugin group names the same classes the start-up hook registers."""
+    from importlib.metadata import entry_points
+
+    from lm_eval_ext.registration import MODELS
+
+    declared = {e.name: e.value for e in entry_points(group="lm_eval.models")
+                if e.value.startswith("lm_eval_ext.")}
+    assert declared == MODELS

@@ -10,7 +10,7 @@ import torch
 from conftest import package_task_manager
 from lm_eval.api.instance import Instance
 
-from lm_eval_ext.model_wrappers.fast_generation import (
+from lm_eval_ext.generation.generator import (
     CPU_BATCH,
     MEMORY_SHARE,
     FastGenerator,
@@ -171,7 +171,7 @@ def test_finished_sequences_leave_the_batch_and_the_others_match_generate(embedd
     """greedy_decode against transformers' own generate (fp32, CPU): the same tokens per row,
     while the batch shrinks once half its rows have ended (here: row 1's first token is made
     the end-of-sequence token; two of the four rows start with it and end at once)."""
-    from lm_eval_ext.model_wrappers.greedy_decode import greedy_decode
+    from lm_eval_ext.generation.greedy import greedy_decode
 
     model, tokenizer = embedded_lm.model, embedded_lm.tokenizer
     rows = [tokenizer(p)["input_ids"] for p in PROMPTS]
@@ -200,7 +200,7 @@ def test_a_shared_prefix_runs_once_and_every_row_matches_generate(embedded_lm):
     """share_prefix (the CPU default): the chat template's common tokens run once at batch 1,
     then the rows' own tokens; fp32 on the CPU, the same tokens per row as transformers'
     generate, which runs every row whole."""
-    from lm_eval_ext.model_wrappers.greedy_decode import (
+    from lm_eval_ext.generation.greedy import (
         eos_token_ids,
         greedy_decode,
         shared_prefix_length,
@@ -234,7 +234,7 @@ def test_a_shared_prefix_runs_once_and_every_row_matches_generate(embedded_lm):
 
 
 def test_no_shared_prefix_for_one_row_or_rows_that_differ_at_once():
-    from lm_eval_ext.model_wrappers.greedy_decode import shared_prefix_length
+    from lm_eval_ext.generation.greedy import shared_prefix_length
 
     ids = torch.tensor([[0, 0, 5, 6, 7], [5, 6, 7, 8, 9], [0, 5, 6, 9, 9]])
     mask = (torch.arange(5) >= torch.tensor([[2], [0], [1]])).long()

@@ -16,6 +16,7 @@ LAYERS = (
     ("__init__", "errors", "paths", "cards", "files"),
     ("data",),
     ("tasks",),
+    ("generation",),  # decoding through transformers' public APIs (no lm-eval model class)
     ("model_wrappers",),
     ("registration", "upstream_noise", "command_preflight"),  # how we plug into lm-eval
     ("analysis",),

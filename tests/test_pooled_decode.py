@@ -13,7 +13,7 @@ from test_fast_generation import PROMPTS
 from transformers import LlamaConfig, LlamaForCausalLM
 from transformers.generation.stopping_criteria import StopStringCriteria
 
-from lm_eval_ext.model_wrappers.greedy_decode import eos_token_ids, pooled_greedy_decode
+from lm_eval_ext.generation.greedy import eos_token_ids, pooled_greedy_decode
 
 MORE = ["Give one word that rhymes with cat.", "Name a large animal that lives in the ocean."]
 
@@ -88,7 +88,7 @@ def test_a_typed_batch_size_is_kept_on_the_cpu(embedded_lm):
     """``--batch_size 2`` typed: batches of 2 are not pooled (every decode step has <= 2 rows)."""
     from test_fast_generation import _requests
 
-    from lm_eval_ext.model_wrappers.fast_generation import FastGenerator
+    from lm_eval_ext.generation.generator import FastGenerator
 
     saved = embedded_lm.fast_generation
     embedded_lm.fast_generation = FastGenerator("fast", embedded_lm.MODEL_NAME, 2)
@@ -106,7 +106,7 @@ def test_a_typed_batch_size_is_kept_on_the_cpu(embedded_lm):
 
 def test_the_filler_left_of_joined_rows_never_completes_a_stop_string(embedded_lm):
     """A merged row's generated tokens are left-filled with FILLER, which the stop check sees."""
-    from lm_eval_ext.model_wrappers.greedy_decode import FILLER
+    from lm_eval_ext.generation.greedy import FILLER
 
     tokenizer = embedded_lm.tokenizer
     stop = StopStringCriteria(tokenizer, ["\n\n"])

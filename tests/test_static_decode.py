@@ -16,17 +16,14 @@ from transformers import Gemma3TextConfig, LlamaConfig, LlamaForCausalLM
 from transformers.generation.stopping_criteria import StopStringCriteria
 
 from lm_eval_ext.errors import ConfigError
-from lm_eval_ext.model_wrappers.fast_generation import FastGeneration
-from lm_eval_ext.model_wrappers.greedy_decode import eos_token_ids
-from lm_eval_ext.model_wrappers.static_decode import (
+from lm_eval_ext.generation.graphed import (
     DecodeGraphs,
-    _fused_norms,
-    fused_rms_norm,
-    grouped_decode_attention,
     prefill_kernels,
     static_decode_problem,
     static_greedy_decode,
 )
+from lm_eval_ext.generation.greedy import eos_token_ids
+from lm_eval_ext.model_wrappers.hf_metered import HFMeteredLM
 
 
 def _until_end(rows: list[list[int]], eos: set[int], most: int) -> list[list[int]]:
@@ -139,43 +136,6 @@ def test_a_later_batch_runs_on_the_kept_cache_and_still_gets_generates_tokens(at
     assert graphs.kept is not None and graphs.kept.mask.shape == (2, 1, 1, 14)
 
 
-def test_grouped_decode_attention_equals_attention_over_repeated_heads():
-    """Three query heads per key/value head, one query token, a padding mask (float64)."""
-    torch.manual_seed(2)
-    query = torch.randn(3, 6, 1, 16, dtype=torch.float64)
-    key, value = (torch.randn(3, 2, 11, 16, dtype=torch.float64) for _ in range(2))
-    mask = torch.ones(3, 1, 1, 11, dtype=torch.bool)
-    mask[0, ..., :4] = False
-    mask[2, ..., 7:] = False
-    module = types.SimpleNamespace(num_key_value_groups=3, is_causal=True)
-    out, _ = grouped_decode_attention(module, query, key, value, mask, scaling=0.25)
-    keys, values = key.repeat_interleave(3, dim=1), value.repeat_interleave(3, dim=1)
-    scores = (query @ keys.transpose(-1, -2) * 0.25).masked_fill(~mask, float("-inf"))
-    expected = (scores.softmax(-1) @ values).transpose(1, 2)
-    assert out.shape == (3, 1, 6, 16)
-    torch.testing.assert_close(out, expected, rtol=1e-12, atol=1e-12)
-
-
-def test_the_fused_norm_equals_llamas_and_is_swapped_only_for_that_formula():
-    torch.manual_seed(8)
-    llama = LlamaForCausalLM(LlamaConfig(vocab_size=32, hidden_size=48, intermediate_size=64,
-                                         num_hidden_layers=2, num_attention_heads=2)).eval()
-    norm = llama.model.norm
-    norm.weight.data.uniform_(0.5, 1.5)
-    for dtype in (torch.float32, torch.bfloat16):
-        hidden = torch.randn(3, 5, 48, dtype=dtype) * 4
-        torch.testing.assert_close(fused_rms_norm(norm.to(dtype), hidden), norm(hidden))
-    with _fused_norms(llama) as swapped:
-        assert swapped == 2 * 2 + 1 and "forward" in vars(norm)
-    assert "forward" not in vars(norm)
-    from transformers import Gemma3ForCausalLM  # (1 + weight): another formula, left alone
-    gemma = Gemma3ForCausalLM(Gemma3TextConfig(vocab_size=32, hidden_size=32, intermediate_size=64,
-                                               num_hidden_layers=1, num_attention_heads=2,
-                                               num_key_value_heads=1, head_dim=16))
-    with _fused_norms(gemma) as swapped:
-        assert swapped == 0
-
-
 def test_models_the_static_decode_cannot_take_are_named():
     llama = LlamaForCausalLM(LlamaConfig(vocab_size=32, hidden_size=32, intermediate_size=64,
                                          num_hidden_layers=1, num_attention_heads=2))
@@ -190,7 +150,7 @@ def test_models_the_static_decode_cannot_take_are_named():
 
 def test_cuda_graphs_takes_a_boolean_and_the_cpu_never_replays(embedded_lm):
     with pytest.raises(ConfigError, match=r"cuda_graphs='maybe' is not a boolean"):
-        FastGeneration.check_own_model_args({"cuda_graphs": "maybe"})
+        HFMeteredLM.check_model_args({"cuda_graphs": "maybe"})
     stats = embedded_lm.fast_generation.stats
     # on the CPU graphs do not apply: recorded as None, never replayed
     assert stats.cuda_graphs is None and stats.graph_batches == 0 and not stats.eager_reasons

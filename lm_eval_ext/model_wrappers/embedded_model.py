@@ -116,14 +116,18 @@ def convert_gguf(gguf: Path, target: Path, marker: dict, *, context_length: int,
     tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
     if drop_chat_template:
         tokenizer.chat_template = None
-    model = AutoModelForCausalLM.from_pretrained(
+    loaded = AutoModelForCausalLM.from_pretrained(
         str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32
     )
-    # The weights are dequantised already; drop the GGUF quantiser so the saved checkpoint
-    # is a plain fp32 model that bitsandbytes (or nothing) can quantise later.
-    model.hf_quantizer = None
-    if hasattr(model.config, "quantization_config"):
-        del model.config.quantization_config
+    # The weights are dequantised already: copy them into a plain fp32 model built from the
+    # config without its GGUF quantization_config, so the saved checkpoint is one that
+    # bitsandbytes (or nothing) can quantise later (public constructors only).
+    settings = loaded.config.to_dict()
+    settings.pop("quantization_config", None)
+    model = AutoModelForCausalLM.from_config(type(loaded.config).from_dict(settings),
+                                             dtype=torch.float32)
+    model.load_state_dict(loaded.state_dict())
+    model.generation_config = loaded.generation_config
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}."))
     try:

@@ -30,9 +30,9 @@ from typing import Any
 from lm_eval.utils import simple_parse_args_string
 
 from lm_eval_ext.errors import ConfigError
+from lm_eval_ext.generation.generator import FastGenerationStats
 from lm_eval_ext.model_wrappers import embedded_model, packaged_models
 from lm_eval_ext.model_wrappers.chat_template import ChatTemplated, ChatTemplatePolicy
-from lm_eval_ext.model_wrappers.fast_generation import FastGenerationStats
 from lm_eval_ext.model_wrappers.metering import MeteredLM, Metering
 from lm_eval_ext.model_wrappers.metering.codecarbon_check import CodeCarbonCheck
 from lm_eval_ext.model_wrappers.model_args import (

@@ -11,7 +11,8 @@ from __future__ import annotations
 from lm_eval.api.registry import register_model
 from lm_eval.models.huggingface import HFLM
 
-from lm_eval_ext.model_wrappers.fast_generation import FastGeneration, FastGenerationStats
+from lm_eval_ext.generation.generator import FastGenerationStats
+from lm_eval_ext.model_wrappers.generation_seam import FastGeneration
 from lm_eval_ext.model_wrappers.hf_base import HFMeteredBase
 from lm_eval_ext.model_wrappers.shared_prefix import SharedPrefixScoring, SharedPrefixStats
 

@@ -11,19 +11,19 @@ and cut at the stop sequences by its ``postprocess_generated_text``) and changes
   (CUDA: the KV cache and activations of the longest prompt plus ``max_gen_toks`` in half the
   free memory; CPU: :data:`CPU_BATCH`); a batch size the user gave caps it (a typed
   ``--batch_size 1`` too; lm-eval's untyped default of 1 does not, see
-  :func:`~lm_eval_ext.model_wrappers.model_args.explicit_batch_size`); an out-of-memory
+  ``explicit_batch_size`` of :mod:`lm_eval_ext.model_wrappers.model_args`); an out-of-memory
   halves it and retries;
 * on a CPU the prompts' common prefix (chat template, instructions) is run once per batch and
   its cache copied to every row, and all batches are decoded as one pool in which a batch's
   rows join the previous batch's last running ones
-  (:func:`~lm_eval_ext.model_wrappers.greedy_decode.pooled_greedy_decode`);
+  (:func:`~lm_eval_ext.generation.greedy.pooled_greedy_decode`);
 * a sequence stops on the model's end-of-sequence tokens and on transformers' token-level
   ``StopStringCriteria``, not on a per-step decode, and then leaves the batch
-  (:mod:`~lm_eval_ext.model_wrappers.greedy_decode`: each step costs what the unfinished
+  (:mod:`~lm_eval_ext.generation.greedy`: each step costs what the unfinished
   sequences cost);
 * on a GPU, a model in full precision decodes from a static KV cache with its decode step
   replayed as one CUDA graph, the batch cut to its running rows once most have ended
-  (:mod:`~lm_eval_ext.model_wrappers.static_decode`; model arg
+  (:mod:`~lm_eval_ext.generation.graphed`; model arg
   ``cuda_graphs=false`` keeps the dynamic cache, which quantized and sliding-window models
   always use, the reason recorded);
 * the text is cut at lm-eval's stop sequences afterwards. Greedy decoding does not depend on
@@ -54,17 +54,16 @@ from lm_eval.models.utils import (
 from transformers.generation.stopping_criteria import StopStringCriteria
 
 from lm_eval_ext.errors import check_choice
-from lm_eval_ext.model_wrappers.greedy_decode import (
-    eos_token_ids,
-    greedy_decode,
-    pooled_greedy_decode,
-)
-from lm_eval_ext.model_wrappers.model_args import explicit_batch_size, strict_bool
-from lm_eval_ext.model_wrappers.static_decode import (
+from lm_eval_ext.generation.graphed import (
     DecodeGraphs,
     StaticDecodeResult,
     static_decode_problem,
     static_greedy_decode,
+)
+from lm_eval_ext.generation.greedy import (
+    eos_token_ids,
+    greedy_decode,
+    pooled_greedy_decode,
 )
 
 GENERATION = ("standard", "fast")
@@ -371,65 +370,10 @@ def generate_pooled(lm: Any, batches: list[list[list[int]]], max_gen_toks: int,
 
     Each batch's common prefix runs once, and a batch's rows join the previous one's once at
     most ``admit_at`` of those still run (0: batch by batch;
-    :func:`~lm_eval_ext.model_wrappers.greedy_decode.pooled_greedy_decode`).
+    :func:`~lm_eval_ext.generation.greedy.pooled_greedy_decode`).
     """
     inputs = [_decode_inputs(lm, rows, stop_strings) for rows in batches]
     _, _, eos, stop = inputs[0]
     return lm.metering.timed(pooled_greedy_decode, lm.model,
                              [(ids, mask) for ids, mask, _, _ in inputs], max_gen_toks, eos,
                              stop, share_prefix=True, admit_at=admit_at)
-
-
-class FastGeneration:
-    """Mixin over lm-eval's HF model: ``generate_until`` through :class:`FastGenerator`.
-
-    Place it after the metering mixin (the fast path then runs inside the task's energy window)
-    and before ``HFLM``.
-    """
-
-    @classmethod
-    def check_own_model_args(cls, args: dict[str, Any]) -> None:
-        """``generation``'s value (for a dry run; the generator checks it again at load)."""
-        check_choice("model arg generation", args.get("generation", DEFAULT_GENERATION),
-                     GENERATION)
-        strict_bool(cls.__name__, "cuda_graphs", args.get("cuda_graphs", True))
-
-    def __init__(self, *args: Any, generation: str = DEFAULT_GENERATION,
-                 cuda_graphs: bool = True, **kwargs: Any):
-        # lm-eval caps its auto batch at max_batch_size (default 64): only a cap the user gave
-        # bounds the generation plan, which is already sized to the memory
-        self._max_batch_size_given: int | None = kwargs.get("max_batch_size")
-        self.fast_generation = FastGenerator(generation,
-                                             getattr(self, "MODEL_NAME", type(self).__name__),
-                                             explicit_batch_size(kwargs.get("batch_size", 1)),
-                                             self._max_batch_size_given,
-                                             strict_bool(type(self).__name__, "cuda_graphs",
-                                                         cuda_graphs))
-        self._generation_plan: tuple[int, int] | None = None
-        super().__init__(*args, **kwargs)
-        if torch.device(self.device).type != "cuda":  # recorded only where it applies
-            self.fast_generation.stats.cuda_graphs = None
-
-    def generate_until(self, requests, disable_tqdm: bool = False):  # noqa: D102
-        return self.fast_generation.generate_until(self, requests, disable_tqdm,
-                                                   self._standard_generate)
-
-    def _standard_generate(self, requests: list, disable_tqdm: bool) -> list[str]:
-        """lm-eval's loop; with ``--batch_size auto`` its batch is planned for these requests.
-
-        lm-eval's own probe runs a batch at the model's maximum length, far longer than a
-        prompt plus ``max_gen_toks``, and so picks a batch several times too small for
-        generation; the plan uses the longest real prompt (:func:`planned_batch_size`).
-        """
-        if self.batch_size == "auto" and requests:
-            self._generation_plan = (generation_tokens(self, requests), len(requests))
-        try:
-            return super().generate_until(requests, disable_tqdm)
-        finally:
-            self._generation_plan = None
-
-    def _detect_batch_size(self, requests=None, pos: int = 0):  # noqa: D102
-        if self._generation_plan is None or requests is not None:
-            return super()._detect_batch_size(requests, pos)
-        tokens, n_requests = self._generation_plan
-        return planned_batch_size(self, tokens, n_requests, cap=self._max_batch_size_given)

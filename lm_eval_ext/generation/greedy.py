@@ -1,24 +1,22 @@
-"""Greedy decoding in which a finished sequence leaves the batch.
+"""Greedy decoding in which a finished sequence leaves the batch (transformers' public cache API).
 
-``model.generate`` keeps every sequence of a batch in every decode step until the last one
-stops: in a batch whose answers run 5 to 128 tokens, most of the work is on sequences that
-are already done. Here a sequence that emits an end-of-sequence token, completes a stop string
-or reaches ``max_new_tokens`` is done; once at most half of the batch's rows are still running,
-the done rows are taken out of the batch and the KV cache (transformers'
-``DynamicCache.batch_select_indices``), so each step costs at most twice what the unfinished
-sequences cost, and the batch changes shape only a few times.
+``model.generate`` keeps every row of a batch in every decode step until the last one stops.
+Here a row that emits an end-of-sequence token, completes a stop string or reaches
+``max_new_tokens`` is done; once at most half of the rows still run, the done rows leave the
+batch and the cache (``Cache.batch_select_indices``), so a step costs at most twice what the
+unfinished rows cost and the batch changes shape only a few times.
 
 :func:`pooled_greedy_decode` runs several batches as one pool: once at most ``admit_at`` rows
-of the running batch are left, the next batch's prompts run and its rows join them (each
-layer's keys and values, the masks and the generated tokens aligned on the right; cache
-columns that no row attends to any more are cut from the left). Where a decode step on a few
-rows costs far more per row than one on many (a CPU reads every weight per step), the last
-long answers of a batch are then decoded together with the next batch instead of alone.
+of the running batch are left, the next batch's prompts run and its rows join them (keys,
+values, masks and tokens aligned on the right; columns no row attends to any more cut from the
+left). A cache of a new shape is built by ``DynamicCache``'s constructor from tensors read from
+``cache.layers``; nothing is written into a cache layer. On a CPU, where a step on a few rows
+costs far more per row than one on many, a batch's last long answers then run with the next
+batch instead of alone.
 
 Each step is the one ``generate`` takes for greedy search: position ids from the left-padded
 attention mask, the last position's scores in fp32, their argmax. Stop strings are checked by
-transformers' ``StopStringCriteria`` on the generated tokens only (lm-eval's own loop also
-looks at the generated part only).
+transformers' ``StopStringCriteria`` on the generated tokens only (as lm-eval's loop does).
 """
 
 from __future__ import annotations
@@ -136,18 +134,36 @@ def _prefill(forward: DecodeForward, input_ids: torch.Tensor, attention_mask: to
                     torch.arange(first_row, first_row + rows, device=device), logits)
 
 
-def _keep(state: _Running, keep: torch.Tensor) -> None:
-    """Only the rows ``keep``; cache columns no row attends to any more are cut from the left.
+def rebuilt_cache(model: Any, tensors: list[tuple[torch.Tensor, torch.Tensor]]) -> Any:
+    """A new ``DynamicCache`` holding each layer's ``(keys, values)`` (its public constructor)."""
+    from transformers import DynamicCache
 
-    The cut is for plain growing layers only: a sliding-window layer keeps its own count.
+    return DynamicCache(ddp_cache_data=tensors, config=model.config)
+
+
+def layer_tensors(cache: Any) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """Each layer's keys and values, ``[rows, heads, columns, dim]`` (read, never written)."""
+    return [(layer.keys, layer.values) for layer in cache.layers]
+
+
+def _unattended(state: _Running) -> int:
+    """Leading cache columns no row attends to any more."""
+    return int(state.attention_mask.any(0).long().argmax())
+
+
+def _keep(model: Any, state: _Running, keep: torch.Tensor, cut: bool = True) -> None:
+    """Only the rows ``keep``; with ``cut``, columns no row attends to are cut from the left.
+
+    The cut is for plain growing layers only (a sliding-window layer keeps its own count); it
+    builds the cache anew, one copy of it (:func:`_merge` cuts as it builds, so it asks none).
     """
     state.cache.batch_select_indices(keep)
     for name in ("attention_mask", "generated", "counts", "ended", "present", "logits"):
         setattr(state, name, getattr(state, name)[keep])
-    first = int(state.attention_mask.any(0).long().argmax())
-    if first and _mergeable(state):
-        for layer in state.cache.layers:
-            layer.keys, layer.values = layer.keys[:, :, first:], layer.values[:, :, first:]
+    first = _unattended(state)
+    if cut and first and plain_layers(model):
+        state.cache = rebuilt_cache(model, [(k[:, :, first:], v[:, :, first:])
+                                            for k, v in layer_tensors(state.cache)])
         state.attention_mask = state.attention_mask[:, first:]
 
 
@@ -160,14 +176,18 @@ def _left_pad(tensor: torch.Tensor, width: int, dim: int, value: float = 0) -> t
     return torch.nn.functional.pad(tensor, pad, value=value)
 
 
-def _merge(state: _Running, new: _Running) -> None:
-    """``new``'s rows join ``state`` (caches, masks and tokens aligned on the right)."""
+def _merge(model: Any, state: _Running, new: _Running) -> None:
+    """``new``'s rows join ``state`` (caches, masks and tokens aligned on the right).
+
+    ``state``'s columns no row attends to are left out as the joint cache is built.
+    """
+    first = _unattended(state)
+    state.attention_mask = state.attention_mask[:, first:]
     length = max(state.attention_mask.shape[1], new.attention_mask.shape[1])
-    for layer, joining in zip(state.cache.layers, new.cache.layers, strict=True):
-        layer.keys = torch.cat([_left_pad(layer.keys, length, 2),
-                                _left_pad(joining.keys, length, 2)])
-        layer.values = torch.cat([_left_pad(layer.values, length, 2),
-                                  _left_pad(joining.values, length, 2)])
+    state.cache = rebuilt_cache(model, [
+        tuple(torch.cat([_left_pad(mine[:, :, first:], length, 2), _left_pad(theirs, length, 2)])
+              for mine, theirs in zip(old, joining, strict=True))
+        for old, joining in zip(layer_tensors(state.cache), layer_tensors(new.cache), strict=True)])
     state.attention_mask = torch.cat([_left_pad(state.attention_mask, length, 1),
                                       _left_pad(new.attention_mask, length, 1)])
     steps = max(state.generated.shape[1], new.generated.shape[1])
@@ -177,11 +197,13 @@ def _merge(state: _Running, new: _Running) -> None:
         setattr(state, name, torch.cat([getattr(state, name), getattr(new, name)]))
 
 
-def _mergeable(state: _Running) -> bool:
-    """Whether the cache's layers are plain growing ones (whose tensors can be aligned)."""
-    from transformers.cache_utils import DynamicLayer
-
-    return all(type(layer) is DynamicLayer for layer in state.cache.layers)
+def plain_layers(model: Any) -> bool:
+    """Whether every layer keeps all earlier tokens (no sliding window, no recurrent state)."""
+    config = model.config.get_text_config(decoder=True)
+    kinds = getattr(config, "layer_types", None)
+    if kinds is not None:
+        return set(kinds) == {"full_attention"}
+    return not getattr(config, "sliding_window", None)
 
 
 def _step(forward: DecodeForward, state: _Running, max_new_tokens: int, eos: torch.Tensor, stop: Any,
@@ -204,7 +226,7 @@ def _step(forward: DecodeForward, state: _Running, max_new_tokens: int, eos: tor
     if finished and running <= COMPACT_SHARE * len(state.present):
         keep = (~state.ended).nonzero().flatten()
         token = token[keep]
-        _keep(state, keep)
+        _keep(forward.model, state, keep)
     state.attention_mask = torch.cat(
         [state.attention_mask, state.attention_mask.new_ones((len(state.present), 1))], dim=1)
     positions = state.attention_mask.long().sum(-1, keepdim=True) - 1
@@ -240,15 +262,15 @@ def pooled_greedy_decode(model: Any, batches: Sequence[tuple[torch.Tensor, torch
     first_row, state = 0, None
     while queue or state is not None:
         if state is None or (queue and int((~state.ended).sum()) <= admit_at
-                             and _mergeable(state)):
+                             and plain_layers(model)):
             input_ids, attention_mask = queue.pop(0)
             new = _prefill(forward, input_ids, attention_mask, first_row, share_prefix)
             first_row += len(input_ids)
             if state is None:
                 state = new
             else:
-                _keep(state, (~state.ended).nonzero().flatten())
-                _merge(state, new)
+                _keep(forward.model, state, (~state.ended).nonzero().flatten(), cut=False)
+                _merge(forward.model, state, new)
         _step(forward, state, max_new_tokens, eos, stop, out)
         if bool(state.ended.all()):
             state = None

@@ -1,0 +1,50 @@
+"""Summarise ``cpu_headline_ab.sh``'s runs as JSON: wall and inference seconds, same texts.
+
+    python benchmarks/cpu_headline_ab.py OUT_DIR --out benchmarks/results/X.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from _harness import environment, write_json
+
+
+def _texts(folder: Path) -> dict[int, str]:
+    [samples] = folder.rglob("samples_*.jsonl")
+    rows = [json.loads(line) for line in samples.read_text(encoding="utf-8").splitlines()]
+    return {row["doc_id"]: row["resps"][0][0] for row in rows}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("folder", type=Path)
+    parser.add_argument("--out", required=True)
+    args = parser.parse_args()
+    runs, texts = [], {}
+    order = {"previous": 0, "public": 1}
+    for time_file in sorted(args.folder.glob("*_*.time"),
+                            key=lambda p: (int(p.stem.rsplit("_", 1)[1]), order[p.stem.split("_")[0]])):
+        side, round_ = time_file.stem.rsplit("_", 1)
+        run = args.folder / time_file.stem
+        [results] = run.rglob("results_*.json")
+        metering = json.loads(results.read_text(encoding="utf-8"))["config"]["metering"]
+        texts.setdefault(side, _texts(run))
+        runs.append({"side": side, "round": int(round_),
+                     "wall_seconds": float(time_file.read_text().strip()),
+                     "inference_seconds": metering["inference_seconds"],
+                     "texts_identical_to_previous_round1": sum(
+                         a == texts.get("previous", {}).get(k) for k, a in _texts(run).items())})
+    write_json(args.out, {
+        "command": f"bash benchmarks/cpu_headline_ab.sh OLD {args.folder}; "
+                   f"python benchmarks/cpu_headline_ab.py {args.folder} --out {args.out}",
+        "environment": environment(),
+        "commits": {s: (args.folder / f"{s}_commit").read_text().strip()
+                    for s in ("previous", "public")},
+        "runs": runs})
+
+
+if __name__ == "__main__":
+    main()

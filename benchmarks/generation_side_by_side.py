@@ -1,0 +1,169 @@
+"""Generation paths side by side in one process on one loaded model (JSON; issue 40).
+
+Variants, each run through hf-metered's ``generate_until`` in its own metering window, so
+batching, stop sequences and lm-eval's post-processing are the same for all:
+
+* ``public``: the default fast path (transformers' public cache API, torch's CUDA graphs);
+* ``previous``: the same path with the decode modules of an earlier commit (``--previous DIR``,
+  written by ``--export-previous COMMIT DIR`` from git: the path that wrote into transformers'
+  cache layers, fused its norms and registered its own attention kernel);
+* ``generate``: transformers' ``model.generate`` (dynamic cache, stop strings, greedy) on the
+  same length-sorted batches;
+* ``generate_static``: ``model.generate(cache_implementation="static")`` on those batches
+  (transformers compiles its decode step; the first run pays the compilation).
+
+Variants alternate over ``--rounds``; each run records inference seconds, J/item, idle and
+forward share, and the texts identical to the first variant's. The JSON is rewritten after
+every run.
+
+    python benchmarks/generation_side_by_side.py --export-previous add6719 /tmp/previous
+    python benchmarks/generation_side_by_side.py --previous /tmp/previous --rounds 3 \\
+        --out $OUT/side_by_side_headline.json
+    python benchmarks/generation_side_by_side.py --previous /tmp/previous --size llama-8b \\
+        --limit 64 --batch-size 64 --variants public,previous,generate --out $OUT/8b_64.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import importlib
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from _harness import (
+    alternating,
+    build_requests,
+    command_line,
+    environment,
+    metered_generation,
+    write_json,
+)
+from energy_sizes import random_init_checkpoint
+
+#: the decode modules of the previous path, as they were at the exported commit
+PREVIOUS = {"greedy_decode": "lm_eval_ext/model_wrappers/greedy_decode.py",
+            "static_decode": "lm_eval_ext/model_wrappers/static_decode.py"}
+
+
+def export_previous(commit: str, folder: Path) -> None:
+    """The decode modules at ``commit`` under ``folder``, importing each other by file."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, path in PREVIOUS.items():
+        text = subprocess.run(["git", "show", f"{commit}:{path}"], check=True,
+                              capture_output=True, text=True).stdout
+        text = re.sub(r"lm_eval_ext\.model_wrappers\.greedy_decode", "previous_greedy_decode",
+                      text)
+        (folder / f"previous_{name}.py").write_text(text)
+    (folder / "COMMIT").write_text(commit + "\n")
+
+
+def load_previous(folder: Path) -> Any:
+    """The previous ``static_decode`` module (its ``greedy_decode`` importable beside it)."""
+    sys.path.insert(0, str(folder))
+    return importlib.import_module("previous_static_decode")
+
+
+@contextlib.contextmanager
+def previous_path(static: Any):
+    """While the block runs, the fast path decodes with the previous modules."""
+    from lm_eval_ext.generation import generator
+
+    greedy = sys.modules["previous_greedy_decode"]
+    names = {"static_greedy_decode": static.static_greedy_decode,
+             "DecodeGraphs": static.DecodeGraphs,
+             "static_decode_problem": static.static_decode_problem,
+             "greedy_decode": greedy.greedy_decode,
+             "pooled_greedy_decode": greedy.pooled_greedy_decode}
+    saved = {name: getattr(generator, name) for name in names}
+    for name, value in names.items():
+        setattr(generator, name, value)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            setattr(generator, name, value)
+
+
+def generate_rows(model: Any, input_ids: Any, attention_mask: Any, max_new_tokens: int,
+                  eos_ids: list[int], stop: Any = None, **options: Any) -> list[list[int]]:
+    """``model.generate``'s greedy new tokens per row, cut after the first end token."""
+    from transformers import StoppingCriteriaList
+
+    out = model.generate(input_ids=input_ids, attention_mask=attention_mask,
+                         max_new_tokens=max_new_tokens, do_sample=False, eos_token_id=eos_ids,
+                         pad_token_id=eos_ids[0] if eos_ids else 0,
+                         stopping_criteria=StoppingCriteriaList([stop]) if stop else None,
+                         **options)[:, input_ids.shape[1]:].tolist()
+    return [next((row[:i + 1] for i, t in enumerate(row) if t in eos_ids), row) for row in out]
+
+
+@contextlib.contextmanager
+def generate_path(**options: Any):
+    """While the block runs, each planned batch is decoded by ``model.generate``."""
+    from lm_eval_ext.generation import generator
+
+    saved = generator.static_decode_problem, generator.greedy_decode
+    generator.static_decode_problem = lambda model: "benchmark: model.generate"
+    generator.greedy_decode = (lambda model, ids, mask, most, eos, stop=None, **_:
+                               generate_rows(model, ids, mask, most, list(eos), stop, **options))
+    try:
+        yield
+    finally:
+        generator.static_decode_problem, generator.greedy_decode = saved
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out")
+    parser.add_argument("--export-previous", nargs=2, metavar=("COMMIT", "DIR"))
+    parser.add_argument("--previous", type=Path, help="a folder from --export-previous")
+    parser.add_argument("--precision", default="bf16")
+    parser.add_argument("--variants", default="public,previous,generate,generate_static")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--limit", type=int, help="items (default: all 500)")
+    parser.add_argument("--batch-size", default="auto", help="a typed size, or auto (planned)")
+    parser.add_argument("--size", help="a random-init shape of energy_sizes.py (e.g. llama-8b)")
+    parser.add_argument("--workdir", default="/tmp/side_by_side")
+    parser.add_argument("--device", default="cuda", help="cpu: a smoke run of the script")
+    args = parser.parse_args()
+    if args.export_previous:
+        export_previous(args.export_previous[0], Path(args.export_previous[1]))
+        return
+    names = args.variants.split(",")
+    if "previous" in names and args.previous is None:
+        parser.error("the previous variant needs --previous DIR (from --export-previous)")
+    pretrained, model = None, {"model": "embedded SmolLM2-135M-Instruct"}
+    if args.size:
+        pretrained, model = random_init_checkpoint(args.size, args.workdir, args.device)
+    from lm_eval_ext.model_wrappers.hf_metered import HFMeteredLM
+
+    variants = {"public": contextlib.nullcontext, "generate": generate_path,
+                "generate_static": lambda: generate_path(cache_implementation="static")}
+    if args.previous:
+        static = load_previous(args.previous)
+        variants["previous"] = lambda: previous_path(static)
+    lm = HFMeteredLM(pretrained=pretrained, device=args.device, precision=args.precision,
+                     batch_size=args.batch_size)
+    requests = build_requests("bbq_subset_25pct", args.limit)
+    rows, texts = [], {}
+    payload = {"command": command_line("generation_side_by_side.py", args),
+               "environment": environment(), **model, "runs": rows,
+               "previous_commit": (args.previous / "COMMIT").read_text().strip()
+               if args.previous else None}
+    for round_index, name in alternating(names, args.rounds):
+        out, figures = metered_generation(lm, requests, variants[name]())
+        texts.setdefault(name, out)
+        rows.append({"variant": name, "round": round_index, **figures})
+        print(name, round(figures["inference_seconds"], 2), figures["j_per_item"], flush=True)
+        payload["identical_to_" + names[0]] = {
+            n: sum(a == b for a, b in zip(t, texts[names[0]], strict=True))
+            for n, t in texts.items() if names[0] in texts}
+        write_json(args.out, payload)
+
+
+if __name__ == "__main__":
+    main()

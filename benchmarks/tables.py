@@ -1,0 +1,109 @@
+"""Measured tables written from result files, for the docs to include whole.
+
+Each table is a function of committed files under ``benchmarks/results`` and is written beside
+them as markdown. A page includes one between ``<!-- generated: FILE -->`` and
+``<!-- /generated -->``; ``check_figures.py`` fails when the block differs from FILE or FILE
+differs from what this script writes now (so a page's table cannot drift from its source),
+and the figures inside such a block need no entry in the phrase map.
+
+    python benchmarks/tables.py            # (re)write every table
+    python benchmarks/tables.py --check    # exit 1 if one is stale
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+RESULTS = Path(__file__).resolve().parent / "results"
+PUBLIC = "generation_public_2026-12-02"
+#: (file, setting) of the side-by-side table, in its row order
+SIDE_BY_SIDE = [("side_by_side_headline_tf517.json", "headline, 500 items, transformers 5.17"),
+                ("side_by_side_headline_tf524.json", "headline, 500 items, transformers 5.24"),
+                ("side_by_side_8b_b64_tf517.json", "8B, 64 items at batch 64, transformers 5.17"),
+                ("side_by_side_8b_b64_tf524.json", "8B, 64 items at batch 64, transformers 5.24"),
+                ("side_by_side_8b_b1_tf517.json", "8B, 6 items at batch 1, transformers 5.17"),
+                ("side_by_side_8b_b1_tf524.json", "8B, 6 items at batch 1, transformers 5.24")]
+
+
+def _load(results: Path, name: str) -> dict:
+    return json.loads((results / PUBLIC / name).read_text(encoding="utf-8"))
+
+
+def side_by_side(results: Path) -> str:
+    """Per setting and variant: first run, the later runs' median time and J/item, same texts.
+
+    The first run of a process (round 0's first variant) also carries its warm-up.
+    """
+    lines = ["| setting | variant | first run s | later runs: inference s | J/item | idle share "
+             "| texts as `public`'s |", "|---|---|---:|---:|---:|---:|---:|"]
+    for name, setting in SIDE_BY_SIDE:
+        data = _load(results, name)
+        same = data["identical_to_public"]
+        variants = list(dict.fromkeys(r["variant"] for r in data["runs"]))
+        for variant in variants:
+            runs = sorted((r for r in data["runs"] if r["variant"] == variant),
+                          key=lambda r: r["round"])
+            later = runs[1:] or runs
+            lines.append(
+                f"| {setting} | `{variant}` | {runs[0]['inference_seconds']:.2f} | "
+                f"{statistics.median(r['inference_seconds'] for r in later):.2f} | "
+                f"{statistics.median(r['j_per_item'] for r in later):.2f} | "
+                f"{statistics.median(r['idle_share'] for r in later):.2f} | {same[variant]} |")
+    return "\n".join(lines) + "\n"
+
+
+def vllm_beside_public(results: Path) -> str:
+    """The headline task's rows of ``vllm_compare_public.json``: median over its rounds."""
+    data = _load(results, "vllm_compare_public.json")
+    agreement = data["agreement_vs_" + data["reference"]]
+    lines = ["| path | inference s | J/item | idle share | texts as lm-eval's loop's |",
+             "|---|---:|---:|---:|---:|"]
+    labels = {"hf_standard": "lm-eval's loop, batch 512", "hf_fast": "hf-metered fast path",
+              "vllm": "vllm-metered"}
+    for condition, label in labels.items():
+        rows = [r["per_task"]["bbq_subset_25pct"] for r in data["runs"]
+                if r["condition"] == condition]
+        lines.append(
+            f"| {label} | {statistics.median(r['inference_seconds'] for r in rows):.2f} | "
+            f"{statistics.median(r['j_per_item'] for r in rows):.2f} | "
+            f"{statistics.median(r['idle_share'] for r in rows):.2f} | "
+            f"{agreement[condition]['identical_texts']} of {agreement[condition]['items']} |")
+    return "\n".join(lines) + "\n"
+
+
+#: table file under benchmarks/results -> the function that writes it
+TABLES: dict[str, Callable[[Path], str]] = {
+    f"{PUBLIC}/side_by_side.md": side_by_side,
+    f"{PUBLIC}/vllm_beside_public.md": vllm_beside_public,
+}
+
+
+def stale(root: Path = RESULTS) -> list[str]:
+    """The tables whose committed file differs from what their source files give now."""
+    return [name for name, build in TABLES.items()
+            if not (root / name).is_file()
+            or (root / name).read_text(encoding="utf-8") != build(root)]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="exit 1 if a table is stale")
+    args = parser.parse_args(argv)
+    if args.check:
+        old = stale()
+        for name in old:
+            print(f"tables: {name} is stale (python benchmarks/tables.py)", file=sys.stderr)
+        return 1 if old else 0
+    for name, build in TABLES.items():
+        (RESULTS / name).write_text(build(RESULTS), encoding="utf-8")
+        print(f"wrote benchmarks/results/{name}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

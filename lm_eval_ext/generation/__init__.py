@@ -1,0 +1,1 @@
+"""Generation: greedy decoding through transformers' public APIs and lm-eval's requests around it."""
