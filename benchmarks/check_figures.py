@@ -190,6 +190,11 @@ def generated_problems(root: Path) -> list[str]:
     problems = [f"benchmarks/results/{name} is stale: python benchmarks/tables.py"
                 for name in stale(root / "benchmarks" / "results")]
     for path in documents(root):
+        starts = sum(bool(GENERATED.search(line))
+                     for line in path.read_text(encoding="utf-8").splitlines())
+        if starts != len(generated_blocks(path)):
+            problems.append(f"{path.relative_to(root)}: a generated table has no "
+                            f"{END_GENERATED} line of its own")
         for number, name, text in generated_blocks(path):
             table = root / "benchmarks" / "results" / name
             if not table.is_file() or table.read_text(encoding="utf-8") != text:

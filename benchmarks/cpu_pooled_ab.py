@@ -27,8 +27,8 @@ def main() -> None:
     args = parser.parse_args()
     from lm_eval import simple_evaluate
 
-    from lm_eval_ext.model_wrappers import fast_generation
-    from lm_eval_ext.model_wrappers.hf_metered import HFMeteredLM
+    from lm_eval_ext.backends.hf.metered import HFMeteredLM
+    from lm_eval_ext.generation import generator as fast_generation
 
     pooled_at = fast_generation.CPU_ADMIT_AT
     variants = {"sequential": 0, "pooled": pooled_at}

@@ -12,7 +12,7 @@ HELM_VENV=$(realpath "${HELM_VENV:-../venv_helm}"); HELM_DIR="$OUT/helm"
 export LM_EVAL_EXT_DATA=$(realpath "${LM_EVAL_EXT_DATA:-../shared/data}")
 export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 . .venv/bin/activate
-CK=$(python -c "from lm_eval_ext.model_wrappers.embedded_model import ensure_checkpoint; print(ensure_checkpoint())")
+CK=$(python -c "from lm_eval_ext.backends.embedded_model import ensure_checkpoint; print(ensure_checkpoint())")
 mkdir -p "$OUT" "$HELM_DIR/benchmark_output/scenarios/bbq/data"
 # HELM downloads BBQ to benchmark_output/scenarios/bbq/data/<Category> unless it is there
 for f in "$LM_EVAL_EXT_DATA"/bbq/data/*.jsonl; do

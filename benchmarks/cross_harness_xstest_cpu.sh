@@ -8,7 +8,7 @@ OUT=$(realpath -m "${1:?usage: $0 OUT}"); N=${N_ITEMS:-20}
 export LM_EVAL_EXT_DATA=$(realpath "${LM_EVAL_EXT_DATA:-../shared/data}")
 export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1
 . .venv/bin/activate
-CK=$(python -c "from lm_eval_ext.model_wrappers.embedded_model import ensure_checkpoint; print(ensure_checkpoint())")
+CK=$(python -c "from lm_eval_ext.backends.embedded_model import ensure_checkpoint; print(ensure_checkpoint())")
 mkdir -p "$OUT"
 lm-eval-ext run --model hf-metered --model_args idle_seconds=0 --tasks xstest_ext --limit "$N" \
   --output_path "$OUT/lm_eval" --log_samples > "$OUT/lm_eval.log" 2>&1

@@ -48,7 +48,7 @@ def build_checkpoint(size: str, folder: Path, device: str, seed: int = 0) -> dic
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
-    from lm_eval_ext.model_wrappers.embedded_model import ensure_checkpoint
+    from lm_eval_ext.backends.embedded_model import ensure_checkpoint
 
     embedded = ensure_checkpoint()
     config = AutoConfig.from_pretrained(embedded)
@@ -177,7 +177,7 @@ def main() -> None:
 
     import torch
 
-    from lm_eval_ext.model_wrappers.hf_metered import HFMeteredLM
+    from lm_eval_ext.backends.hf.metered import HFMeteredLM
 
     rows, built = [], {}
     payload = {"benchmark": "P3 energy at realistic sizes", "label": LABEL,

@@ -31,7 +31,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--limit", type=int)
     args = parser.parse_args()
-    from lm_eval_ext.model_wrappers.hf_metered import HFMeteredLM
+    from lm_eval_ext.backends.hf.metered import HFMeteredLM
 
     lm = HFMeteredLM(device=args.device, precision=args.precision, cuda_graphs=False)
     requests = build_requests("bbq_subset_25pct", args.limit)

@@ -53,8 +53,8 @@ def run_once(lm, path: str, batch_size: int | str, limit: int | None,
     """
     from lm_eval import simple_evaluate
 
+    from lm_eval_ext.backends.model_args import explicit_batch_size
     from lm_eval_ext.generation.generator import FastGenerator
-    from lm_eval_ext.model_wrappers.model_args import explicit_batch_size
 
     plain = path == "fast_eager" or path in PLAIN_GENERATE
     mode, graphs = ("fast", False) if plain else (path, True)
@@ -181,7 +181,7 @@ def main() -> None:
     pretrained, model = None, {"model": "embedded SmolLM2-135M-Instruct"}
     if args.size:
         pretrained, model = random_init_checkpoint(args.size, args.workdir, args.device)
-    from lm_eval_ext.model_wrappers.hf_metered import HFMeteredLM
+    from lm_eval_ext.backends.hf.metered import HFMeteredLM
 
     lm = HFMeteredLM(pretrained=pretrained, device=args.device, precision=args.precision,
                      batch_size=1)

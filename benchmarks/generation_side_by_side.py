@@ -139,7 +139,7 @@ def main() -> None:
     pretrained, model = None, {"model": "embedded SmolLM2-135M-Instruct"}
     if args.size:
         pretrained, model = random_init_checkpoint(args.size, args.workdir, args.device)
-    from lm_eval_ext.model_wrappers.hf_metered import HFMeteredLM
+    from lm_eval_ext.backends.hf.metered import HFMeteredLM
 
     variants = {"public": contextlib.nullcontext, "generate": generate_path,
                 "generate_static": lambda: generate_path(cache_implementation="static")}

@@ -13,7 +13,7 @@ nvidia-smi -L > "$OUT/gpu.txt"
 # the stock lm_eval command finds hf-metered through the package's .pth: process /tmp/site's
 echo "import site; site.addsitedir('/tmp/site')" > "$(python3 -c 'import site; print(site.getsitepackages()[0])')/tmp_site.pth"
 lm-eval-ext model prepare > "$OUT/prepare.log" 2>&1
-CKPT=$(python3 -c "from lm_eval_ext.model_wrappers.embedded_model import ensure_checkpoint; print(ensure_checkpoint())")
+CKPT=$(python3 -c "from lm_eval_ext.backends.embedded_model import ensure_checkpoint; print(ensure_checkpoint())")
 HEADLINE=(lm_eval --model hf-metered --tasks bbq_subset_25pct)
 STOCK=(lm_eval --model hf --model_args "pretrained=$CKPT" --tasks bbq_subset_25pct --batch_size 32)
 [ "${1:-}" = stock ] || for n in cold again; do

@@ -104,7 +104,7 @@ def run_condition(condition: Condition, runs_dir: str, device: str = "cuda",
     from lm_eval import simple_evaluate
     from lm_eval.loggers import EvaluationTracker
 
-    from lm_eval_ext.model_wrappers.hf_metered import HFMeteredLM
+    from lm_eval_ext.backends.hf.metered import HFMeteredLM
 
     lm = HFMeteredLM(device=device, precision=condition.precision,
                      batch_size=condition.batch_size)

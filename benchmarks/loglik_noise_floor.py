@@ -37,7 +37,7 @@ def main() -> None:
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
     deadline = Deadline(args.budget_s)
-    from lm_eval_ext.model_wrappers.hf_metered import HFMeteredLM
+    from lm_eval_ext.backends.hf.metered import HFMeteredLM
 
     requests = build_requests(args.task, args.limit)
     common = {"device": args.device, "precision": args.precision, "idle_seconds": 0}

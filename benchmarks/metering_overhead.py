@@ -30,8 +30,8 @@ def main() -> None:
 
     from lm_eval.models.huggingface import HFLM
 
-    from lm_eval_ext.model_wrappers.embedded_model import ensure_checkpoint
-    from lm_eval_ext.model_wrappers.hf_metered import HFMeteredLM
+    from lm_eval_ext.backends.embedded_model import ensure_checkpoint
+    from lm_eval_ext.backends.hf.metered import HFMeteredLM
 
     checkpoint = str(ensure_checkpoint())
     common = {"device": args.device, "batch_size": args.batch_size, "dtype": args.dtype}

@@ -4,7 +4,7 @@ Measured without the model's forward (the embedded model is loaded for its token
 config only), on the 2,000 frozen BBQ items (6,000 requests), median of ``--rounds``:
 
 * tokenisation: lm-eval's per-request ``_encode_pair`` (two tokenizer calls per request) vs
-  the batched call of :func:`~lm_eval_ext.model_wrappers.shared_prefix.SharedPrefixScorer.batch_tokens`
+  the batched call of :func:`~lm_eval_ext.backends.hf.shared_prefix.SharedPrefixScorer.batch_tokens`
   (asserted to give the same token ids);
 * grouping and packing every item into rows (numpy, batch 64);
 * the model's ``max_length`` property (it reads the config each time): seconds per read times
@@ -44,8 +44,8 @@ def main() -> None:
     from lm_eval.api.model import TemplateLM
     from lm_eval.models.huggingface import HFLM
 
-    from lm_eval_ext.model_wrappers.hf_metered import HFMeteredLM
-    from lm_eval_ext.model_wrappers.packing import group_by_context, pack, split_to_fit
+    from lm_eval_ext.backends.hf.metered import HFMeteredLM
+    from lm_eval_ext.backends.hf.packing import group_by_context, pack, split_to_fit
 
     lm = HFMeteredLM(device="cpu", idle_seconds=0, mc_scoring="shared_prefix")
     requests = build_requests(args.task, None)

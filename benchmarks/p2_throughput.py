@@ -108,9 +108,9 @@ def main() -> None:
     from lm_eval.models.huggingface import HFLM
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from lm_eval_ext.model_wrappers.embedded_model import ensure_checkpoint
-    from lm_eval_ext.model_wrappers.hf_metered import HFMeteredLM
-    from lm_eval_ext.model_wrappers.metering import EnergyMeter, select_source
+    from lm_eval_ext.backends.embedded_model import ensure_checkpoint
+    from lm_eval_ext.backends.hf.metered import HFMeteredLM
+    from lm_eval_ext.metering import EnergyMeter, select_source
 
     checkpoint = str(ensure_checkpoint())
     dtype = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[args.precision]

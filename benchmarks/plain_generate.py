@@ -32,7 +32,7 @@ def generate_decode(lm, rows, max_gen_toks, stop_strings, cache_implementation=N
 @contextlib.contextmanager
 def generate_as_decode(cache_implementation: str | None = None):
     """While the block runs, the fast path decodes every batch with ``generate_decode``."""
-    from lm_eval_ext.model_wrappers import fast_generation
+    from lm_eval_ext.generation import generator as fast_generation
 
     saved = fast_generation.generate_batch, fast_generation.generate_pooled
     one = functools.partial(generate_decode, cache_implementation=cache_implementation)

@@ -25,6 +25,10 @@ PARTS = {
     "sleeping": ("sleeping (the metering's idle-power sample)", r"method time\.sleep>"),
     "custom_op_registration": ("registering torch custom operators at import",
                                r"custom_ops\.py:\d+\(_register_to_dispatcher\)"),
+    "cuda_graph_capture": ("recording and instantiating CUDA graphs (the fast path's decode)",
+                           r"torch/cuda/graphs\.py:"),
+    "metadata_scan": ("reading every installed distribution's metadata (importlib.metadata)",
+                      r"importlib/metadata/__init__\.py:\d+\(packages_distributions\)"),
 }
 
 

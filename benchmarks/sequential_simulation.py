@@ -2,7 +2,7 @@
 
 The frozen instrument's looks (62, 125, 187, 250, 375, 500 natural units of 4 items), accuracy,
 alpha 0.05, beta 0.2, margin 2 pp; 2,000 clustered paired datasets per true effect (the data
-model of ``benchmarks/sequential_simulator.simulate_paired_units``): false "changed" at no
+model of ``lm_eval_ext.analysis.stats.sequential_known_truth.simulate_paired_units``): false "changed" at no
 difference, false "equivalent" at a true difference of +-margin (where TOST bounds it by alpha),
 power and expected items at the full instrument's MDE; each with the realised effect.
 
@@ -17,9 +17,9 @@ from dataclasses import asdict
 import numpy as np
 import pandas as pd
 from _harness import write_json
-from sequential_simulator import simulate, simulate_paired_units
 
 from lm_eval_ext.analysis import ACCURACY, SequentialPlan, final_mde, linearised_delta
+from lm_eval_ext.analysis.stats.sequential_known_truth import simulate, simulate_paired_units
 
 UNITS = (62, 125, 187, 250, 375, 500)
 

@@ -34,6 +34,12 @@ def _load(results: Path, name: str) -> dict:
     return json.loads((results / PUBLIC / name).read_text(encoding="utf-8"))
 
 
+def _medians(rows: list[dict]) -> str:
+    """Median inference seconds, J/item and idle share of ``rows``, as table cells."""
+    return " | ".join(f"{statistics.median(r[key] for r in rows):.2f}"
+                      for key in ("inference_seconds", "j_per_item", "idle_share"))
+
+
 def side_by_side(results: Path) -> str:
     """Per setting and variant: first run, the later runs' median time and J/item, same texts.
 
@@ -49,11 +55,8 @@ def side_by_side(results: Path) -> str:
             runs = sorted((r for r in data["runs"] if r["variant"] == variant),
                           key=lambda r: r["round"])
             later = runs[1:] or runs
-            lines.append(
-                f"| {setting} | `{variant}` | {runs[0]['inference_seconds']:.2f} | "
-                f"{statistics.median(r['inference_seconds'] for r in later):.2f} | "
-                f"{statistics.median(r['j_per_item'] for r in later):.2f} | "
-                f"{statistics.median(r['idle_share'] for r in later):.2f} | {same[variant]} |")
+            lines.append(f"| {setting} | `{variant}` | {runs[0]['inference_seconds']:.2f} | "
+                         f"{_medians(later)} | {same[variant]} |")
     return "\n".join(lines) + "\n"
 
 
@@ -68,11 +71,56 @@ def vllm_beside_public(results: Path) -> str:
     for condition, label in labels.items():
         rows = [r["per_task"]["bbq_subset_25pct"] for r in data["runs"]
                 if r["condition"] == condition]
-        lines.append(
-            f"| {label} | {statistics.median(r['inference_seconds'] for r in rows):.2f} | "
-            f"{statistics.median(r['j_per_item'] for r in rows):.2f} | "
-            f"{statistics.median(r['idle_share'] for r in rows):.2f} | "
-            f"{agreement[condition]['identical_texts']} of {agreement[condition]['items']} |")
+        lines.append(f"| {label} | {_medians(rows)} | "
+                     f"{agreement[condition]['identical_texts']} of {agreement[condition]['items']} |")
+    return "\n".join(lines) + "\n"
+
+
+def cpu_headline(results: Path) -> str:
+    """Each run of ``cpu_headline_ab.json``: wall and inference seconds, texts as the earlier tree's."""
+    data = _load(results, "cpu_headline_ab.json")
+    lines = ["| tree | round | wall s | inference s | texts as the previous tree's |",
+             "|---|---:|---:|---:|---:|"]
+    for run in data["runs"]:
+        lines.append(f"| `{run['side']}` ({data['commits'][run['side']][:7]}) | {run['round']} | "
+                     f"{run['wall_seconds']:.1f} | {run['inference_seconds']:.1f} | "
+                     f"{run['texts_identical_to_previous_round1']} of 500 |")
+    return "\n".join(lines) + "\n"
+
+
+STARTUP = "startup_2026-12-02"
+
+
+def _wall_seconds(time_log: str) -> float:
+    """``/usr/bin/time -v``'s elapsed wall clock, in seconds."""
+    line = next(x for x in time_log.splitlines() if "Elapsed (wall clock)" in x)
+    parts = [float(p) for p in line.rsplit(" ", 1)[1].split(":")]
+    return sum(p * 60 ** i for i, p in enumerate(reversed(parts)))
+
+
+def startup(results: Path) -> str:
+    """Where the headline's wall time goes on the H200, beside stock ``lm_eval --model hf``."""
+    folder = results / STARTUP
+    runs = [json.loads((folder / f"headline_{n}.json").read_text(encoding="utf-8"))
+            for n in ("cold", "again")]
+    profiles = [json.loads((folder / f"{n}_profile.json").read_text(encoding="utf-8"))["parts"]
+                for n in ("headline", "stock_hf")]
+    stock = _wall_seconds((folder / "stock_hf_time.txt").read_text(encoding="utf-8"))
+    lines = ["| seconds | hf-metered as typed, cold | again | stock `--model hf`, batch 32 |",
+             "|---|---:|---:|---:|",
+             f"| whole command (wall) | {runs[0]['process_wall_seconds']:.2f} | "
+             f"{runs[1]['process_wall_seconds']:.2f} | {stock:.2f} |"]
+    for label, key in (("inference (the metered windows)", "inference_seconds"),
+                       ("model load", "load_seconds")):
+        lines.append(f"| {label} | {runs[0]['metering'][key]:.2f} | "
+                     f"{runs[1]['metering'][key]:.2f} | not metered |")
+    lines.append(f"| idle-power baseline | {runs[0]['metering']['idle_power']['seconds']:.2f} | "
+                 f"{runs[1]['metering']['idle_power']['seconds']:.2f} | none |")
+    for label, key in (("compiling sources to bytecode (profiled run)", "compiling_sources"),
+                       ("torch custom-op registration at import (profiled run)",
+                        "custom_op_registration")):
+        lines.append(f"| {label} | {profiles[0][key]['own_seconds']:.2f} | | "
+                     f"{profiles[1][key]['own_seconds']:.2f} |")
     return "\n".join(lines) + "\n"
 
 
@@ -80,6 +128,8 @@ def vllm_beside_public(results: Path) -> str:
 TABLES: dict[str, Callable[[Path], str]] = {
     f"{PUBLIC}/side_by_side.md": side_by_side,
     f"{PUBLIC}/vllm_beside_public.md": vllm_beside_public,
+    f"{PUBLIC}/cpu_headline_ab.md": cpu_headline,
+    f"{STARTUP}/startup.md": startup,
 }
 
 

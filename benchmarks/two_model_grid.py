@@ -72,8 +72,8 @@ def main() -> None:
     deadline = Deadline(args.budget_seconds)
     import torch
 
+    from lm_eval_ext.backends.hf.metered import HFMeteredLM
     from lm_eval_ext.generation.generator import FastGenerator
-    from lm_eval_ext.model_wrappers.hf_metered import HFMeteredLM
 
     rows: list[dict] = []
     stopped: list[str] = []

@@ -149,9 +149,9 @@ def main() -> None:
     pretrained, model = None, {"model": "embedded SmolLM2-135M-Instruct"}
     if args.size:
         pretrained, model = random_init_checkpoint(args.size, args.workdir, args.device)
+    from lm_eval_ext.backends.hf.metered import HFMeteredLM
+    from lm_eval_ext.backends.vllm.metered import VLLMMeteredLM
     from lm_eval_ext.generation.generator import FastGenerator
-    from lm_eval_ext.model_wrappers.hf_metered import HFMeteredLM
-    from lm_eval_ext.model_wrappers.vllm_metered import VLLMMeteredLM
 
     started = time.perf_counter()  # the engine first: it starts before this process uses CUDA
     vllm = VLLMMeteredLM(pretrained=pretrained, precision="bf16", batch_size=str(args.batch),

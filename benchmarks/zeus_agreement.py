@@ -28,8 +28,8 @@ def main() -> None:
     import torch
     from zeus.monitor import ZeusMonitor
 
-    from lm_eval_ext.model_wrappers.hf_metered import HFMeteredLM
-    from lm_eval_ext.model_wrappers.metering import EnergyMeter, NvmlSource
+    from lm_eval_ext.backends.hf.metered import HFMeteredLM
+    from lm_eval_ext.metering import EnergyMeter, NvmlSource
 
     lm = HFMeteredLM(device="cuda", batch_size=args.batch_size, precision="bf16")
     requests = build_requests(args.task, args.limit)

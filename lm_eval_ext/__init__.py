@@ -5,7 +5,12 @@ Data flows one way, lowest layer first (``tests/test_layers.py`` enforces it):
 * ``data``: finds, verifies (SHA-256) and prepares the upstream benchmark files.
 * ``tasks``: lm-eval task folders (BBQ and its frozen subsets, BBQ-V, TruthfulQA, ToxiGen,
   CrowS-Pairs, XSTest), both scoring paths and the template tiers.
-* ``model_wrappers``: the ``hf-metered`` and ``vllm-metered`` lm-eval models and their metering.
+* ``generation``: greedy decoding through transformers' and torch's public APIs (the fast path).
+* ``metering``: energy per task and request type, backend-independent (``Metering``,
+  ``MeteredLM``).
+* ``backends``: the lm-eval models, ``hf/`` (``hf-metered``, ``hf-multimodal-metered``) and
+  ``vllm/`` (``vllm-metered``), with what they share (precision, chat template, model args, the
+  embedded and packaged models).
 * ``registration``, ``command_preflight``, ``upstream_noise``: how the package plugs into the
   stock ``lm_eval`` command (models, task folders, checks before a model loads).
 * ``analysis``: lm-eval output -> per-item frame -> paired deltas, power, rank flips,

@@ -77,7 +77,7 @@ def check_device(value: str, where: str = "--device") -> None:
 
 def check_batch_size(value: str, where: str = "--batch_size") -> None:
     """The model's own rule (a positive whole number, ``auto`` or ``auto:N``), told as a flag."""
-    from lm_eval_ext.model_wrappers.model_args import check_batch_size as model_rule
+    from lm_eval_ext.backends.model_args import check_batch_size as model_rule
 
     try:
         model_rule("lm_eval", value)

@@ -20,9 +20,9 @@ from lm_eval_ext.paths import package_tasks_dir, user_tasks_dir
 #: lm-eval model name -> "module:Class" (must match the class exactly so that the
 #: registry's lazy placeholder upgrades to the class when the module is imported).
 MODELS = {
-    "hf-metered": "lm_eval_ext.model_wrappers.hf_metered:HFMeteredLM",
-    "hf-multimodal-metered": "lm_eval_ext.model_wrappers.hf_multimodal_metered:HFMultimodalMeteredLM",
-    "vllm-metered": "lm_eval_ext.model_wrappers.vllm_metered:VLLMMeteredLM",
+    "hf-metered": "lm_eval_ext.backends.hf.metered:HFMeteredLM",
+    "hf-multimodal-metered": "lm_eval_ext.backends.hf.multimodal:HFMultimodalMeteredLM",
+    "vllm-metered": "lm_eval_ext.backends.vllm.metered:VLLMMeteredLM",
 }
 
 _PATCH_MARK = "_lm_eval_ext_patched"
@@ -120,8 +120,8 @@ def embedded_run_name(model_args) -> str:
     """
     from lm_eval.utils import simple_parse_args_string
 
-    from lm_eval_ext.model_wrappers.embedded_model import MODEL_NAME
-    from lm_eval_ext.model_wrappers.precision import precision_name
+    from lm_eval_ext.backends.embedded_model import MODEL_NAME
+    from lm_eval_ext.backends.precision import precision_name
 
     args = model_args if isinstance(model_args, dict) else simple_parse_args_string(model_args or "")
     # without precision= the embedded checkpoint runs in its own dtype: float32 (dequantised)

@@ -56,7 +56,7 @@ def data_dir() -> Path:
 @pytest.fixture(scope="session")
 def embedded_checkpoint() -> Path:
     """The converted embedded model (downloads + converts once per cache)."""
-    from lm_eval_ext.model_wrappers.embedded_model import ensure_checkpoint
+    from lm_eval_ext.backends.embedded_model import ensure_checkpoint
 
     return ensure_checkpoint()
 
@@ -64,7 +64,7 @@ def embedded_checkpoint() -> Path:
 @pytest.fixture(scope="session")
 def embedded_lm(embedded_checkpoint):
     """One HFMeteredLM on the CPU, shared by the in-process lm-eval tests."""
-    from lm_eval_ext.model_wrappers.hf_metered import HFMeteredLM
+    from lm_eval_ext.backends.hf.metered import HFMeteredLM
 
     return HFMeteredLM(device="cpu", batch_size=4)
 

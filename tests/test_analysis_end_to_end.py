@@ -19,7 +19,7 @@ TASK = "bbq_subset_12p5pct_loglik"
 @pytest.fixture(scope="module")
 def real_runs(tmp_path_factory, embedded_checkpoint, data_dir):
     """fp32 and bf16 runs of the same 8 items, plus an fp32 run of 12 items of another task."""
-    from lm_eval_ext.model_wrappers.hf_metered import HFMeteredLM
+    from lm_eval_ext.backends.hf.metered import HFMeteredLM
 
     root = tmp_path_factory.mktemp("runs")
     fp32 = HFMeteredLM(device="cpu", precision="fp32", batch_size=8, idle_seconds=0)

@@ -197,8 +197,8 @@ def test_energy_ratio_refused_across_gpus(rows, tmp_path):
     ({"chat_template": "of"}, "chat_template='of' is not valid; use one of auto, off"),
 ])
 def test_bad_model_args_fail_before_the_model_loads(args, message, monkeypatch):
-    from lm_eval_ext.model_wrappers import embedded_model
-    from lm_eval_ext.model_wrappers.hf_metered import HFMeteredLM
+    from lm_eval_ext.backends import embedded_model
+    from lm_eval_ext.backends.hf.metered import HFMeteredLM
 
     def no_load():
         raise AssertionError("the model must not be touched before the args are valid")
@@ -213,7 +213,7 @@ def test_bad_model_args_fail_before_the_model_loads(args, message, monkeypatch):
 
 
 def test_batch_size_in_model_args_and_cli_explains_the_clash():
-    from lm_eval_ext.model_wrappers.hf_metered import HFMeteredLM
+    from lm_eval_ext.backends.hf.metered import HFMeteredLM
 
     with pytest.raises(ConfigError, match="pass it once, as --batch_size 4"):
         HFMeteredLM.create_from_arg_string("batch_size=4", {"batch_size": 1})
@@ -223,7 +223,7 @@ def test_batch_size_in_model_args_and_cli_explains_the_clash():
 
 
 def test_the_same_batch_size_given_both_ways_is_taken_once():
-    from lm_eval_ext.model_wrappers.model_args import merge_model_args
+    from lm_eval_ext.backends.model_args import merge_model_args
 
     merged = merge_model_args("hf-metered", {"batch_size": 8, "precision": "fp32"},
                               {"batch_size": "8", "max_batch_size": None, "device": "cpu"})

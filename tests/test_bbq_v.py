@@ -91,7 +91,7 @@ def test_datasets_repository_source(bbq_v_dir, tmp_path):
 
 
 def test_multimodal_model_needs_pretrained():
-    from lm_eval_ext.model_wrappers.hf_multimodal_metered import HFMultimodalMeteredLM
+    from lm_eval_ext.backends.hf.multimodal import HFMultimodalMeteredLM
 
     with pytest.raises(ConfigError, match="pretrained"):
         HFMultimodalMeteredLM(device="cpu")
@@ -99,7 +99,7 @@ def test_multimodal_model_needs_pretrained():
 
 @pytest.mark.slow
 def test_real_run_on_the_tiny_vlm(bbq_v_dir, tiny_vlm):
-    from lm_eval_ext.model_wrappers.hf_multimodal_metered import HFMultimodalMeteredLM
+    from lm_eval_ext.backends.hf.multimodal import HFMultimodalMeteredLM
 
     manager = package_task_manager(bbq_v_dir=str(bbq_v_dir))
     lm = HFMultimodalMeteredLM(pretrained=str(tiny_vlm), device="cpu", batch_size=4,

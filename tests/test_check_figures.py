@@ -82,6 +82,10 @@ def test_a_generated_table_that_drifts_from_its_file_or_its_source_fails(tmp_pat
     page.write_text(text.replace("| 1.35 |", "| 1.25 |", 1), encoding="utf-8")
     proc = _check(root)
     assert proc.returncode == 1 and "differs from that file" in proc.stderr
+    page.write_text(text.replace("|\n<!-- /generated -->", "|<!-- /generated -->", 1),
+                    encoding="utf-8")
+    proc = _check(root)
+    assert proc.returncode == 1 and "has no <!-- /generated --> line" in proc.stderr
     page.write_text(text, encoding="utf-8")
     source = root / "benchmarks" / "results" / "generation_public_2026-12-02" / (
         "side_by_side_headline_tf524.json")

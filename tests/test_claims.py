@@ -6,7 +6,6 @@ import numpy as np
 import pandas as pd
 import pytest
 from scipy import stats
-from sequential_simulator import simulate_paired_units
 
 from lm_eval_ext.analysis.claims import (
     CHANGED,
@@ -21,6 +20,7 @@ from lm_eval_ext.analysis.metrics import ACCURACY, BIAS_S_AMB
 from lm_eval_ext.analysis.stats.bootstrap import ClusterDesign
 from lm_eval_ext.analysis.stats.linearised import linearised_deltas
 from lm_eval_ext.analysis.stats.paired import paired_delta
+from lm_eval_ext.analysis.stats.sequential_known_truth import simulate_paired_units
 from lm_eval_ext.cards import task_card
 
 

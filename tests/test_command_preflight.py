@@ -97,7 +97,7 @@ def test_an_unknown_task_is_one_line_with_the_closest_name():
 
 def test_an_invalid_batch_size_in_model_args_is_the_error_not_the_duplicate():
     """Issue 39: batch_size=0 in --model_args said "pass it once, as --batch_size 0"."""
-    from lm_eval_ext.model_wrappers.model_args import merge_model_args
+    from lm_eval_ext.backends.model_args import merge_model_args
 
     with pytest.raises(ConfigError, match="batch_size='0' is not valid; use a positive integer"):
         merge_model_args("hf-metered", {"batch_size": "0"}, {"batch_size": 1})

@@ -54,7 +54,7 @@ def test_model_registry_resolves_hf_metered_and_keeps_builtins():
 
 def test_importing_the_wrapper_first_keeps_builtin_models():
     # The empty-registry pitfall: registering before lm_eval.models hides --model hf.
-    code = ("import lm_eval_ext.model_wrappers.hf_metered; from lm_eval.api.registry import "
+    code = ("import lm_eval_ext.backends.hf.metered; from lm_eval.api.registry import "
             "get_model; print(get_model('hf').__name__)")
     assert _python(code, LM_EVAL_EXT_DISABLE="1").stdout.strip() == "HFLM"
 

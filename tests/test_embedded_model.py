@@ -5,7 +5,7 @@ import json
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from lm_eval_ext.model_wrappers import embedded_model
+from lm_eval_ext.backends import embedded_model
 
 
 def test_checkpoint_provenance_and_context_length(embedded_checkpoint):

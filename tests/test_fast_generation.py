@@ -10,13 +10,13 @@ import torch
 from conftest import package_task_manager
 from lm_eval.api.instance import Instance
 
+from lm_eval_ext.backends.model_args import explicit_batch_size
 from lm_eval_ext.generation.generator import (
     CPU_BATCH,
     MEMORY_SHARE,
     FastGenerator,
     planned_batch_size,
 )
-from lm_eval_ext.model_wrappers.model_args import explicit_batch_size
 
 
 @contextlib.contextmanager

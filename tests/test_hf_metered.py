@@ -30,7 +30,7 @@ def task_manager(data_dir):
     ],
 )
 def test_bad_model_args_list_the_valid_values(args, message):
-    from lm_eval_ext.model_wrappers.hf_metered import HFMeteredLM
+    from lm_eval_ext.backends.hf.metered import HFMeteredLM
 
     with pytest.raises(ConfigError, match=re.escape(message)):
         HFMeteredLM(device="cpu", **args)
@@ -71,7 +71,7 @@ def test_cli_run_writes_complete_metering_block(tmp_path, embedded_checkpoint):
 @pytest.mark.slow
 def test_grouping_by_task_keeps_answers_in_request_order(task_manager, embedded_checkpoint):
     """Mixed-task requests give the same per-item log-likelihoods as plain HFLM."""
-    from lm_eval_ext.model_wrappers.hf_metered import HFMeteredLM
+    from lm_eval_ext.backends.hf.metered import HFMeteredLM
 
     tasks = ["bbq_subset_12p5pct_loglik", "bbq_subset_25pct_loglik"]
     runs = {}
@@ -88,7 +88,7 @@ def test_grouping_by_task_keeps_answers_in_request_order(task_manager, embedded_
 
 @pytest.mark.slow
 def test_auto_batch_size_probe_is_cut_out(task_manager, embedded_checkpoint):
-    from lm_eval_ext.model_wrappers.hf_metered import HFMeteredLM
+    from lm_eval_ext.backends.hf.metered import HFMeteredLM
 
     lm = HFMeteredLM(device="cpu", batch_size="auto", max_batch_size=4, idle_seconds=0)
     res = simple_evaluate(model=lm, tasks=["bbq_subset_12p5pct_loglik"],
@@ -104,7 +104,7 @@ def test_generation_auto_batch_size_is_recorded_and_the_probe_cut_out(task_manag
                                                                        embedded_checkpoint):
     """lm-eval probes first thing in generate_until; the probe is excluded and the batch size
     it found is recorded (generate_until keeps it in a local variable)."""
-    from lm_eval_ext.model_wrappers.hf_metered import HFMeteredLM
+    from lm_eval_ext.backends.hf.metered import HFMeteredLM
 
     # max_length bounds the probe's forward (it runs at the model's full context otherwise)
     lm = HFMeteredLM(device="cpu", batch_size="auto", max_batch_size=2, max_length=640,

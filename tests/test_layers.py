@@ -16,8 +16,8 @@ LAYERS = (
     ("__init__", "errors", "paths", "cards", "files"),
     ("data",),
     ("tasks",),
-    ("generation",),  # decoding through transformers' public APIs (no lm-eval model class)
-    ("model_wrappers",),
+    ("generation", "metering"),  # decoding (public transformers APIs); energy, backend-free
+    ("backends",),  # the lm-eval models: hf/, vllm/ and what they share
     ("registration", "upstream_noise", "command_preflight"),  # how we plug into lm-eval
     ("analysis",),
     ("cross_harness", "export", "judge"),

@@ -6,7 +6,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from lm_eval_ext.model_wrappers.metering import (
+from lm_eval_ext.metering import (
     EnergyMeter,
     InferenceLedger,
     NvmlSource,
@@ -318,7 +318,7 @@ def test_idle_spread_shares_and_idle_corrected_uncertainty():
 
 
 def test_cpu_window_with_other_busy_processes_is_flagged():
-    from lm_eval_ext.model_wrappers.metering.contention import CpuContention
+    from lm_eval_ext.metering.contention import CpuContention
 
     # 2 CPUs, 10 s window: the machine was busy 16 CPU-s, we used 8 -> others 8 / 20 = 40%
     busy, own, clock = iter([100.0, 116.0]), iter([50.0, 58.0]), iter([0.0, 10.0])
@@ -339,7 +339,7 @@ def test_real_proc_stat_probe_sees_a_busy_sibling_process():
     import sys
     import time
 
-    from lm_eval_ext.model_wrappers.metering.contention import CpuContention
+    from lm_eval_ext.metering.contention import CpuContention
 
     probe = CpuContention()
     spinners = [subprocess.Popen([sys.executable, "-c", "while True: pass"])

@@ -8,7 +8,7 @@ from lm_eval.api.instance import Instance
 from lm_eval.models.dummy import DummyLM
 from test_metering import Clock, FakeNvml
 
-from lm_eval_ext.model_wrappers.metering import EnergyMeter, MeteredLM, Metering, NvmlSource
+from lm_eval_ext.metering import EnergyMeter, MeteredLM, Metering, NvmlSource
 
 
 class EngineDummy(DummyLM):
@@ -71,9 +71,9 @@ def test_a_non_hf_lm_gets_per_task_windows_forward_time_and_the_extras_hook():
 
 
 def test_the_metering_package_imports_no_model_backend():
-    code = ("import sys, lm_eval_ext.model_wrappers.metering\n"
+    code = ("import sys, lm_eval_ext.metering\n"
             "bad = [m for m in sys.modules if m.startswith(('transformers', 'lm_eval.models',"
-            " 'lm_eval_ext.model_wrappers.hf', 'torch'))]\n"
+            " 'lm_eval_ext.backends', 'torch'))]\n"
             "print(bad); sys.exit(1 if bad else 0)")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stdout + done.stderr

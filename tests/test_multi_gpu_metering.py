@@ -10,14 +10,14 @@ import torch.multiprocessing as mp
 from lm_eval.api.instance import Instance
 from test_metering import meter_for
 
-from lm_eval_ext.model_wrappers.metering import InferenceLedger
-from lm_eval_ext.model_wrappers.metering.ranks import (
+from lm_eval_ext.metering import InferenceLedger
+from lm_eval_ext.metering.ranks import (
     gather_rank_metering,
     merge_rank_metering,
     padding_count,
     run_without_padding,
 )
-from lm_eval_ext.model_wrappers.metering.sources import device_label
+from lm_eval_ext.metering.sources import device_label
 
 
 def _requests(n_real: int, n_pad: int, repeats: int = 1) -> list[Instance]:
@@ -136,9 +136,9 @@ def test_model_parallel_meters_and_syncs_every_gpu_holding_parameters(monkeypatc
     import torch
     from test_metering import Clock, FakeNvml
 
-    from lm_eval_ext.model_wrappers.hf_base import parameter_cuda_devices
-    from lm_eval_ext.model_wrappers.metering import EnergyMeter, NvmlSource
-    from lm_eval_ext.model_wrappers.metering.seam import synchronize_all
+    from lm_eval_ext.backends.hf.base import parameter_cuda_devices
+    from lm_eval_ext.metering import EnergyMeter, NvmlSource
+    from lm_eval_ext.metering.seam import synchronize_all
 
     class Split:  # parameters as accelerate's device_map places them
         def parameters(self):

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from conftest import run_cli
 
+from lm_eval_ext.backends import packaged_models
+from lm_eval_ext.backends.packaged_models import GEMMA3_270M, PackagedModel
 from lm_eval_ext.errors import ConfigError
-from lm_eval_ext.model_wrappers import packaged_models
-from lm_eval_ext.model_wrappers.packaged_models import GEMMA3_270M, PackagedModel
 
 
 def test_a_packaged_model_without_its_package_is_one_line_naming_the_extra(monkeypatch):

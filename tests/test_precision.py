@@ -5,13 +5,13 @@ import math
 import pytest
 import torch
 
-from lm_eval_ext.errors import ConfigError
-from lm_eval_ext.model_wrappers.precision import (
+from lm_eval_ext.backends.precision import (
     PrecisionError,
     PrecisionPlan,
     plan_precision,
     verify_precision,
 )
+from lm_eval_ext.errors import ConfigError
 
 
 def test_plans():
@@ -39,7 +39,7 @@ def test_bad_precision_args_say_what_is_valid(precision, dtype, extra, message):
 
 @pytest.fixture(scope="module")
 def loaded(embedded_checkpoint):
-    from lm_eval_ext.model_wrappers.hf_metered import HFMeteredLM
+    from lm_eval_ext.backends.hf.metered import HFMeteredLM
 
     def load(precision):
         return HFMeteredLM(device="cpu", precision=precision, idle_seconds=0)

@@ -8,7 +8,6 @@ import numpy as np
 import pandas as pd
 import pytest
 from scipy import stats
-from sequential_simulator import mean_difference_se, simulate, simulate_paired_units
 
 from lm_eval_ext.analysis.metrics import ACCURACY, BIAS_S_DIS
 from lm_eval_ext.analysis.stats.group_sequential import (
@@ -20,6 +19,11 @@ from lm_eval_ext.analysis.stats.group_sequential import (
     obrien_fleming_spent,
 )
 from lm_eval_ext.analysis.stats.linearised import linearised_delta
+from lm_eval_ext.analysis.stats.sequential_known_truth import (
+    mean_difference_se,
+    simulate,
+    simulate_paired_units,
+)
 from lm_eval_ext.cli.main import main
 
 #: the frozen instrument's looks: units in 12.5% ... 100% memberships (62 ... 500 units)

@@ -11,15 +11,15 @@ from conftest import package_task_manager
 from lm_eval import simple_evaluate
 from lm_eval.models.huggingface import HFLM
 
-from lm_eval_ext.model_wrappers import shared_prefix
-from lm_eval_ext.model_wrappers.packing import (
+from lm_eval_ext.backends.hf import shared_prefix
+from lm_eval_ext.backends.hf.packing import (
     PackedItem,
     attention_mask,
     group_by_context,
     pack,
     split_to_fit,
 )
-from lm_eval_ext.model_wrappers.shared_prefix import support_problem
+from lm_eval_ext.backends.hf.shared_prefix import support_problem
 
 #: every multiple-choice log-likelihood family the issue names, 6 items each
 TASKS = ["bbq_instrument_loglik", "truthfulqa_ext_mc1_loglik", "truthfulqa_ext_mc2_loglik",
@@ -90,7 +90,7 @@ def _samples(lm, tasks: list[str], limit: int = 6) -> dict:
 @pytest.fixture(scope="module")
 def both_paths(embedded_checkpoint):
     """lm-eval's own HF model and hf-metered with shared-prefix scoring, same items (fp32)."""
-    from lm_eval_ext.model_wrappers.hf_metered import HFMeteredLM
+    from lm_eval_ext.backends.hf.metered import HFMeteredLM
 
     standard = _samples(HFLM(pretrained=str(embedded_checkpoint), device="cpu", batch_size=8),
                         TASKS)
@@ -154,7 +154,7 @@ def test_batched_tokenisation_gives_lm_evals_own_encodings(embedded_lm):
 def test_a_mask_the_model_ignores_is_caught_by_the_self_check(embedded_checkpoint,
                                                               monkeypatch):
     """Options that see each other give other numbers: the run falls back, answers stay right."""
-    from lm_eval_ext.model_wrappers.hf_metered import HFMeteredLM
+    from lm_eval_ext.backends.hf.metered import HFMeteredLM
 
     def leaky(segments, dtype):  # every token sees every earlier token: options not isolated
         t = segments.shape[1]
@@ -178,7 +178,7 @@ def test_a_mask_the_model_ignores_is_caught_by_the_self_check(embedded_checkpoin
 
 @pytest.mark.slow
 def test_auto_batch_size_is_probed_per_request_list_and_cut_out(embedded_checkpoint):
-    from lm_eval_ext.model_wrappers.hf_metered import HFMeteredLM
+    from lm_eval_ext.backends.hf.metered import HFMeteredLM
 
     lm = HFMeteredLM(device="cpu", batch_size="auto", max_batch_size=4, idle_seconds=0,
                      mc_scoring="shared_prefix")

@@ -15,6 +15,7 @@ from test_fast_generation import PROMPTS
 from transformers import Gemma3TextConfig, LlamaConfig, LlamaForCausalLM
 from transformers.generation.stopping_criteria import StopStringCriteria
 
+from lm_eval_ext.backends.hf.metered import HFMeteredLM
 from lm_eval_ext.errors import ConfigError
 from lm_eval_ext.generation.graphed import (
     DecodeGraphs,
@@ -23,7 +24,6 @@ from lm_eval_ext.generation.graphed import (
     static_greedy_decode,
 )
 from lm_eval_ext.generation.greedy import eos_token_ids
-from lm_eval_ext.model_wrappers.hf_metered import HFMeteredLM
 
 
 def _until_end(rows: list[list[int]], eos: set[int], most: int) -> list[list[int]]:

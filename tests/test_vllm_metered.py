@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 from conftest import package_task_manager, run_cli
 
+from lm_eval_ext.backends.vllm.engine_args import EnginePlan, plan_engine
 from lm_eval_ext.errors import ConfigError
-from lm_eval_ext.model_wrappers.vllm_engine_args import EnginePlan, plan_engine
 
 STAND_IN = Path(__file__).parent / "stand_in_vllm"
 TASKS = ["bbq_subset_25pct", "bbq_subset_25pct_loglik"]
@@ -75,7 +75,7 @@ def test_data_parallel_replicas_with_bars_off_are_refused_before_the_engine_star
     """lm-eval's replicas call vLLM with a bar, which divides by zero under TQDM_DISABLE (tqdm
     reads it at import: a fresh process per setting)."""
     plan = ("from lm_eval_ext.errors import ConfigError\n"
-            "from lm_eval_ext.model_wrappers.vllm_engine_args import plan_engine\n"
+            "from lm_eval_ext.backends.vllm.engine_args import plan_engine\n"
             "try:\n    print(plan_engine(None, 1, {'data_parallel_size': 2}).gpus)\n"
             "except ConfigError as e:\n    print(e)\n"
             "print(plan_engine(None, 1, {'tensor_parallel_size': 2}).gpus)")
@@ -118,7 +118,7 @@ def test_vllm_metered_sends_what_hf_metered_sends_and_meters_each_task(stand_in_
                                                                        embedded_lm):
     """Same prompts (chat template included), same greedy text and log-likelihoods per item
     as hf-metered (fp32, CPU); one window per task, forward time null with its flag."""
-    from lm_eval_ext.model_wrappers.vllm_metered import VLLMMeteredLM
+    from lm_eval_ext.backends.vllm.metered import VLLMMeteredLM
 
     lm = VLLMMeteredLM(precision="fp32", batch_size="8")
     results, ours = _samples(lm, TASKS)

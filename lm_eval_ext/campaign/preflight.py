@@ -26,8 +26,8 @@ def check_model_args(model_args: str, batch_size: Any, where: str,
     ``where`` names the model args in an error, ``batch_where`` the batch size (default: the
     same place).
     """
-    from lm_eval_ext.model_wrappers.hf_metered import HFMeteredLM
-    from lm_eval_ext.model_wrappers.model_args import check_batch_size
+    from lm_eval_ext.backends.hf.metered import HFMeteredLM
+    from lm_eval_ext.backends.model_args import check_batch_size
 
     try:
         HFMeteredLM.check_model_args(model_args)

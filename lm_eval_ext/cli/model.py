@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from lm_eval_ext.model_wrappers.packaged_models import PACKAGED
+from lm_eval_ext.backends.packaged_models import PACKAGED
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -21,7 +21,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run_prepare(args: argparse.Namespace) -> int:
     """Convert (once) and print the cached checkpoint's folder."""
-    from lm_eval_ext.model_wrappers import embedded_model, packaged_models
+    from lm_eval_ext.backends import embedded_model, packaged_models
 
     names = [args.model] if args.model != "all" else ["embedded", *packaged_models.installed()]
     for name in names:

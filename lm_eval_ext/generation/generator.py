@@ -11,7 +11,7 @@ and cut at the stop sequences by its ``postprocess_generated_text``) and changes
   (CUDA: the KV cache and activations of the longest prompt plus ``max_gen_toks`` in half the
   free memory; CPU: :data:`CPU_BATCH`); a batch size the user gave caps it (a typed
   ``--batch_size 1`` too; lm-eval's untyped default of 1 does not, see
-  ``explicit_batch_size`` of :mod:`lm_eval_ext.model_wrappers.model_args`); an out-of-memory
+  ``explicit_batch_size`` of :mod:`lm_eval_ext.backends.model_args`); an out-of-memory
   halves it and retries;
 * on a CPU the prompts' common prefix (chat template, instructions) is run once per batch and
   its cache copied to every row, and all batches are decoded as one pool in which a batch's

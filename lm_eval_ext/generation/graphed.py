@@ -1,36 +1,17 @@
 """Greedy decoding from a static KV cache, its decode step replayed as one CUDA graph.
 
-A decode step of a small model on a GPU is launch-bound: each of its few hundred kernels runs
-for microseconds, and the host spends longer issuing them than the device spends running
-them. Here the KV cache is transformers' ``StaticCache`` (allocated once for the prompt plus
-``max_new_tokens``), so every step has the same shapes and addresses; the first step runs
-eagerly (it also warms up the kernels), the second is recorded with ``torch.cuda.graph``, and
-every later step copies its token into the graph's input and replays it: one launch per step.
-Capture costs one step's time, where ``torch.compile`` costs tens of seconds per process.
-
-Only public APIs: the model's forward with a custom 4-D attention mask (the row's own tokens
-so far, over the whole static cache; transformers passes a 4-D mask through, so its mask code
-runs no host-side check inside the graph), ``StaticCache`` and its ``update``/``reset``, and
-torch's CUDA graphs. The step is :mod:`~lm_eval_ext.generation.greedy`'s: positions from the
-left-padded mask, the last position's scores in fp32, their argmax, the same end tokens and
-stop strings. The host looks at the tokens only every :data:`CHECK_EVERY` steps, so it queues
-steps while the device runs them; each row's end step is kept on the device.
-
-Rows that finish stay in the batch (a graph has one shape) until a check finds at most
-:data:`~lm_eval_ext.generation.greedy.COMPACT_SHARE` of the rows running: then the running
-rows' keys and values go into a new ``StaticCache`` through its ``update`` (the old cache is
-read, never written) and the next step is run eagerly and captured again.
-
-A task's batches can share one captured step (:class:`DecodeGraphs`): a later batch with as
-many rows whose prompt plus new tokens fits the captured cache (using at least
-:data:`REUSE_SHARE` of it) empties that cache with ``Cache.reset()``, writes its prompt, sets
-the step's inputs in place and replays the same graph from its first step.
-
-Where the cache or the graph cannot hold (:func:`static_decode_problem`: quantized weights,
-whose kernels synchronise with the host; sliding-window layers; attention kernels that take no
-4-D mask), the fast path keeps the dynamic-cache decode. With ``cuda_graph=False`` (and on a
-CPU) the same static-cache loop runs eagerly: that is what the CPU tests compare with
-``generate``.
+A small model's decode step is launch-bound (hundreds of microsecond kernels). Here the cache is
+transformers' ``StaticCache`` (sized once for prompt plus ``max_new_tokens``), so every step has
+the same shapes and addresses: the first step runs eagerly (the warm-up), the second is recorded
+with ``torch.cuda.graph`` and every later one is a replay. The model gets a custom 4-D attention
+mask over the whole cache (a documented input: its mask code then runs no host check inside the
+graph). The host checks for ended rows every :data:`CHECK_EVERY` steps; once at most
+``COMPACT_SHARE`` of the rows run, the running rows' keys and values go into a new
+``StaticCache`` through ``update`` and the step is recorded again. A task's batches share one
+recorded step (:class:`DecodeGraphs`; ``Cache.reset()`` empties the kept cache). Public APIs
+only; the step is :mod:`~lm_eval_ext.generation.greedy`'s (``docs/hf-metered.md``). Models it
+cannot take are named by :func:`static_decode_problem`; with ``cuda_graph=False`` (and on a CPU)
+the same loop runs eagerly, which the CPU tests compare with ``generate``.
 """
 
 from __future__ import annotations

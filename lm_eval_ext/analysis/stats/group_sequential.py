@@ -17,7 +17,7 @@ recursive numerical integration (Armitage, McPherson and Rowe; Jennison and Turn
 So the plan's false "changed" rate is ``alpha``, not less (a per-look union bound gave 3.6% and a
 last-look ``z`` of 2.22 instead of 2.04 for the default looks). The equivalence test (TOST at
 ``1 - 2 alpha_k``) keeps the per-look increments, which bound the false "equivalent" rate at a
-true difference of +-margin. ``benchmarks/sequential_simulator.py`` checks both on clustered
+true difference of +-margin. ``sequential_known_truth.py`` checks both on clustered
 data with known truth (``tests/test_sequential.py`` pins the rates). The estimate and its SE come
 from :mod:`~lm_eval_ext.analysis.stats.linearised`.
 """

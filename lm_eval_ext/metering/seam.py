@@ -20,16 +20,16 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from lm_eval_ext.model_wrappers.metering.contention import cpu_contention_probe
-from lm_eval_ext.model_wrappers.metering.ledger import InferenceLedger
-from lm_eval_ext.model_wrappers.metering.meter import EnergyMeter
-from lm_eval_ext.model_wrappers.metering.ranks import (
+from lm_eval_ext.metering.contention import cpu_contention_probe
+from lm_eval_ext.metering.ledger import InferenceLedger
+from lm_eval_ext.metering.meter import EnergyMeter
+from lm_eval_ext.metering.ranks import (
     gather_rank_metering,
     merge_rank_metering,
     run_without_padding,
 )
-from lm_eval_ext.model_wrappers.metering.requests import run_by_task
-from lm_eval_ext.model_wrappers.metering.sources import device_label, select_source
+from lm_eval_ext.metering.requests import run_by_task
+from lm_eval_ext.metering.sources import device_label, select_source
 
 #: idle power is sampled in sub-intervals of this length (their spread is its uncertainty)
 IDLE_INTERVAL_S = 0.5

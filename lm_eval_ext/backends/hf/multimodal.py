@@ -11,7 +11,7 @@ from typing import Any
 from lm_eval.api.registry import register_model
 from lm_eval.models.hf_vlms import HFMultimodalLM
 
-from lm_eval_ext.model_wrappers.hf_base import HFMeteredBase
+from lm_eval_ext.backends.hf.base import HFMeteredBase
 
 
 @register_model("hf-multimodal-metered")

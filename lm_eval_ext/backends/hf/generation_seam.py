@@ -11,6 +11,7 @@ from typing import Any
 
 import torch
 
+from lm_eval_ext.backends.model_args import explicit_batch_size, strict_bool
 from lm_eval_ext.errors import check_choice
 from lm_eval_ext.generation.generator import (
     DEFAULT_GENERATION,
@@ -19,7 +20,6 @@ from lm_eval_ext.generation.generator import (
     generation_tokens,
     planned_batch_size,
 )
-from lm_eval_ext.model_wrappers.model_args import explicit_batch_size, strict_bool
 
 
 class FastGeneration:

@@ -1,7 +1,7 @@
 """Validation of hf-metered's own model args, before anything is loaded.
 
 The chat-template and ``mc_scoring`` args are validated by their owners
-(:mod:`~lm_eval_ext.model_wrappers.chat_template`, :mod:`~lm_eval_ext.model_wrappers.shared_prefix`).
+(:mod:`~lm_eval_ext.backends.chat_template`, :mod:`~lm_eval_ext.backends.hf.shared_prefix`).
 
 lm-eval turns ``--model_args`` values into Python values loosely (``true``/``false`` become
 booleans, digits ints, anything else stays a string), so ``sync=no`` arrives as the truthy

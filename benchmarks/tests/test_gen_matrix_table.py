@@ -13,7 +13,7 @@ from conftest import needs_results
 
 pytestmark = needs_results
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 from gen_matrix_table import fast_against_plain, rows_of  # noqa: E402
 

@@ -7,8 +7,8 @@ the engine uses. The engine runs in its own process, so forward time cannot be o
 ``forward_seconds`` is null with the flag ``forward_time_not_observable``, never a guess. The
 window edges need no device synchronisation: vLLM's ``generate`` returns only once every
 output is back. Without ``pretrained`` the embedded SmolLM2-135M-Instruct runs. Precision and
-batch switches: :mod:`~lm_eval_ext.model_wrappers.vllm_engine_args`; the chat-template policy
-is hf-metered's (:mod:`~lm_eval_ext.model_wrappers.chat_template`).
+batch switches: :mod:`~lm_eval_ext.backends.vllm.engine_args`; the chat-template policy
+is hf-metered's (:mod:`~lm_eval_ext.backends.chat_template`).
 
 Install with ``pip install "lm-eval-ext[vllm]"``; without vLLM the run stops with that line.
 """
@@ -22,8 +22,8 @@ import time
 from importlib.metadata import version
 from typing import Any
 
+from lm_eval_ext.backends.vllm.engine_args import missing_vllm_message
 from lm_eval_ext.errors import ConfigError
-from lm_eval_ext.model_wrappers.vllm_engine_args import missing_vllm_message
 
 if missing_vllm_message():  # before lm-eval's module, whose first line imports vllm
     raise ConfigError(missing_vllm_message())
@@ -31,16 +31,16 @@ if missing_vllm_message():  # before lm-eval's module, whose first line imports 
 from lm_eval.api.registry import register_model  # noqa: E402
 from lm_eval.models.vllm_causallms import VLLM  # noqa: E402
 
-from lm_eval_ext.model_wrappers import embedded_model, packaged_models  # noqa: E402
-from lm_eval_ext.model_wrappers.chat_template import ChatTemplated, ChatTemplatePolicy  # noqa: E402
-from lm_eval_ext.model_wrappers.metering import MeteredLM, Metering  # noqa: E402
-from lm_eval_ext.model_wrappers.model_args import MergedModelArgs, validate_own_args  # noqa: E402
-from lm_eval_ext.model_wrappers.model_info import wrapper_info  # noqa: E402
-from lm_eval_ext.model_wrappers.vllm_engine_args import (  # noqa: E402
+from lm_eval_ext.backends import embedded_model, packaged_models  # noqa: E402
+from lm_eval_ext.backends.chat_template import ChatTemplated, ChatTemplatePolicy  # noqa: E402
+from lm_eval_ext.backends.model_args import MergedModelArgs, validate_own_args  # noqa: E402
+from lm_eval_ext.backends.model_info import wrapper_info  # noqa: E402
+from lm_eval_ext.backends.vllm.engine_args import (  # noqa: E402
     MODEL_NAME,
     plan_engine,
     progress_bars_disabled,
 )
+from lm_eval_ext.metering import MeteredLM, Metering  # noqa: E402
 
 
 def engine_config(llm: Any) -> dict[str, Any]:

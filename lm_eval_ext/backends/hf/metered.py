@@ -1,8 +1,8 @@
 """``hf-metered``: lm-eval's HF model with inference-only energy metering per task.
 
 ``lm_eval --model hf-metered`` with no ``pretrained`` runs the embedded SmolLM2-135M-Instruct
-(:mod:`lm_eval_ext.model_wrappers.embedded_model`). Every ``--model hf`` model arg works; the
-extra ones and the energy boundary are in :mod:`lm_eval_ext.model_wrappers.hf_base` and
+(:mod:`lm_eval_ext.backends.embedded_model`). Every ``--model hf`` model arg works; the
+extra ones and the energy boundary are in :mod:`lm_eval_ext.backends.hf.base` and
 ``docs/hf-metered.md``.
 """
 
@@ -11,10 +11,10 @@ from __future__ import annotations
 from lm_eval.api.registry import register_model
 from lm_eval.models.huggingface import HFLM
 
+from lm_eval_ext.backends.hf.base import HFMeteredBase
+from lm_eval_ext.backends.hf.generation_seam import FastGeneration
+from lm_eval_ext.backends.hf.shared_prefix import SharedPrefixScoring, SharedPrefixStats
 from lm_eval_ext.generation.generator import FastGenerationStats
-from lm_eval_ext.model_wrappers.generation_seam import FastGeneration
-from lm_eval_ext.model_wrappers.hf_base import HFMeteredBase
-from lm_eval_ext.model_wrappers.shared_prefix import SharedPrefixScoring, SharedPrefixStats
 
 
 @register_model("hf-metered")

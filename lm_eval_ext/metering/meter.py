@@ -9,8 +9,8 @@ import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 
-from lm_eval_ext.model_wrappers.metering.contention import OTHER_SHARE_LIMIT, CpuContention
-from lm_eval_ext.model_wrappers.metering.sources import EnergySource
+from lm_eval_ext.metering.contention import OTHER_SHARE_LIMIT, CpuContention
+from lm_eval_ext.metering.sources import EnergySource
 
 #: A window shorter than this many counter periods is flagged ``short_window``.
 SHORT_WINDOW_PERIODS = 10

@@ -5,7 +5,7 @@
     a's logits come from c3, a0, a1 (they predict a0, a1, a2); b's from c3, b0; ...
 
 Pure functions over token ids (numpy, one copy per tensor to the device); the scorer in
-:mod:`~lm_eval_ext.model_wrappers.shared_prefix` runs the model on them.
+:mod:`~lm_eval_ext.backends.hf.shared_prefix` runs the model on them.
 """
 
 from __future__ import annotations

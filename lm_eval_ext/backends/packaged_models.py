@@ -17,9 +17,9 @@ import importlib.util
 from dataclasses import dataclass
 from pathlib import Path
 
+from lm_eval_ext.backends import embedded_model
 from lm_eval_ext.data.store import sha256_of
 from lm_eval_ext.errors import ConfigError
-from lm_eval_ext.model_wrappers import embedded_model
 from lm_eval_ext.paths import cache_dir
 
 

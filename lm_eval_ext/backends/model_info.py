@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from lm_eval_ext.model_wrappers import embedded_model
+from lm_eval_ext.backends import embedded_model
 
 
 def wrapper_info(lm: Any, model_class: str) -> dict[str, Any]:

@@ -5,7 +5,7 @@ whole context. Here the requests that share a context are packed into one row: t
 once, then every option's tokens after it. A 4-D attention mask lets each option see the
 context and its own earlier tokens only, and per-option position ids restart where the
 context ends, so each option is computed as if it followed the context alone (the row
-layout: :mod:`~lm_eval_ext.model_wrappers.packing`). Only the hidden states at the positions
+layout: :mod:`~lm_eval_ext.backends.hf.packing`). Only the hidden states at the positions
 that predict option tokens go through the output head. The answer per request is lm-eval's
 ``(sum of log-probabilities, is_greedy)``.
 
@@ -29,8 +29,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from lm_eval_ext.errors import check_choice
-from lm_eval_ext.model_wrappers.packing import (
+from lm_eval_ext.backends.hf.packing import (
     PackedBatch,
     PackedItem,
     attention_mask,
@@ -38,6 +37,7 @@ from lm_eval_ext.model_wrappers.packing import (
     pack,
     split_to_fit,
 )
+from lm_eval_ext.errors import check_choice
 
 MC_SCORING = ("standard", "shared_prefix")
 

@@ -14,10 +14,10 @@ windows around an lm-eval ``LM`` of any backend (see :mod:`.seam`). Nothing here
 model backend.
 """
 
-from lm_eval_ext.model_wrappers.metering.ledger import InferenceLedger
-from lm_eval_ext.model_wrappers.metering.meter import EnergyMeter, EnergyWindow
-from lm_eval_ext.model_wrappers.metering.seam import BOUNDARY, MeteredLM, Metering
-from lm_eval_ext.model_wrappers.metering.sources import (
+from lm_eval_ext.metering.ledger import InferenceLedger
+from lm_eval_ext.metering.meter import EnergyMeter, EnergyWindow
+from lm_eval_ext.metering.seam import BOUNDARY, MeteredLM, Metering
+from lm_eval_ext.metering.sources import (
     NvmlSource,
     RaplSource,
     UnavailableSource,

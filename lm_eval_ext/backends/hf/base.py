@@ -7,11 +7,11 @@ this class's ``__init__`` keywords (and ``mc_scoring`` on ``hf-metered``), docum
 ``docs/hf-metered.md``. Each job lives in its own module; this class only wires them to
 lm-eval's seams:
 
-* metering (:mod:`~lm_eval_ext.model_wrappers.metering`): per-task windows around the request
+* metering (:mod:`~lm_eval_ext.metering`): per-task windows around the request
   methods, forward time of ``_model_call``/``_model_generate``, batch-size probes cut out;
-* precision (:mod:`~lm_eval_ext.model_wrappers.precision`): dtype or bitsandbytes, verified;
-* chat-template policy (:mod:`~lm_eval_ext.model_wrappers.chat_template`);
-* argument checks (:mod:`~lm_eval_ext.model_wrappers.model_args`), before any model load.
+* precision (:mod:`~lm_eval_ext.backends.precision`): dtype or bitsandbytes, verified;
+* chat-template policy (:mod:`~lm_eval_ext.backends.chat_template`);
+* argument checks (:mod:`~lm_eval_ext.backends.model_args`), before any model load.
 
 Energy boundary: for each (task, request type) the meter brackets the model's request loop
 (tokenisation, batching, forward passes / generation) between CUDA-synchronised edges.
@@ -29,21 +29,21 @@ from typing import Any
 
 from lm_eval.utils import simple_parse_args_string
 
-from lm_eval_ext.errors import ConfigError
-from lm_eval_ext.generation.generator import FastGenerationStats
-from lm_eval_ext.model_wrappers import embedded_model, packaged_models
-from lm_eval_ext.model_wrappers.chat_template import ChatTemplated, ChatTemplatePolicy
-from lm_eval_ext.model_wrappers.metering import MeteredLM, Metering
-from lm_eval_ext.model_wrappers.metering.codecarbon_check import CodeCarbonCheck
-from lm_eval_ext.model_wrappers.model_args import (
+from lm_eval_ext.backends import embedded_model, packaged_models
+from lm_eval_ext.backends.chat_template import ChatTemplated, ChatTemplatePolicy
+from lm_eval_ext.backends.hf.shared_prefix import SharedPrefixStats
+from lm_eval_ext.backends.model_args import (
     MergedModelArgs,
     OwnArgs,
     check_unknown_args,
     validate_own_args,
 )
-from lm_eval_ext.model_wrappers.model_info import wrapper_info
-from lm_eval_ext.model_wrappers.precision import PrecisionPlan, plan_precision, verify_precision
-from lm_eval_ext.model_wrappers.shared_prefix import SharedPrefixStats
+from lm_eval_ext.backends.model_info import wrapper_info
+from lm_eval_ext.backends.precision import PrecisionPlan, plan_precision, verify_precision
+from lm_eval_ext.errors import ConfigError
+from lm_eval_ext.generation.generator import FastGenerationStats
+from lm_eval_ext.metering import MeteredLM, Metering
+from lm_eval_ext.metering.codecarbon_check import CodeCarbonCheck
 
 #: constructor keywords that only configure reporting (nothing to check before a load)
 _NOT_CHECKED = ("self", "kwargs", "codecarbon_country", "codecarbon_region")

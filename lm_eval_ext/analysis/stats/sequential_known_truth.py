@@ -1,7 +1,8 @@
 """Clustered paired data with known truth, and the group-sequential plan run on it.
 
-Outside the library: the simulation checks the plan's error rates
-(``benchmarks/sequential_simulation.py`` writes them; ``tests/test_sequential.py`` pins them).
+The reference the plan's error rates are checked against (``benchmarks/sequential_simulation.py``
+writes them; ``tests/test_sequential.py`` pins them); ``tests/test_claims.py`` draws its paired
+data here too. No I/O.
 """
 
 from __future__ import annotations

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from importlib.util import find_spec
 from typing import Any
 
+from lm_eval_ext.backends.model_args import check_batch_size, explicit_batch_size
 from lm_eval_ext.errors import ConfigError
-from lm_eval_ext.model_wrappers.model_args import check_batch_size, explicit_batch_size
 
 MODEL_NAME = "vllm-metered"
 INSTALL = 'pip install "lm-eval-ext[vllm]"'

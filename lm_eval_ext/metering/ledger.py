@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from lm_eval_ext.model_wrappers.metering.meter import EnergyMeter, EnergyWindow, assess_energy
+from lm_eval_ext.metering.meter import EnergyMeter, EnergyWindow, assess_energy
 
 #: flag of a window whose forward time cannot be seen (the engine runs in another process)
 FORWARD_NOT_OBSERVABLE = "forward_time_not_observable"

@@ -1,0 +1,1 @@
+"""The hf backends: ``hf-metered`` and ``hf-multimodal-metered`` over lm-eval's HF models."""

@@ -1,0 +1,1 @@
+"""The vLLM backend: ``vllm-metered`` over lm-eval's vLLM model."""
