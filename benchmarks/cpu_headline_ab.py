@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 
 from _harness import environment, write_json
+from summarize_run import summarize
 
 
 def _texts(folder: Path) -> dict[int, str]:
@@ -29,8 +30,7 @@ def main() -> None:
                             key=lambda p: (int(p.stem.rsplit("_", 1)[1]), order[p.stem.split("_")[0]])):
         side, round_ = time_file.stem.rsplit("_", 1)
         run = args.folder / time_file.stem
-        [results] = run.rglob("results_*.json")
-        metering = json.loads(results.read_text(encoding="utf-8"))["config"]["metering"]
+        metering = summarize(run)["metering"]
         texts.setdefault(side, _texts(run))
         runs.append({"side": side, "round": int(round_),
                      "wall_seconds": float(time_file.read_text().strip()),

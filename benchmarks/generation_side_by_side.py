@@ -8,7 +8,7 @@ batching, stop sequences and lm-eval's post-processing are the same for all:
   written by ``--export-previous COMMIT DIR`` from git: the path that wrote into transformers'
   cache layers, fused its norms and registered its own attention kernel);
 * ``generate``: transformers' ``model.generate`` (dynamic cache, stop strings, greedy) on the
-  same length-sorted batches;
+  same length-sorted batches (``plain_generate.py``);
 * ``generate_static``: ``model.generate(cache_implementation="static")`` on those batches
   (transformers compiles its decode step; the first run pays the compilation).
 
@@ -43,6 +43,7 @@ from _harness import (
     write_json,
 )
 from energy_sizes import random_init_checkpoint
+from plain_generate import generate_as_decode
 
 #: the decode modules of the previous path, as they were at the exported commit
 PREVIOUS = {"greedy_decode": "lm_eval_ext/model_wrappers/greedy_decode.py",
@@ -88,32 +89,22 @@ def previous_path(static: Any):
             setattr(generator, name, value)
 
 
-def generate_rows(model: Any, input_ids: Any, attention_mask: Any, max_new_tokens: int,
-                  eos_ids: list[int], stop: Any = None, **options: Any) -> list[list[int]]:
-    """``model.generate``'s greedy new tokens per row, cut after the first end token."""
-    from transformers import StoppingCriteriaList
-
-    out = model.generate(input_ids=input_ids, attention_mask=attention_mask,
-                         max_new_tokens=max_new_tokens, do_sample=False, eos_token_id=eos_ids,
-                         pad_token_id=eos_ids[0] if eos_ids else 0,
-                         stopping_criteria=StoppingCriteriaList([stop]) if stop else None,
-                         **options)[:, input_ids.shape[1]:].tolist()
-    return [next((row[:i + 1] for i, t in enumerate(row) if t in eos_ids), row) for row in out]
-
-
 @contextlib.contextmanager
-def generate_path(**options: Any):
-    """While the block runs, each planned batch is decoded by ``model.generate``."""
+def generate_path(cache_implementation: str | None = None):
+    """While the block runs, each planned batch is decoded by ``model.generate``.
+
+    ``plain_generate.generate_as_decode`` swaps the dynamic-cache decode; the CUDA-graph decode
+    is turned away here so that it is the one that runs on a GPU too.
+    """
     from lm_eval_ext.generation import generator
 
-    saved = generator.static_decode_problem, generator.greedy_decode
+    saved = generator.static_decode_problem
     generator.static_decode_problem = lambda model: "benchmark: model.generate"
-    generator.greedy_decode = (lambda model, ids, mask, most, eos, stop=None, **_:
-                               generate_rows(model, ids, mask, most, list(eos), stop, **options))
     try:
-        yield
+        with generate_as_decode(cache_implementation):
+            yield
     finally:
-        generator.static_decode_problem, generator.greedy_decode = saved
+        generator.static_decode_problem = saved
 
 
 def main() -> None:

@@ -12,6 +12,11 @@ set -euo pipefail
 : "${OUT:?set OUT}"
 SBS=(python3 benchmarks/generation_side_by_side.py --previous .gpu_previous)
 stamp() { echo "== $(date +%T) $*"; }
+# transformers 5.24 first on the path (its wheels carried in .gpu_tf/)
+newer_transformers() {
+  python3 -m pip install -q --no-deps --target /tmp/tf_new .gpu_tf/*.whl
+  export PYTHONPATH=/tmp/tf_new:${PYTHONPATH:-}
+}
 nvidia-smi -L > "$OUT/gpu.txt"
 case "${1:-}" in
   headline)
@@ -22,8 +27,8 @@ case "${1:-}" in
   8b|newer8b)  # newer8b: on transformers 5.24 (as `newer`), without the generate variant
     variants=public,previous,generate tag=""
     if [ "$1" = newer8b ]; then
-      python3 -m pip install -q --no-deps --target /tmp/tf_new .gpu_tf/*.whl
-      export PYTHONPATH=/tmp/tf_new:${PYTHONPATH:-} variants=public,previous tag=_tf524
+      newer_transformers
+      variants=public,previous tag=_tf524
     fi
     stamp "8B batch 64"
     "${SBS[@]}" --size llama-8b --limit 64 --batch-size 64 --rounds 3 \
@@ -33,9 +38,9 @@ case "${1:-}" in
       --variants $variants --out "$OUT/side_by_side_8b_b1$tag.json"
     stamp done ;;
   newer)
-    python3 -m pip install -q --no-deps --target /tmp/tf_new .gpu_tf/*.whl
+    newer_transformers
     stamp "headline side by side, transformers 5.24"
-    PYTHONPATH=/tmp/tf_new:${PYTHONPATH:-} "${SBS[@]}" --rounds 3 \
+    "${SBS[@]}" --rounds 3 \
       --variants public,previous,generate_static --out "$OUT/side_by_side_headline_tf524.json"
     stamp done ;;
   *) echo "usage: $0 headline|8b|newer" >&2; exit 2 ;;

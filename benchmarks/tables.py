@@ -19,6 +19,8 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from summarize_run import process_times
+
 RESULTS = Path(__file__).resolve().parent / "results"
 PUBLIC = "generation_public_2026-12-02"
 #: (file, setting) of the side-by-side table, in its row order
@@ -91,13 +93,6 @@ def cpu_headline(results: Path) -> str:
 STARTUP = "startup_2026-12-02"
 
 
-def _wall_seconds(time_log: str) -> float:
-    """``/usr/bin/time -v``'s elapsed wall clock, in seconds."""
-    line = next(x for x in time_log.splitlines() if "Elapsed (wall clock)" in x)
-    parts = [float(p) for p in line.rsplit(" ", 1)[1].split(":")]
-    return sum(p * 60 ** i for i, p in enumerate(reversed(parts)))
-
-
 def startup(results: Path) -> str:
     """Where the headline's wall time goes on the H200, beside stock ``lm_eval --model hf``."""
     folder = results / STARTUP
@@ -105,7 +100,8 @@ def startup(results: Path) -> str:
             for n in ("cold", "again")]
     profiles = [json.loads((folder / f"{n}_profile.json").read_text(encoding="utf-8"))["parts"]
                 for n in ("headline", "stock_hf")]
-    stock = _wall_seconds((folder / "stock_hf_time.txt").read_text(encoding="utf-8"))
+    stock = process_times((folder / "stock_hf_time.txt").read_text(encoding="utf-8"))[
+        "process_wall_seconds"]
     lines = ["| seconds | hf-metered as typed, cold | again | stock `--model hf`, batch 32 |",
              "|---|---:|---:|---:|",
              f"| whole command (wall) | {runs[0]['process_wall_seconds']:.2f} | "

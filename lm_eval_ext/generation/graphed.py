@@ -31,8 +31,9 @@ from lm_eval_ext.generation.greedy import (
     prompt_positions,
 )
 
-#: attention kernels the 4-D mask below is built for (bool for sdpa, additive for eager)
-ATTENTION = ("sdpa", "eager")
+#: attention kernels that take a custom 4-D mask (bool for sdpa, additive for eager); the
+#: static decode here and hf-metered's packed scoring both pass one
+MASKABLE_ATTENTION = ("sdpa", "eager")
 #: steps between the host's checks whether every row has ended (each check waits for the
 #: device; between checks the host queues steps ahead of it)
 CHECK_EVERY = 8
@@ -59,8 +60,8 @@ def prefill_kernels(device: torch.device, cudnn: bool) -> contextlib.AbstractCon
 
 
 def attention_kernel(model: Any) -> str | None:
-    """The attention implementation the loaded model runs (read from its config)."""
-    return getattr(model.config, "_attn_implementation", None)
+    """The attention implementation the loaded model runs (read from its config; the one read)."""
+    return getattr(getattr(model, "config", None), "_attn_implementation", None)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -81,7 +82,7 @@ def static_decode_problem(model: Any) -> str | None:
     if not plain_layers(model):
         return "sliding-window attention layers"
     attention = attention_kernel(model)
-    if attention not in ATTENTION:
+    if attention not in MASKABLE_ATTENTION:
         return f"attention implementation {attention!r}"
     return None
 

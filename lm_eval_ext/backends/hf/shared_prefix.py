@@ -38,11 +38,10 @@ from lm_eval_ext.backends.hf.packing import (
     split_to_fit,
 )
 from lm_eval_ext.errors import check_choice
+from lm_eval_ext.generation.graphed import MASKABLE_ATTENTION, attention_kernel
 
 MC_SCORING = ("standard", "shared_prefix")
 
-#: attention implementations that honour a custom additive 4-D mask
-MASKABLE_ATTENTION = ("sdpa", "eager")
 #: config keys that make the model's head more than ``lm_head(hidden)``, or attention not plain
 UNSUPPORTED_CONFIG = ("final_logit_softcapping", "logit_scale", "logits_scaling")
 #: self-check tolerance on a log-likelihood (nats), by compute dtype
@@ -53,7 +52,7 @@ def support_problem(model: Any, backend: str) -> str | None:
     config = getattr(model, "config", None)
     if backend != "causal":
         return f"backend {backend!r} is not a decoder-only (causal) model"
-    attention = getattr(config, "_attn_implementation", None)
+    attention = attention_kernel(model)
     if attention not in MASKABLE_ATTENTION:
         return (f"attention implementation {attention!r} does not take a custom 4-D mask "
                 f"(supported: {', '.join(MASKABLE_ATTENTION)})")
