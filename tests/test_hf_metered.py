@@ -116,3 +116,15 @@ def test_generation_auto_batch_size_is_recorded_and_the_probe_cut_out(task_manag
     task = metering["per_task"]["bbq_subset_12p5pct"]
     assert task["windows"] == 2 and task["n_requests"] == 2
     assert 0 < task["forward_seconds"] <= task["inference_seconds"]
+
+
+def test_hf_metered_is_composed_of_three_package_classes_with_one_init_and_one_generate_until():
+    from lm_eval_ext.backends.hf.metered import HFMeteredLM, HFMeteredLMArgs
+
+    ours = [k for k in HFMeteredLM.__mro__ if k.__module__.startswith("lm_eval_ext")]
+    assert [k.__name__ for k in ours] == ["HFMeteredLM", "HFMeteredBase", "MeteredLM"]
+    assert [k.__name__ for k in ours if "__init__" in vars(k)] == ["HFMeteredBase"]
+    assert [k.__name__ for k in ours if "generate_until" in vars(k)] == ["MeteredLM"]
+    # one declared schema: every own arg with its default
+    assert HFMeteredLMArgs.names()[-3:] == ("mc_scoring", "generation", "cuda_graphs")
+    assert HFMeteredLMArgs().generation == "fast"

@@ -80,28 +80,3 @@ class ChatTemplatePolicy:
             return "lm_eval"
         return self.model_name if self.applies(tokenizer) else None
 
-
-class ChatTemplated:
-    """Mixin that applies a :class:`ChatTemplatePolicy` (``self._chat``) to an lm-eval model.
-
-    Place it before the metering mixin: the templated copies are made before the metered
-    request loop, and lm-eval's own ``chat_template``/``apply_chat_template`` calls mark the
-    run as templating itself.
-    """
-
-    _chat: ChatTemplatePolicy
-
-    def generate_until(self, requests, disable_tqdm: bool = False):  # noqa: D102
-        if self._chat.applies(self.tokenizer):
-            base_apply = super().apply_chat_template  # not ours: that marks the run templated
-            requests = self._chat.templated(requests, base_apply)
-        return super().generate_until(requests, disable_tqdm)
-
-    # lm-eval calls these only when the run itself applies a chat template
-    def chat_template(self, chat_template: bool | str = False) -> str | None:  # noqa: D102
-        self._chat.mark_run_applies_template()
-        return super().chat_template(chat_template)
-
-    def apply_chat_template(self, chat_history, add_generation_prompt: bool = True) -> str:  # noqa: D102
-        self._chat.mark_run_applies_template()
-        return super().apply_chat_template(chat_history, add_generation_prompt)

@@ -1,7 +1,4 @@
-"""Validation of hf-metered's own model args, before anything is loaded.
-
-The chat-template and ``mc_scoring`` args are validated by their owners
-(:mod:`~lm_eval_ext.backends.chat_template`, :mod:`~lm_eval_ext.backends.hf.shared_prefix`).
+"""The metered models' own model args, declared (:class:`MeteredArgs`) and checked before a load.
 
 lm-eval turns ``--model_args`` values into Python values loosely (``true``/``false`` become
 booleans, digits ints, anything else stays a string), so ``sync=no`` arrives as the truthy
@@ -11,14 +8,17 @@ costs no model load.
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import inspect
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
+from lm_eval_ext.backends import packaged_models
+from lm_eval_ext.backends.chat_template import CHAT_TEMPLATE_MODES
 from lm_eval_ext.errors import ConfigError, check_choice
 from lm_eval_ext.tasks.common.prompting import TASK_SETTING_KEYS
 
@@ -26,17 +26,6 @@ ENERGY_SOURCES = ("auto", "nvml", "rapl", "off")
 #: extra ``from_pretrained`` keys passed through unchanged.
 PASSTHROUGH_ARGS = ("attn_implementation", "low_cpu_mem_usage", "use_safetensors", "cache_dir",
                     "local_files_only", "token", "variant", "device_map")
-
-
-@dataclass(frozen=True)
-class OwnArgs:
-    """hf-metered's own metering settings, validated."""
-
-    energy: str
-    idle_seconds: float
-    sync: bool
-    codecarbon: bool
-    carbon_intensity: float | None
 
 
 def strict_bool(model: str, name: str, value: Any) -> bool:
@@ -100,27 +89,75 @@ def _check_pretrained(model: str, pretrained: Any) -> None:
                               "not exist; pass an existing model folder or a hub id")
 
 
-def validate_own_args(model: str, *, pretrained: Any, energy: Any, idle_seconds: Any, sync: Any,
-                      codecarbon: Any, carbon_intensity: Any, batch_size: Any,
-                      device: Any) -> OwnArgs:
-    """Check the metering args (and batch size, local paths, energy=nvml without a GPU)."""
-    check_choice("model arg energy", energy, ENERGY_SOURCES)
-    check_batch_size(model, batch_size)
-    _check_pretrained(model, pretrained)
-    if energy == "nvml":
-        import torch
+@dataclass(frozen=True)
+class MeteredArgs:
+    """The model args every metered backend adds to its lm-eval model's (``docs/``).
 
-        if not torch.cuda.is_available() or str(device or "cuda").startswith(("cpu", "mps")):
-            raise ConfigError(f"{model}: energy=nvml needs the model on a CUDA GPU (device="
-                              f"{device or 'auto'}, CUDA available: {torch.cuda.is_available()});"
-                              " use energy=auto or energy=rapl on the CPU")
-    return OwnArgs(
-        energy=energy,
-        idle_seconds=_number(model, "idle_seconds", idle_seconds),
-        sync=strict_bool(model, "sync", sync),
-        codecarbon=strict_bool(model, "codecarbon", codecarbon),
-        carbon_intensity=None if carbon_intensity is None
-        else _number(model, "carbon_intensity", carbon_intensity))
+    A backend with more declares a subclass; :meth:`split` takes its keys out of the model
+    args, :meth:`checked` checks every value before anything is loaded.
+    """
+
+    pretrained: Any = None
+    chat_template: str = "auto"
+    precision: str | None = None
+    energy: str = "auto"
+    idle_seconds: float = 3.0
+
+    @classmethod
+    def names(cls) -> tuple[str, ...]:
+        """This schema's model-arg names."""
+        return tuple(field.name for field in dataclasses.fields(cls))
+
+    @classmethod
+    def split(cls, args: Mapping[str, Any]) -> tuple[Self, dict[str, Any]]:
+        """This schema's args (unchecked) and the rest (the lm-eval model's)."""
+        own = {key: value for key, value in args.items() if key in cls.names()}
+        return cls(**own), {key: value for key, value in args.items() if key not in own}
+
+    def checked(self, model: str, lm_args: Mapping[str, Any]) -> Self:
+        """The same args with each value checked (numbers as floats); raises ConfigError.
+
+        ``lm_args`` are the lm-eval model's (its ``batch_size`` and ``device`` are checked
+        here too).
+        """
+        check_choice("model arg chat_template", self.chat_template, CHAT_TEMPLATE_MODES)
+        check_choice("model arg energy", self.energy, ENERGY_SOURCES)
+        check_batch_size(model, lm_args.get("batch_size", 1))
+        _check_pretrained(model, self.pretrained)
+        packaged_models.check_available(self.pretrained)
+        if self.energy == "nvml":
+            _check_nvml_device(model, lm_args.get("device"))
+        return dataclasses.replace(self, idle_seconds=_number(model, "idle_seconds",
+                                                              self.idle_seconds))
+
+
+@dataclass(frozen=True)
+class HFMeteredArgs(MeteredArgs):
+    """The HF metered models' args: the common ones plus synchronisation and CodeCarbon."""
+
+    sync: bool = True
+    codecarbon: bool = False
+    codecarbon_country: str = "CAN"
+    codecarbon_region: str | None = "ontario"
+    carbon_intensity: float | None = None
+
+    def checked(self, model: str, lm_args: Mapping[str, Any]) -> Self:  # noqa: D102
+        common = super().checked(model, lm_args)
+        return dataclasses.replace(
+            common, sync=strict_bool(model, "sync", self.sync),
+            codecarbon=strict_bool(model, "codecarbon", self.codecarbon),
+            carbon_intensity=None if self.carbon_intensity is None
+            else _number(model, "carbon_intensity", self.carbon_intensity))
+
+
+def _check_nvml_device(model: str, device: Any) -> None:
+    """``energy=nvml`` needs the model on a CUDA GPU."""
+    import torch
+
+    if not torch.cuda.is_available() or str(device or "cuda").startswith(("cpu", "mps")):
+        raise ConfigError(f"{model}: energy=nvml needs the model on a CUDA GPU (device="
+                          f"{device or 'auto'}, CUDA available: {torch.cuda.is_available()});"
+                          " use energy=auto or energy=rapl on the CPU")
 
 
 def init_params(cls: type) -> set[str]:
@@ -134,9 +171,10 @@ def init_params(cls: type) -> set[str]:
     return names
 
 
-def check_unknown_args(model: str, cls: type, given: Iterable[str]) -> None:
-    """Every key must be a keyword of some ``__init__`` of ``cls`` or a pass-through key."""
-    valid = init_params(cls) | set(PASSTHROUGH_ARGS)
+def check_unknown_args(model: str, cls: type, given: Iterable[str],
+                       own: Iterable[str] = ()) -> None:
+    """Every key must be ``own``, a keyword of some ``__init__`` of ``cls`` or a pass-through."""
+    valid = init_params(cls) | set(own) | set(PASSTHROUGH_ARGS)
     unknown = sorted(set(given) - valid)
     settings = [u for u in unknown if u in TASK_SETTING_KEYS]
     if settings:
@@ -147,29 +185,6 @@ def check_unknown_args(model: str, cls: type, given: Iterable[str]) -> None:
         named = ", ".join(f"{u} (did you mean {close[u][0]}?)" if close[u] else u for u in unknown)
         raise ConfigError(f"{model}: unknown model arg(s) {named}; "
                           f"valid: {', '.join(sorted(valid))}")
-
-
-class MergedModelArgs:
-    """lm-eval's two constructors for a metered model, through :func:`merge_model_args`.
-
-    A key given both in ``--model_args`` and as one of lm-eval's own flags is taken once, or
-    explained; the class names itself in ``MODEL_NAME``.
-    """
-
-    MODEL_NAME: str
-
-    @classmethod
-    def create_from_arg_obj(cls, arg_dict: dict, additional_config: dict | None = None):
-        """lm-eval's constructor, with ``--model_args`` keys that clash with CLI flags explained."""
-        return cls(**merge_model_args(cls.MODEL_NAME, arg_dict, additional_config))
-
-    @classmethod
-    def create_from_arg_string(cls, arg_string: str, additional_config: dict | None = None):
-        """The same from ``--model_args`` as a string (lm-eval's Python API)."""
-        from lm_eval.utils import simple_parse_args_string
-
-        return cls.create_from_arg_obj(simple_parse_args_string(arg_string or ""),
-                                       additional_config)
 
 
 def merge_model_args(model: str, args: dict[str, Any],

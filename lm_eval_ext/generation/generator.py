@@ -43,7 +43,7 @@ import dataclasses
 import functools
 import json
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 from lm_eval.models.utils import (
@@ -86,6 +86,35 @@ MAX_CUDA_BATCH, MEMORY_SHARE = 1024, 0.5
 Standard = Callable[[list, bool], list[str]]
 
 
+class ForwardClock(Protocol):
+    """The metering seam's forward clock (:meth:`lm_eval_ext.metering.Metering.timed`)."""
+
+    def timed(self, call: Callable[..., Any], *args: Any, **kwargs: Any) -> Any: ...  # noqa: D102
+
+
+class GeneratingModel(Protocol):
+    """What the generator uses of lm-eval's HF model (``HFLM``) and its metering seam."""
+
+    model: Any  # a transformers causal LM
+    tokenizer: Any
+    backend: str
+    device: torch.device
+    max_length: int
+    max_gen_toks: int
+    truncation: bool
+    eot_token_id: int
+    think_end_token: str | int | None
+    mixed_precision_dtype: torch.dtype | None
+    cache_hook: Any
+    metering: ForwardClock
+
+    def tok_decode(self, tokens: Any, skip_special_tokens: bool = True) -> str: ...  # noqa: D102
+
+    def tok_batch_encode(self, strings: list[str], padding_side: str = "left",  # noqa: D102
+                         left_truncate_len: int | None = None,
+                         truncation: bool = False) -> tuple[torch.Tensor, torch.Tensor]: ...
+
+
 @dataclasses.dataclass
 class FastGenerationStats:
     """What the generation path did (``config.metering.generation``)."""
@@ -113,7 +142,7 @@ class FastGenerationStats:
                 "stopped by token (generation=fast; other requests: lm-eval's loop)")
 
 
-def model_problem(lm: Any) -> str | None:
+def model_problem(lm: GeneratingModel) -> str | None:
     """Why this model generates through lm-eval's loop even with ``generation=fast``."""
     if getattr(lm, "backend", "causal") != "causal":
         return f"backend {lm.backend!r} is not a decoder-only (causal) model"
@@ -167,7 +196,7 @@ class FastGenerator:
         if reason not in self.stats.fallback_reasons:
             self.stats.fallback_reasons.append(reason)
 
-    def _decode(self, lm: Any, rows: list[list[int]], max_gen_toks: int,
+    def _decode(self, lm: GeneratingModel, rows: list[list[int]], max_gen_toks: int,
                 stop_strings: list[str], graphs: DecodeGraphs) -> list[list[int]]:
         """One batch's new tokens: CUDA-graph replays where they hold, else eager steps."""
         # why the batch is decoded step by step: None (graphs hold), a reason, "" off CUDA
@@ -189,7 +218,7 @@ class FastGenerator:
                 self.stats.eager_reasons.append(problem)
         return tokens
 
-    def generate_until(self, lm: Any, requests: Sequence[Any], disable_tqdm: bool,
+    def generate_until(self, lm: GeneratingModel, requests: Sequence[Any], disable_tqdm: bool,
                        standard: Standard) -> list[str]:
         """lm-eval's answers for ``requests``, in their order."""
         requests = list(requests)
@@ -211,7 +240,7 @@ class FastGenerator:
                 results[index] = text
         return results
 
-    def _group(self, lm: Any, group: list, disable_tqdm: bool, standard: Standard) -> list[str]:
+    def _group(self, lm: GeneratingModel, group: list, disable_tqdm: bool, standard: Standard) -> list[str]:
         """One set of generation kwargs: fast when greedy, else lm-eval's loop."""
         gen_kwargs = group[0].args[1]
         kwargs = normalize_gen_kwargs(copy.deepcopy(gen_kwargs), lm.max_gen_toks)
@@ -236,7 +265,7 @@ class FastGenerator:
         self.stats.fast_requests += len(group)
         return texts
 
-    def _generate(self, lm: Any, contexts: list[str], max_gen_toks: int,
+    def _generate(self, lm: GeneratingModel, contexts: list[str], max_gen_toks: int,
                   stop_strings: list[str]) -> list[list[int]]:
         """The new tokens of each context (greedy), longest contexts first."""
         inputs = encoded_contexts(lm, contexts, lm.max_length - max_gen_toks)
@@ -275,7 +304,7 @@ class FastGenerator:
         return [out[i] for i in range(len(inputs))]
 
 
-def generation_tokens(lm: Any, requests: Sequence[Any]) -> int:
+def generation_tokens(lm: GeneratingModel, requests: Sequence[Any]) -> int:
     """The longest prompt (as lm-eval encodes it) plus the largest ``max_gen_toks``."""
     new = max(normalize_gen_kwargs(copy.deepcopy(r.args[1]), lm.max_gen_toks)["max_gen_toks"]
               for r in requests)
@@ -283,7 +312,7 @@ def generation_tokens(lm: Any, requests: Sequence[Any]) -> int:
     return max(len(p) for p in prompts) + new
 
 
-def encoded_contexts(lm: Any, contexts: list[str], max_context: int) -> list[list[int]]:
+def encoded_contexts(lm: GeneratingModel, contexts: list[str], max_context: int) -> list[list[int]]:
     """Each context's token ids as lm-eval's loop feeds them (its encoding and truncation)."""
     inputs: list[list[int]] = []
     for start in range(0, len(contexts), ENCODE_CHUNK):
@@ -294,7 +323,7 @@ def encoded_contexts(lm: Any, contexts: list[str], max_context: int) -> list[lis
     return inputs
 
 
-def planned_batch_size(lm: Any, sequence_tokens: int, n_requests: int,
+def planned_batch_size(lm: GeneratingModel, sequence_tokens: int, n_requests: int,
                        asked: int | None = None, cap: int | None = None) -> int:
     """Sequences per batch: the size ``asked`` for, else what fits; at most ``cap``.
 
@@ -305,7 +334,7 @@ def planned_batch_size(lm: Any, sequence_tokens: int, n_requests: int,
     return min(planned, cap or planned)
 
 
-def _fitting_batch_size(lm: Any, sequence_tokens: int, n_requests: int) -> int:
+def _fitting_batch_size(lm: GeneratingModel, sequence_tokens: int, n_requests: int) -> int:
     """What fits: the KV cache and activations in half the free CUDA memory; CPU_BATCH."""
     if lm.device.type != "cuda":
         return min(CPU_BATCH, n_requests)
@@ -333,7 +362,7 @@ def stop_criterion(tokenizer: Any, stop_strings: tuple[str, ...]) -> StopStringC
     return StopStringCriteria(tokenizer, list(stop_strings))
 
 
-def _decode_inputs(lm: Any, rows: list[list[int]], stop_strings: list[str]
+def _decode_inputs(lm: GeneratingModel, rows: list[list[int]], stop_strings: list[str]
                    ) -> tuple[torch.Tensor, torch.Tensor, list[int], Any]:
     """Padded ids and mask on the model's device, the end tokens and the stop criterion.
 
@@ -345,14 +374,14 @@ def _decode_inputs(lm: Any, rows: list[list[int]], stop_strings: list[str]
             eos_token_ids(lm.model, lm.tokenizer), stop)
 
 
-def generate_batch(lm: Any, rows: list[list[int]], max_gen_toks: int,
+def generate_batch(lm: GeneratingModel, rows: list[list[int]], max_gen_toks: int,
                    stop_strings: list[str]) -> list[list[int]]:
     """Greedy new tokens for ``rows`` from the dynamic cache (one timed decode)."""
     ids, mask, eos, stop = _decode_inputs(lm, rows, stop_strings)
     return lm.metering.timed(greedy_decode, lm.model, ids, mask, max_gen_toks, eos, stop)
 
 
-def generate_static_batch(lm: Any, rows: list[list[int]], max_gen_toks: int,
+def generate_static_batch(lm: GeneratingModel, rows: list[list[int]], max_gen_toks: int,
                           stop_strings: list[str], graphs: DecodeGraphs | None = None
                           ) -> StaticDecodeResult:
     """Greedy new tokens for ``rows`` by CUDA-graph replays from a static cache (one decode).
@@ -364,7 +393,7 @@ def generate_static_batch(lm: Any, rows: list[list[int]], max_gen_toks: int,
                              graphs=graphs)
 
 
-def generate_pooled(lm: Any, batches: list[list[list[int]]], max_gen_toks: int,
+def generate_pooled(lm: GeneratingModel, batches: list[list[list[int]]], max_gen_toks: int,
                     stop_strings: list[str], admit_at: int) -> list[list[int]]:
     """Greedy new tokens for every row of ``batches`` in one timed, pooled decode (a CPU's).
 

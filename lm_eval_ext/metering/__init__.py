@@ -9,14 +9,14 @@ A small API in the shape of Zeus's ``begin_window``/``end_window``::
     window = meter.end_window("bbq")      # EnergyWindow(seconds, joules_by_device, source, flags)
 
 ``window.total_joules`` is None (never 0) when energy could not be measured; ``window.flags``
-says why or what to be careful about. :class:`MeteredLM` + :class:`Metering` put per-task
-windows around an lm-eval ``LM`` of any backend (see :mod:`.seam`). Nothing here imports a
-model backend.
+says why or what to be careful about. :class:`Metering` (:mod:`.seam`) puts per-task windows
+around an lm-eval ``LM`` of any backend (through
+:class:`~lm_eval_ext.backends.metered_lm.MeteredLM`). Nothing here imports a model backend.
 """
 
 from lm_eval_ext.metering.ledger import InferenceLedger
 from lm_eval_ext.metering.meter import EnergyMeter, EnergyWindow
-from lm_eval_ext.metering.seam import BOUNDARY, MeteredLM, Metering
+from lm_eval_ext.metering.seam import BOUNDARY, Metering
 from lm_eval_ext.metering.sources import (
     NvmlSource,
     RaplSource,
@@ -30,7 +30,6 @@ __all__ = [
     "EnergyWindow",
     "InferenceLedger",
     "Metering",
-    "MeteredLM",
     "NvmlSource",
     "RaplSource",
     "UnavailableSource",

@@ -1,12 +1,10 @@
 """The metering seam: per-task energy windows around any lm-eval ``LM``.
 
 :class:`Metering` owns the meter, the per-(task, request type) ledger, the forward clock,
-data-parallel ranks and the ``config.metering`` block. :class:`MeteredLM` is the mixin that puts
-it around an lm-eval model's three request methods; it imports nothing of any backend, so
-``class MyMetered(MeteredLM, SomeLM)`` meters ``SomeLM`` (the HF classes and the tests' metered
-``dummy`` model do exactly that). A backend adds its own fields to ``config.metering`` through
-one hook, :meth:`MeteredLM.metering_extras`, and times its forward calls with
-:meth:`Metering.timed`.
+data-parallel ranks and the ``config.metering`` block; it imports nothing of any backend.
+:class:`~lm_eval_ext.backends.metered_lm.MeteredLM` puts it around an lm-eval model's three
+request methods (``class MyMetered(MeteredLM, SomeLM)``); a backend times its forward calls
+with :meth:`Metering.timed`.
 
     lm.metering = Metering.start(cuda_indices=[0], energy="auto", idle_seconds=3.0)
     lm.loglikelihood(requests)          # one window per task in ``requests``
@@ -185,48 +183,3 @@ class Metering:
             info["codecarbon"] = check
         return info
 
-
-class MeteredLM:
-    """Mixin that meters any lm-eval ``LM``: put it before the model class in the bases.
-
-    The backend sets ``self.metering`` (usually :meth:`Metering.start`) in its ``__init__``,
-    times its forward calls with ``self.metering.timed`` where it can (``forward_seconds``
-    stays 0 otherwise), and adds fields to ``config.metering`` by overriding
-    :meth:`metering_extras`.
-    """
-
-    metering: Metering
-
-    def metering_extras(self) -> dict[str, Any]:
-        """What this backend adds to ``config.metering`` (precision, batch size, ...)."""
-        return {}
-
-    def _metered(self, request_type: str, requests: Sequence[Any], disable_tqdm: bool) -> list:
-        method = getattr(super(), request_type)
-        return self.metering.run(request_type, requests,
-                                 lambda group: method(group, disable_tqdm=disable_tqdm),
-                                 world_size=self.world_size, extras=self.metering_extras)
-
-    def loglikelihood(self, requests, disable_tqdm: bool = False):  # noqa: D102
-        return self._metered("loglikelihood", requests, disable_tqdm)
-
-    def loglikelihood_rolling(self, requests, disable_tqdm: bool = False):  # noqa: D102
-        return self._metered("loglikelihood_rolling", requests, disable_tqdm)
-
-    def generate_until(self, requests, disable_tqdm: bool = False):  # noqa: D102
-        return self._metered("generate_until", requests, disable_tqdm)
-
-    def reset_metering(self) -> None:
-        """Start fresh windows (several conditions on one loaded model)."""
-        self.metering.reset()
-
-    def metering_info(self) -> dict[str, Any]:
-        """The ``config.metering`` block (every field: ``docs/hf-metered.md``)."""
-        return self.metering.report(self.metering_extras())
-
-    def get_model_info(self) -> dict[str, Any]:
-        """The model class's own info (if any) plus ``metering``."""
-        base = getattr(super(), "get_model_info", None)
-        info = dict(base()) if base is not None else {}
-        info["metering"] = self.metering_info()
-        return info

@@ -3,7 +3,8 @@
 Used by ``hf-metered`` and ``hf-multimodal-metered`` (lm-eval's HF model classes).
 
 Every ``--model_args`` key of the underlying lm-eval class works unchanged; the added keys are
-this class's ``__init__`` keywords (and ``mc_scoring`` on ``hf-metered``), documented in
+declared once per model class (``OWN_ARGS``: :class:`~lm_eval_ext.backends.model_args.HFMeteredArgs`
+here, hf-metered's adds ``mc_scoring``, ``generation``, ``cuda_graphs``), documented in
 ``docs/hf-metered.md``. Each job lives in its own module; this class only wires them to
 lm-eval's seams:
 
@@ -22,31 +23,18 @@ automatic batch-size probes are cut out; ``--use_cache`` hits never reach the mo
 from __future__ import annotations
 
 import dataclasses
-import inspect
-import sys
-import time
 from typing import Any
 
 from lm_eval.utils import simple_parse_args_string
 
-from lm_eval_ext.backends import embedded_model, packaged_models
-from lm_eval_ext.backends.chat_template import ChatTemplated, ChatTemplatePolicy
+from lm_eval_ext.backends.chat_template import ChatTemplatePolicy
 from lm_eval_ext.backends.hf.shared_prefix import SharedPrefixStats
-from lm_eval_ext.backends.model_args import (
-    MergedModelArgs,
-    OwnArgs,
-    check_unknown_args,
-    validate_own_args,
-)
-from lm_eval_ext.backends.model_info import wrapper_info
+from lm_eval_ext.backends.metered_lm import MeteredLM
+from lm_eval_ext.backends.model_args import HFMeteredArgs, check_unknown_args
 from lm_eval_ext.backends.precision import PrecisionPlan, plan_precision, verify_precision
 from lm_eval_ext.errors import ConfigError
 from lm_eval_ext.generation.generator import FastGenerationStats
-from lm_eval_ext.metering import MeteredLM, Metering
 from lm_eval_ext.metering.codecarbon_check import CodeCarbonCheck
-
-#: constructor keywords that only configure reporting (nothing to check before a load)
-_NOT_CHECKED = ("self", "kwargs", "codecarbon_country", "codecarbon_region")
 
 
 def parameter_cuda_devices(model: Any) -> list[int]:
@@ -54,70 +42,61 @@ def parameter_cuda_devices(model: Any) -> list[int]:
     return sorted({p.device.index or 0 for p in model.parameters() if p.device.type == "cuda"})
 
 
-class HFMeteredBase(MergedModelArgs, ChatTemplated, MeteredLM):
-    """Metering, precision switches and the chat-template policy on an lm-eval HF model class."""
+class HFMeteredBase(MeteredLM):
+    """Metering, precision switches and the chat-template policy on an lm-eval HF model class.
+
+    The one ``__init__`` of the HF metered models: it takes the class's declared own args
+    (``OWN_ARGS``) out of the model args, checks them, loads the model through lm-eval's class,
+    starts metering and calls :meth:`compose` for what a subclass adds (hf-metered: the
+    scorer and the generator).
+    """
 
     MODEL_NAME = "hf-metered"
+    INFO_KEY = "hf_metered"
+    OWN_ARGS: type[HFMeteredArgs] = HFMeteredArgs
     EMBEDDED_DEFAULT = True  # no ``pretrained``: use the embedded SmolLM2
 
-    def __init__(self, pretrained: Any = None, chat_template: str = "auto",
-                 precision: str | None = None, energy: str = "auto", idle_seconds: float = 3.0,
-                 sync: bool = True, codecarbon: bool = False, codecarbon_country: str = "CAN",
-                 codecarbon_region: str | None = "ontario",
-                 carbon_intensity: float | None = None, **kwargs: Any):
-        self._chat, own, self._plan = self._checked_args(
-            pretrained, chat_template, precision, energy, idle_seconds, sync, codecarbon,
-            carbon_intensity, kwargs)
-        self._check_mixin_args(kwargs)  # before the embedded model is converted or loaded
+    def __init__(self, **model_args: Any):
+        own, self._plan, lm_args = self.checked_args(model_args)
+        self.chat = ChatTemplatePolicy(own.chat_template, self.MODEL_NAME)
         self._probed_batch_sizes: list[int] = []  # generate_until keeps its probe result local
-        self._embedded = pretrained is None
-        if self._embedded:
-            pretrained = str(embedded_model.ensure_checkpoint())
-        pretrained, self._packaged = packaged_models.resolve(pretrained)
-        started = time.perf_counter()
-        super().__init__(pretrained=pretrained, dtype=self._plan.dtype, **kwargs)
-        self._load_seconds = time.perf_counter() - started
-        self._precision, self._quantized_modules = verify_precision(self.model, self._plan)
-        cuda = parameter_cuda_devices(self.model)
-        self.metering = Metering.start(
-            cuda, energy=own.energy, sync=own.sync, idle_seconds=own.idle_seconds,
-            codecarbon=CodeCarbonCheck(
-                cuda or None, country_iso_code=codecarbon_country, region=codecarbon_region,
-                carbon_intensity_g_per_kwh=own.carbon_intensity) if own.codecarbon else None)
-        print(self.start_line(), file=sys.stderr, flush=True)
+
+        def load(pretrained: str) -> None:
+            super(HFMeteredBase, self).__init__(pretrained=pretrained, dtype=self._plan.dtype,
+                                                **lm_args)
+            self._precision, self._quantized_modules = verify_precision(self.model, self._plan)
+
+        self.start_metered(
+            own.pretrained, load, lambda: parameter_cuda_devices(self.model), energy=own.energy,
+            idle_seconds=own.idle_seconds, sync=own.sync,
+            codecarbon=(lambda cuda: CodeCarbonCheck(
+                cuda or None, country_iso_code=own.codecarbon_country,
+                region=own.codecarbon_region, carbon_intensity_g_per_kwh=own.carbon_intensity))
+            if own.codecarbon else None)
+        self.compose(own, lm_args)
+        self.announce()
 
     @classmethod
-    def _checked_args(cls, pretrained: Any, chat_template: str, precision: str | None, energy: str,
-                      idle_seconds: Any, sync: Any, codecarbon: Any, carbon_intensity: Any,
-                      kwargs: dict[str, Any]) -> tuple[ChatTemplatePolicy, OwnArgs, PrecisionPlan]:
-        """Every check of this class's own args (pops ``dtype`` from ``kwargs``); loads nothing."""
-        check_unknown_args(cls.MODEL_NAME, cls, kwargs)
-        chat = ChatTemplatePolicy(chat_template, cls.MODEL_NAME)
-        own = validate_own_args(
-            cls.MODEL_NAME, pretrained=pretrained, energy=energy, idle_seconds=idle_seconds,
-            sync=sync, codecarbon=codecarbon, carbon_intensity=carbon_intensity,
-            batch_size=kwargs.get("batch_size", 1), device=kwargs.get("device"))
-        packaged_models.check_available(pretrained)
-        plan = plan_precision(precision, kwargs.pop("dtype", "auto"), kwargs)
-        if pretrained is None and not cls.EMBEDDED_DEFAULT:
+    def checked_args(cls, model_args: dict[str, Any]
+                     ) -> tuple[HFMeteredArgs, PrecisionPlan, dict[str, Any]]:
+        """This class's own args checked, the precision plan, and lm-eval's args (no ``dtype``).
+
+        Loads nothing; raises ConfigError with the fix.
+        """
+        own, lm_args = cls.OWN_ARGS.split(model_args)
+        check_unknown_args(cls.MODEL_NAME, cls, lm_args, own=cls.OWN_ARGS.names())
+        own = own.checked(cls.MODEL_NAME, lm_args)
+        plan = plan_precision(own.precision, lm_args.pop("dtype", "auto"), lm_args)
+        if own.pretrained is None and not cls.EMBEDDED_DEFAULT:
             raise ConfigError(f"{cls.MODEL_NAME}: pass --model_args pretrained=<model> "
                               "(there is no embedded default for this model type)")
-        return chat, own, plan
-
-    @classmethod
-    def check_own_model_args(cls, args: dict[str, Any]) -> None:
-        """This class's part of :meth:`check_model_args`."""
-        bound = inspect.signature(HFMeteredBase.__init__).bind(None, **args)
-        bound.apply_defaults()
-        given = {k: v for k, v in bound.arguments.items() if k not in _NOT_CHECKED}
-        cls._checked_args(**given, kwargs=dict(bound.arguments["kwargs"]))
+        return own, plan, lm_args
 
     @classmethod
     def check_model_args(cls, model_args: str | dict[str, Any]) -> None:
         """Validate ``--model_args`` as the constructor would, loading nothing.
 
-        For dry runs and for commands that start many runs (campaign, grid, sequential): each
-        class along the MRO that owns args checks them (``check_own_model_args``).
+        For dry runs and for commands that start many runs (campaign, grid, sequential).
 
         Raises:
             ConfigError: The first problem, with the fix.
@@ -129,16 +108,10 @@ class HFMeteredBase(MergedModelArgs, ChatTemplated, MeteredLM):
                 raise ConfigError(f"{cls.MODEL_NAME}: model_args part {bad[0]!r} is not "
                                   "KEY=VALUE (e.g. precision=bf16,batch_size=8)")
             model_args = simple_parse_args_string(model_args)
-        HFMeteredBase.check_own_model_args.__func__(cls, dict(model_args))
-        cls._check_mixin_args(model_args)
+        cls.checked_args(dict(model_args))
 
-    @classmethod
-    def _check_mixin_args(cls, args: dict[str, Any]) -> None:
-        """The args owned by the other classes along the MRO (e.g. ``mc_scoring``)."""
-        for klass in cls.__mro__:
-            check = klass.__dict__.get("check_own_model_args")
-            if check is not None and klass is not HFMeteredBase:
-                check.__func__(cls, dict(args))
+    def compose(self, own: HFMeteredArgs, lm_args: dict[str, Any]) -> None:
+        """What a subclass adds once the model is loaded and metered (nothing here)."""
 
     def scoring_stats(self) -> SharedPrefixStats:
         """What log-likelihood scoring did (lm-eval's own path unless a subclass packs)."""
@@ -155,7 +128,7 @@ class HFMeteredBase(MergedModelArgs, ChatTemplated, MeteredLM):
         why = f": {source.reason}" if getattr(source, "reason", None) else ""
         return (f"[{self.MODEL_NAME}] precision={self._precision}; "
                 f"energy={source.name}{why} (inference windows only, synced: "
-                f"{synced}); {self._chat.describe(self.tokenizer)}; {self.generation_stats().policy()}; "
+                f"{synced}); {self.chat.describe(self.tokenizer)}; {self.generation_stats().policy()}; "
                 f"{self.scoring_stats().policy()}.")
 
     def start_line(self) -> str:
@@ -182,9 +155,13 @@ class HFMeteredBase(MergedModelArgs, ChatTemplated, MeteredLM):
     # metering seams -------------------------------------------------------------------------
     def _detect_batch_size(self, requests=None, pos: int = 0):  # noqa: D102
         with self.metering.excluded():
-            found = super()._detect_batch_size(requests, pos)
+            found = self.probe_batch_size(requests, pos)
         self._probed_batch_sizes.append(found)
         return found
+
+    def probe_batch_size(self, requests=None, pos: int = 0) -> int:
+        """lm-eval's automatic batch-size probe (run outside the energy window)."""
+        return super()._detect_batch_size(requests, pos)
 
     def _model_call(self, *args: Any, **kwargs: Any):  # noqa: D102
         return self.metering.timed(super()._model_call, *args, **kwargs)
@@ -205,8 +182,3 @@ class HFMeteredBase(MergedModelArgs, ChatTemplated, MeteredLM):
             "mc_scoring": dataclasses.asdict(self.scoring_stats()),
             "generation": dataclasses.asdict(self.generation_stats()),
         }
-
-    def get_model_info(self) -> dict:  # noqa: D102
-        info = super().get_model_info()
-        info["hf_metered"] = wrapper_info(self, self.MODEL_NAME)
-        return info

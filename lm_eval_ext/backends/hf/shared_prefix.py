@@ -9,9 +9,8 @@ layout: :mod:`~lm_eval_ext.backends.hf.packing`). Only the hidden states at the 
 that predict option tokens go through the output head. The answer per request is lm-eval's
 ``(sum of log-probabilities, is_greedy)``.
 
-:class:`SharedPrefixScorer` does the work and owns the ``mc_scoring`` model arg;
-:class:`SharedPrefixScoring` wires it into lm-eval's HF model over one seam
-(``_loglikelihood_tokens``, plus batched tokenisation); ``support_problem`` says which
+:class:`SharedPrefixScorer` does the work; hf-metered holds one and routes lm-eval's seam
+(``_loglikelihood_tokens``, plus batched tokenisation) through it; ``support_problem`` says which
 models cannot take the packed mask (they use the standard path, and the run's
 ``config.metering.mc_scoring`` says why). Before the first packed batch, the first item is also
 scored the standard way and compared (``self_check``): a model whose attention ignores the
@@ -24,7 +23,7 @@ import contextlib
 import dataclasses
 import sys
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 import torch.nn.functional as F
@@ -72,7 +71,7 @@ def self_check_tolerance(dtype: torch.dtype) -> float:
     return SELF_CHECK_TOLERANCE.get(dtype, HALF_TOLERANCE)
 
 
-def batch_encoded(lm: Any, pairs: Sequence[tuple[str, str]],
+def batch_encoded(lm: ScoredModel, pairs: Sequence[tuple[str, str]],
                   tok_encode: Callable[..., list[int]]) -> dict[tuple[str, Any], list[int]]:
     """The ``tok_encode`` calls lm-eval will make for these (context, continuation) pairs.
 
@@ -143,6 +142,24 @@ Timed = Callable[..., Any]
 Standard = Callable[[list, bool, "int | None"], list]
 
 
+class ScoredModel(Protocol):
+    """What the scorer uses of lm-eval's HF model (``HFLM``)."""
+
+    model: Any  # a transformers causal LM
+    tokenizer: Any
+    backend: str
+    device: torch.device
+    batch_size: int | str
+    max_length: int
+    prefix_token_id: int
+    add_bos_token: bool | None
+    mixed_precision_dtype: torch.dtype | None
+    softmax_dtype: torch.dtype | None
+    cache_hook: Any
+
+    def _detect_batch_size(self, requests: Any = None, pos: int = 0) -> int: ...
+
+
 class SharedPrefixScorer:
     """Packed scoring for one lm-eval HF model (``mc_scoring=shared_prefix``).
 
@@ -158,7 +175,7 @@ class SharedPrefixScorer:
         self.stats = SharedPrefixStats(requested=mc_scoring, used=mc_scoring)
         self.model_name = model_name
         self._timed = timed
-        self._lm: Any = None
+        self._lm: Any = None  # a ScoredModel once attached
         self._self_checked = False
         self._encoded: dict[tuple[str, Any], list[int]] = {}  # this request list's tokens
 
@@ -167,7 +184,7 @@ class SharedPrefixScorer:
         """Whether log-likelihood requests are packed (requested, supported, not fallen back)."""
         return self.stats.used == "shared_prefix"
 
-    def attach(self, lm: Any) -> None:
+    def attach(self, lm: ScoredModel) -> None:
         """Bind the loaded lm-eval HF model; fall back at once if it cannot take the mask."""
         self._lm = lm
         if self.active:
@@ -313,45 +330,3 @@ class SharedPrefixScorer:
             return False
         return True
 
-
-class SharedPrefixScoring:
-    """Mixin over lm-eval's HF model: routes log-likelihood scoring through the scorer.
-
-    Place it after the metering mixin (its batched tokenisation then falls inside the energy
-    windows, with the rest of the request loop) and before ``HFLM``.
-    """
-
-    @classmethod
-    def check_own_model_args(cls, args: dict[str, Any]) -> None:
-        """``mc_scoring``'s value (for a dry run; the scorer checks it again at load)."""
-        check_choice("model arg mc_scoring", args.get("mc_scoring", "standard"), MC_SCORING)
-
-    def __init__(self, *args: Any, mc_scoring: str = "standard", **kwargs: Any):
-        self.shared_prefix = SharedPrefixScorer(
-            mc_scoring, getattr(self, "MODEL_NAME", type(self).__name__),
-            timed=self._forward_clock)
-        super().__init__(*args, **kwargs)
-        self.shared_prefix.attach(self)
-
-    def _forward_clock(self, call: Callable[..., Any], *args: Any) -> Any:
-        """The metering seam's forward clock (looked up when the first forward runs)."""
-        return self.metering.timed(call, *args)
-
-    def loglikelihood(self, requests, disable_tqdm: bool = False):  # noqa: D102
-        base = super().loglikelihood
-        return self.shared_prefix.loglikelihood(
-            requests, lambda: base(requests, disable_tqdm), super().tok_encode)
-
-    def tok_encode(self, string: str, add_special_tokens: bool | None = None,
-                   left_truncate_len: int | None = None, **kwargs: Any) -> list[int]:
-        """lm-eval's ``tok_encode``, answered from the batch encoded for this request list."""
-        cached = None if kwargs else self.shared_prefix.encoded(string, add_special_tokens,
-                                                                left_truncate_len)
-        if cached is None:
-            return super().tok_encode(string, add_special_tokens, left_truncate_len, **kwargs)
-        return cached
-
-    def _loglikelihood_tokens(self, requests, disable_tqdm: bool = False,
-                              override_bs: int | None = None):  # noqa: D102
-        return self.shared_prefix.loglikelihood_tokens(
-            requests, disable_tqdm, override_bs, super()._loglikelihood_tokens)

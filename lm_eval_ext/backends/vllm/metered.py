@@ -17,8 +17,6 @@ from __future__ import annotations
 
 import atexit
 import functools
-import sys
-import time
 from importlib.metadata import version
 from typing import Any
 
@@ -31,16 +29,14 @@ if missing_vllm_message():  # before lm-eval's module, whose first line imports 
 from lm_eval.api.registry import register_model  # noqa: E402
 from lm_eval.models.vllm_causallms import VLLM  # noqa: E402
 
-from lm_eval_ext.backends import embedded_model, packaged_models  # noqa: E402
-from lm_eval_ext.backends.chat_template import ChatTemplated, ChatTemplatePolicy  # noqa: E402
-from lm_eval_ext.backends.model_args import MergedModelArgs, validate_own_args  # noqa: E402
-from lm_eval_ext.backends.model_info import wrapper_info  # noqa: E402
+from lm_eval_ext.backends.chat_template import ChatTemplatePolicy  # noqa: E402
+from lm_eval_ext.backends.metered_lm import MeteredLM  # noqa: E402
+from lm_eval_ext.backends.model_args import MeteredArgs  # noqa: E402
 from lm_eval_ext.backends.vllm.engine_args import (  # noqa: E402
     MODEL_NAME,
     plan_engine,
     progress_bars_disabled,
 )
-from lm_eval_ext.metering import MeteredLM, Metering  # noqa: E402
 
 
 def engine_config(llm: Any) -> dict[str, Any]:
@@ -64,38 +60,33 @@ def _without_progress_bar(generate: Any, *args: Any, **kwargs: Any) -> Any:
 
 
 @register_model(MODEL_NAME)
-class VLLMMeteredLM(MergedModelArgs, ChatTemplated, MeteredLM, VLLM):
+class VLLMMeteredLM(MeteredLM, VLLM):
     """``vllm`` plus metering, precision and batch switches, and an embedded default model."""
 
     MODEL_NAME = MODEL_NAME
+    INFO_KEY = "vllm_metered"
 
-    def __init__(self, pretrained: str | None = None, precision: str | None = None,
-                 chat_template: str = "auto", energy: str = "auto", idle_seconds: float = 3.0,
-                 batch_size: Any = 1, **kwargs: Any):
-        self._chat = ChatTemplatePolicy(chat_template, MODEL_NAME)
-        own = validate_own_args(MODEL_NAME, pretrained=pretrained, energy=energy,
-                                idle_seconds=idle_seconds, sync=True, codecarbon=False,
-                                carbon_intensity=None, batch_size=batch_size, device=None)
-        packaged_models.check_available(pretrained)
-        self._plan = plan_engine(precision, batch_size, kwargs)
-        self._embedded = pretrained is None
-        if self._embedded:
-            pretrained = str(embedded_model.ensure_checkpoint())
-        pretrained, self._packaged = packaged_models.resolve(pretrained)
-        started = time.perf_counter()
-        # the engine schedules a whole task at once; its batch is max_num_seqs
-        super().__init__(pretrained=pretrained, batch_size="auto",
-                         **self._plan.engine_kwargs(), **kwargs)
-        self._load_seconds = time.perf_counter() - started
-        self._engine = {}  # data-parallel: lm-eval's replicas hold the engines
-        if self.data_parallel_size == 1:
-            if progress_bars_disabled():
-                self.model.generate = functools.partial(_without_progress_bar, self.model.generate)
-            self._engine = engine_config(self.model)
-        atexit.register(self.shutdown)
-        self.metering = Metering.start(self._cuda_indices(), energy=own.energy, sync=False,
-                                       idle_seconds=own.idle_seconds, forward_observable=False)
-        print(self.header(), file=sys.stderr, flush=True)
+    def __init__(self, batch_size: Any = 1, **model_args: Any):
+        own, lm_args = MeteredArgs.split(model_args)
+        own = own.checked(MODEL_NAME, {"batch_size": batch_size})
+        self.chat = ChatTemplatePolicy(own.chat_template, MODEL_NAME)
+        self._plan = plan_engine(own.precision, batch_size, lm_args)
+
+        def load(pretrained: str) -> None:
+            # the engine schedules a whole task at once; its batch is max_num_seqs
+            super(VLLMMeteredLM, self).__init__(pretrained=pretrained, batch_size="auto",
+                                                **self._plan.engine_kwargs(), **lm_args)
+            self._engine = {}  # data-parallel: lm-eval's replicas hold the engines
+            if self.data_parallel_size == 1:
+                if progress_bars_disabled():
+                    self.model.generate = functools.partial(_without_progress_bar,
+                                                            self.model.generate)
+                self._engine = engine_config(self.model)
+            atexit.register(self.shutdown)
+
+        self.start_metered(own.pretrained, load, self._cuda_indices, energy=own.energy,
+                           idle_seconds=own.idle_seconds, sync=False, forward_observable=False)
+        self.announce()
 
     def _cuda_indices(self) -> list[int]:
         """The engine's GPUs as this process numbers them (none without CUDA)."""
@@ -103,7 +94,7 @@ class VLLMMeteredLM(MergedModelArgs, ChatTemplated, MeteredLM, VLLM):
 
         return list(range(self._plan.gpus)) if torch.cuda.is_available() else []
 
-    def header(self) -> str:
+    def start_line(self) -> str:
         """One line printed at start: what this model adds to lm-eval's ``vllm``."""
         source = self.metering.meter.source
         why = f": {source.reason}" if getattr(source, "reason", None) else ""
@@ -112,7 +103,7 @@ class VLLMMeteredLM(MergedModelArgs, ChatTemplated, MeteredLM, VLLM):
                 f"{self._plan.dtype}, quantization={self._plan.quantization}); "
                 f"max_num_seqs={seqs}; GPUs={self._plan.gpus}; energy={source.name}{why} "
                 "(inference windows only; forward time not observable inside the engine); "
-                f"{self._chat.describe(self.tokenizer)}.")
+                f"{self.chat.describe(self.tokenizer)}.")
 
     def metering_extras(self) -> dict[str, Any]:
         """Precision, the engine's own settings and load time added to ``config.metering``."""
@@ -125,11 +116,6 @@ class VLLMMeteredLM(MergedModelArgs, ChatTemplated, MeteredLM, VLLM):
                                      "max_num_seqs": self._plan.max_num_seqs},
                        "running": self._engine},
         }
-
-    def get_model_info(self) -> dict:  # noqa: D102
-        info = super().get_model_info()
-        info["vllm_metered"] = wrapper_info(self, MODEL_NAME)
-        return info
 
     def shutdown(self) -> None:
         """Stop the engine's processes (vLLM aborts at interpreter exit otherwise)."""

@@ -1,0 +1,164 @@
+"""``MeteredLM``: the one base class of every metered lm-eval model.
+
+Put it before an lm-eval model class, ``class MyMetered(MeteredLM, SomeLM)``, and ``SomeLM``'s
+three request methods run inside per-task energy windows (:class:`~lm_eval_ext.metering.Metering`,
+backend-independent). What a backend adds is composed, not inherited:
+
+* ``self.metering``: the seam (:meth:`start_metered` starts it, the same way for every backend);
+* ``self.chat``: the chat-template policy for generation requests (None: prompts as they are);
+* :meth:`serve`: the one hook where a backend routes a task's requests (a packed scorer, a
+  fast generator) and stays inside the task's window;
+* :meth:`metering_extras`: the backend's fields of ``config.metering``.
+
+lm-eval's two constructors merge ``--model_args`` with lm-eval's own flags
+(:func:`~lm_eval_ext.backends.model_args.merge_model_args`).
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from lm_eval_ext.backends import embedded_model, packaged_models
+from lm_eval_ext.backends.chat_template import ChatTemplatePolicy
+from lm_eval_ext.backends.model_args import merge_model_args
+from lm_eval_ext.metering import Metering
+
+
+class MeteredLM:
+    """Per-task energy windows around an lm-eval model's request methods, plus its policies.
+
+    Subclasses name themselves in ``MODEL_NAME``, set ``self.metering`` (usually through
+    :meth:`start_metered`), time their forward calls with ``self.metering.timed`` where they
+    can, and may set ``self.chat``.
+    """
+
+    MODEL_NAME: str = "metered"
+    #: the key of this model's own block in the results' model info (None: no block)
+    INFO_KEY: str | None = None
+    metering: Metering
+    chat: ChatTemplatePolicy | None = None
+    _embedded: bool = False
+    _packaged: dict[str, Any] | None = None
+    _load_seconds: float | None = None
+
+    # lm-eval's constructors ----------------------------------------------------------------
+    @classmethod
+    def create_from_arg_obj(cls, arg_dict: dict, additional_config: dict | None = None):
+        """lm-eval's constructor, with ``--model_args`` keys that clash with CLI flags explained."""
+        return cls(**merge_model_args(cls.MODEL_NAME, arg_dict, additional_config))
+
+    @classmethod
+    def create_from_arg_string(cls, arg_string: str, additional_config: dict | None = None):
+        """The same from ``--model_args`` as a string (lm-eval's Python API)."""
+        from lm_eval.utils import simple_parse_args_string
+
+        return cls.create_from_arg_obj(simple_parse_args_string(arg_string or ""),
+                                       additional_config)
+
+    # starting -------------------------------------------------------------------------------
+    def start_metered(self, pretrained: Any, load: Callable[[str], None],
+                      cuda_indices: Callable[[], Sequence[int]], *, energy: str,
+                      idle_seconds: float, sync: bool = True, forward_observable: bool = True,
+                      codecarbon: Callable[[list[int]], Any] | None = None) -> None:
+        """Resolve the weights, ``load`` them (timed), then start metering on their GPUs.
+
+        ``pretrained=None`` is the embedded SmolLM2; a packaged model's name resolves to its
+        folder. The idle baseline is sampled after the load, on the devices ``cuda_indices()``
+        names once the model is there.
+        """
+        self._embedded = pretrained is None
+        if self._embedded:
+            pretrained = str(embedded_model.ensure_checkpoint())
+        pretrained, self._packaged = packaged_models.resolve(pretrained)
+        started = time.perf_counter()
+        load(pretrained)
+        self._load_seconds = time.perf_counter() - started
+        cuda = list(cuda_indices())
+        self.metering = Metering.start(
+            cuda, energy=energy, sync=sync, idle_seconds=idle_seconds,
+            forward_observable=forward_observable,
+            codecarbon=codecarbon(cuda) if codecarbon is not None else None)
+
+    def announce(self) -> None:
+        """Print :meth:`start_line` once the model is ready."""
+        print(self.start_line(), file=sys.stderr, flush=True)
+
+    def start_line(self) -> str:
+        """The one line printed at start (subclasses say what they add)."""
+        return f"[{self.MODEL_NAME}] energy={self.metering.meter.source.name}"
+
+    def header(self) -> str:
+        """What this model adds to the lm-eval model it wraps (``config.<model>.adds``)."""
+        return self.start_line()
+
+    # the request methods --------------------------------------------------------------------
+    def loglikelihood(self, requests, disable_tqdm: bool = False):  # noqa: D102
+        return self._metered("loglikelihood", requests, disable_tqdm)
+
+    def loglikelihood_rolling(self, requests, disable_tqdm: bool = False):  # noqa: D102
+        return self._metered("loglikelihood_rolling", requests, disable_tqdm)
+
+    def generate_until(self, requests, disable_tqdm: bool = False):
+        """Templated copies (``self.chat``), outside the window; then metered per task."""
+        if self.chat is not None and self.chat.applies(self.tokenizer):
+            base_apply = super().apply_chat_template  # not ours: that marks the run templated
+            requests = self.chat.templated(requests, base_apply)
+        return self._metered("generate_until", requests, disable_tqdm)
+
+    def _metered(self, request_type: str, requests: Sequence[Any], disable_tqdm: bool) -> list:
+        return self.metering.run(request_type, requests,
+                                 lambda group: self.serve(request_type, group, disable_tqdm),
+                                 world_size=self.world_size, extras=self.metering_extras)
+
+    def serve(self, request_type: str, requests: list, disable_tqdm: bool) -> list:
+        """One task's requests, inside its energy window: the lm-eval model's own method."""
+        return getattr(super(), request_type)(requests, disable_tqdm=disable_tqdm)
+
+    # lm-eval calls these only when the run itself applies a chat template
+    def chat_template(self, chat_template: bool | str = False) -> str | None:  # noqa: D102
+        if self.chat is not None:
+            self.chat.mark_run_applies_template()
+        return super().chat_template(chat_template)
+
+    def apply_chat_template(self, chat_history, add_generation_prompt: bool = True) -> str:  # noqa: D102
+        if self.chat is not None:
+            self.chat.mark_run_applies_template()
+        return super().apply_chat_template(chat_history, add_generation_prompt)
+
+    # reporting ------------------------------------------------------------------------------
+    def metering_extras(self) -> dict[str, Any]:
+        """What this backend adds to ``config.metering`` (precision, batch size, ...)."""
+        return {}
+
+    def reset_metering(self) -> None:
+        """Start fresh windows (several conditions on one loaded model)."""
+        self.metering.reset()
+
+    def metering_info(self) -> dict[str, Any]:
+        """The ``config.metering`` block (every field: ``docs/hf-metered.md``)."""
+        return self.metering.report(self.metering_extras())
+
+    def wrapper_info(self) -> dict[str, Any]:
+        """Model class, what it adds, the weights' provenance and who applied the chat template."""
+        tokenizer = getattr(self, "tokenizer", None)
+        return {
+            "model_class": self.MODEL_NAME,
+            "adds": self.header(),
+            "embedded_model": embedded_model.provenance() if self._embedded else None,
+            "packaged_model": self._packaged,
+            "chat_template_mode": self.chat.mode if self.chat is not None else None,
+            "generation_chat_template_applied_by":
+                self.chat.applied_by(tokenizer) if self.chat is not None else None,
+        }
+
+    def get_model_info(self) -> dict[str, Any]:
+        """The model class's own info (if any), ``metering`` and this model's own block."""
+        base = getattr(super(), "get_model_info", None)
+        info = dict(base()) if base is not None else {}
+        info["metering"] = self.metering_info()
+        if self.INFO_KEY is not None:
+            info[self.INFO_KEY] = self.wrapper_info()
+        return info
