@@ -1,6 +1,6 @@
-"""Summarise ``cpu_headline_ab.sh``'s runs as JSON: wall and inference seconds, same texts.
+"""Summarise ``headline_ab.sh``'s runs as JSON: wall and inference seconds, same texts.
 
-    python benchmarks/cpu_headline_ab.py OUT_DIR --out benchmarks/results/X.json
+    python benchmarks/headline_ab.py OUT_DIR --out benchmarks/results/X.json
 """
 
 from __future__ import annotations
@@ -25,9 +25,11 @@ def main() -> None:
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
     runs, texts = [], {}
-    order = {"previous": 0, "public": 1}
+    sides = ["previous", *sorted(p.name.removesuffix("_commit")
+                                 for p in args.folder.glob("*_commit") if p.name != "previous_commit")]
     for time_file in sorted(args.folder.glob("*_*.time"),
-                            key=lambda p: (int(p.stem.rsplit("_", 1)[1]), order[p.stem.split("_")[0]])):
+                            key=lambda p: (int(p.stem.rsplit("_", 1)[1]),
+                                           sides.index(p.stem.rsplit("_", 1)[0]))):
         side, round_ = time_file.stem.rsplit("_", 1)
         run = args.folder / time_file.stem
         metering = summarize(run)["metering"]
@@ -38,11 +40,10 @@ def main() -> None:
                      "texts_identical_to_previous_round1": sum(
                          a == texts.get("previous", {}).get(k) for k, a in _texts(run).items())})
     write_json(args.out, {
-        "command": f"bash benchmarks/cpu_headline_ab.sh OLD {args.folder}; "
-                   f"python benchmarks/cpu_headline_ab.py {args.folder} --out {args.out}",
+        "command": f"bash benchmarks/headline_ab.sh OLD {args.folder}; "
+                   f"python benchmarks/headline_ab.py {args.folder} --out {args.out}",
         "environment": environment(),
-        "commits": {s: (args.folder / f"{s}_commit").read_text().strip()
-                    for s in ("previous", "public")},
+        "commits": {s: (args.folder / f"{s}_commit").read_text().strip() for s in sides},
         "runs": runs})
 
 
