@@ -23,10 +23,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("folder", type=Path)
     parser.add_argument("--out", required=True)
+    parser.add_argument("--command", help="the commands that made the runs (default: headline_ab.sh's)")
     args = parser.parse_args()
     runs, texts = [], {}
-    sides = ["previous", *sorted(p.name.removesuffix("_commit")
-                                 for p in args.folder.glob("*_commit") if p.name != "previous_commit")]
+    # the sides in run order, the first the reference (the earlier tree): sides.txt, or
+    # "previous" then the other *_commit file's side (folders written before sides.txt)
+    listed = args.folder / "sides.txt"
+    sides = (listed.read_text().split() if listed.is_file() else
+             ["previous", *sorted(p.name.removesuffix("_commit")
+                                  for p in args.folder.glob("*_commit")
+                                  if p.name != "previous_commit")])
     for time_file in sorted(args.folder.glob("*_*.time"),
                             key=lambda p: (int(p.stem.rsplit("_", 1)[1]),
                                            sides.index(p.stem.rsplit("_", 1)[0]))):
@@ -37,11 +43,11 @@ def main() -> None:
         runs.append({"side": side, "round": int(round_),
                      "wall_seconds": float(time_file.read_text().strip()),
                      "inference_seconds": metering["inference_seconds"],
-                     "texts_identical_to_previous_round1": sum(
-                         a == texts.get("previous", {}).get(k) for k, a in _texts(run).items())})
+                     f"texts_identical_to_{sides[0]}_round1": sum(
+                         a == texts.get(sides[0], {}).get(k) for k, a in _texts(run).items())})
     write_json(args.out, {
-        "command": f"bash benchmarks/headline_ab.sh OLD {args.folder}; "
-                   f"python benchmarks/headline_ab.py {args.folder} --out {args.out}",
+        "command": (args.command or f"bash benchmarks/headline_ab.sh OLD {args.folder}")
+        + f"; python benchmarks/headline_ab.py {args.folder} --out {args.out}",
         "environment": environment(),
         "commits": {s: (args.folder / f"{s}_commit").read_text().strip() for s in sides},
         "runs": runs})

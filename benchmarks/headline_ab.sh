@@ -12,9 +12,10 @@ set -uo pipefail
 OLD=${1:?an earlier tree (git worktree or exported package)}; OUT=${2:?output folder}
 ROUNDS=${3:-2}; CURRENT=${4:-current}
 mkdir -p "$OUT"
+printf 'previous\n%s\n' "$CURRENT" > "$OUT/sides.txt"
 export HF_HUB_OFFLINE=1 LM_EVAL_EXT_DATA=${LM_EVAL_EXT_DATA:-../shared/data}
 { cat "$OLD/COMMIT" 2>/dev/null || git -C "$OLD" rev-parse HEAD; } > "$OUT/previous_commit"
-{ git rev-parse HEAD 2>/dev/null || echo "${CURRENT_COMMIT:?no git: set CURRENT_COMMIT}"; } \
+echo "${CURRENT_COMMIT:-$(git rev-parse HEAD)}" \
   > "$OUT/${CURRENT}_commit"
 for round in $(seq 1 "$ROUNDS"); do
   for side in previous "$CURRENT"; do

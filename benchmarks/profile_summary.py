@@ -8,6 +8,8 @@ whichever call waits for it, so the figures locate the time, they do not time th
     python -m cProfile -o $OUT/headline.prof "$(command -v lm-eval-ext)" run --model hf-metered \\
         --tasks bbq_subset_25pct --output_path /tmp/h_prof
     python benchmarks/profile_summary.py $OUT/headline.prof --out benchmarks/results/X.json
+    python -X importtime -c "import lm_eval_ext.backends.hf.metered" 2> imports.txt
+    python benchmarks/profile_summary.py imports.txt --importtime --out benchmarks/results/Y.json
 """
 
 from __future__ import annotations
@@ -72,13 +74,28 @@ def summarise(path: str, top: int = 15) -> dict:
                                 for f, c, s, _ in rows[:top]]}
 
 
+def importtime_top(path: str, top: int = 30) -> list[dict]:
+    """The modules with the most cumulative import time in ``python -X importtime`` output."""
+    rows = []
+    for line in open(path, encoding="utf-8"):
+        parts = line.removeprefix("import time:").split("|")
+        if len(parts) == 3 and parts[1].strip().isdigit():
+            rows.append({"module": parts[2].strip(), "own_seconds": int(parts[0]) / 1e6,
+                         "cumulative_seconds": int(parts[1]) / 1e6})
+    return sorted(rows, key=lambda r: -r["cumulative_seconds"])[:top]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("profile")
+    parser.add_argument("profile", help="a cProfile file, or -X importtime output with --importtime")
     parser.add_argument("--out", required=True)
     parser.add_argument("--command", help="the profiled command, recorded in the JSON")
+    parser.add_argument("--importtime", action="store_true",
+                        help="PROFILE is python -X importtime's stderr: the slowest imports")
     args = parser.parse_args()
-    write_json(args.out, {"command": args.command, **summarise(args.profile)})
+    summary = ({"slowest_imports": importtime_top(args.profile)} if args.importtime
+               else summarise(args.profile))
+    write_json(args.out, {"command": args.command, **summary})
 
 
 if __name__ == "__main__":

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 import statistics
-import threading
 import time
 import warnings
 from collections.abc import Callable, Mapping
@@ -45,15 +44,12 @@ class IdlePower:
         sd_watts_by_device: SD of the sub-interval means per device (None with one interval).
         seconds: Total sampled seconds.
         intervals: Number of sub-intervals.
-        in_background: Sampled on a thread while the host prepared the run (the device idle;
-            the first window waited for it), not in the foreground.
     """
 
     watts_by_device: Mapping[int, float]
     sd_watts_by_device: Mapping[int, float] | None
     seconds: float
     intervals: int
-    in_background: bool = False
 
     @property
     def total_watts(self) -> float:
@@ -130,14 +126,7 @@ class EnergyMeter:
         self.contention = contention
         self._open: dict[str, tuple[float, Mapping[int, float], int]] = {}
         self._contention_start: dict[str, tuple[float, float, float]] = {}
-        self._idle: IdlePower | None = None
-        self._idle_thread: threading.Thread | None = None
-
-    @property
-    def idle(self) -> IdlePower | None:
-        """The idle-power sample (None: not measured); waits for one being taken in the background."""
-        self.wait_for_idle()
-        return self._idle
+        self.idle: IdlePower | None = None
 
     @property
     def idle_watts(self) -> dict[int, float] | None:
@@ -150,12 +139,7 @@ class EnergyMeter:
         return self.clock(), self.source.read()
 
     def begin_window(self, key: str) -> None:
-        """Open window ``key`` (names may overlap; reusing an open name is an error).
-
-        An idle sample still being taken in the background is waited for first: no work
-        runs on the device while it is sampled.
-        """
-        self.wait_for_idle()
+        """Open window ``key`` (names may overlap; reusing an open name is an error)."""
         if key in self._open:
             raise ValueError(f"measurement window {key!r} is already open")
         start_time, reading = self._edge()
@@ -227,33 +211,5 @@ class EnergyMeter:
         watts = {device: value / elapsed for device, value in total.items()}
         spread = ({device: statistics.stdev(v) for device, v in samples.items()}
                   if intervals > 1 else None)
-        self._idle = IdlePower(watts, spread, elapsed, intervals,
-                               in_background=threading.current_thread() is self._idle_thread)
-        return dict(watts)
-
-    def measure_idle_in_background(self, seconds: float = 1.0, intervals: int = 1,
-                                   sleep: Callable[[float], None] = time.sleep) -> None:
-        """Start :meth:`measure_idle` on a thread, so that the host prepares the run meanwhile.
-
-        For a device that nothing else uses until the first window (a GPU after its model has
-        loaded): the window waits for the sample (:meth:`wait_for_idle`). Not for a CPU
-        counter, where the host's own work is what the counter reads.
-        """
-        self._idle_thread = threading.Thread(
-            target=self._measure_idle_or_warn, args=(seconds, intervals, sleep),
-            name="lm-eval-ext-idle-power", daemon=True)
-        self._idle_thread.start()
-
-    def _measure_idle_or_warn(self, seconds: float, intervals: int,
-                              sleep: Callable[[float], None]) -> None:
-        try:
-            self.measure_idle(seconds, sleep=sleep, intervals=intervals)
-        except Exception as exc:  # noqa: BLE001 - reported as not measured, never raised later
-            warnings.warn(f"idle power not measured: {exc!r}", stacklevel=1)
-
-    def wait_for_idle(self) -> None:
-        """Return once a background idle sample (if any) is done."""
-        thread = self._idle_thread
-        if thread is not None and thread is not threading.current_thread():
-            thread.join()
-            self._idle_thread = None
+        self.idle = IdlePower(watts, spread, elapsed, intervals)
+        return self.idle_watts

@@ -77,8 +77,7 @@ def _merge_idle_power(blocks: Sequence[dict[str, Any] | None]) -> dict[str, Any]
     return {"watts": float(sum(b["watts"] for b in blocks)),
             "se_watts": None if any(s is None for s in ses) else math.sqrt(sum(s * s for s in ses)),
             "seconds": max(b.get("seconds") or 0.0 for b in blocks),
-            "intervals": min(b.get("intervals") or 0 for b in blocks),
-            "in_background": all(b.get("in_background") for b in blocks)}
+            "intervals": min(b.get("intervals") or 0 for b in blocks)}
 
 
 def _merge_tasks(per_rank: Sequence[dict[str, Any]]) -> dict[str, Any]:

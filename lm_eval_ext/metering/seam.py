@@ -77,9 +77,6 @@ class Metering:
               forward_observable: bool = True) -> Metering:
         """Pick the energy source for these GPUs (none: the CPU) and sample idle power.
 
-        GPUs' idle power is sampled on a thread while lm-eval builds the tasks (the first
-        window waits for it); a CPU counter's in the foreground.
-
         ``forward_observable=False``: the backend's forward passes run where this process
         cannot time them (an engine process); forward time is then reported as null.
         """
@@ -87,11 +84,7 @@ class Metering:
         meter = EnergyMeter(select_source(cuda, prefer=energy),
                             sync=synchronize_all(cuda) if cuda and sync else None, clock=clock,
                             contention=None if cuda else cpu_contention_probe())
-        intervals = max(1, round(idle_seconds / IDLE_INTERVAL_S))
-        if meter.source.name == "nvml":  # the GPUs idle while the host builds the tasks
-            meter.measure_idle_in_background(idle_seconds, intervals=intervals)
-        else:  # a CPU counter reads the host's own work: sampled before anything else runs
-            meter.measure_idle(idle_seconds, intervals=intervals)
+        meter.measure_idle(idle_seconds, intervals=max(1, round(idle_seconds / IDLE_INTERVAL_S)))
         if codecarbon is not None:
             codecarbon.start()
         return cls(meter, clock=clock, codecarbon=codecarbon,
@@ -160,8 +153,7 @@ class Metering:
             "idle_power": None if idle_info is None else {
                 "watts": idle_info.total_watts, "se_watts": idle_info.se_watts(),
                 "sd_watts_by_device": dict(idle_info.sd_watts_by_device or {}),
-                "seconds": idle_info.seconds, "intervals": idle_info.intervals,
-                "in_background": idle_info.in_background},
+                "seconds": idle_info.seconds, "intervals": idle_info.intervals},
             "energy_source": meter.source.name,
             "energy_unavailable_reason": getattr(meter.source, "reason", None),
             "flags": total["flags"] + (["idle_not_measured"] if not idle else []),
