@@ -2,43 +2,49 @@
 
 A figure is a number with a unit (%, pp, s, min, J, W, MB, GB, items/s, tokens/s, x) or a bare
 decimal with two or more places, in prose or tables (code blocks and inline code are commands and
-examples, not claims). ``benchmarks/results/figures.yaml`` lists, per document, each line holding
-figures (found by a phrase of that line, figures in it aside) and its figures in order, each with
-its source:
+examples, not claims). Each paragraph, list or table holding figures carries its sources in an
+HTML comment on the line right under it (invisible when rendered), its figures in order::
 
-* ``[PRINTED, FILE, KEY]`` or ``[PRINTED, FILE, KEY, SCALE]``: measured; FILE under
-  ``benchmarks/results``; KEY a dotted JSON path (list indices as numbers) or, for a CSV,
-  ``COLUMN@COL=VALUE,COL=VALUE`` (the one matching row); the file's value x SCALE must round to
-  PRINTED at PRINTED's own decimals;
-* ``[PRINTED, KIND]`` with KIND one of :data:`NOT_MEASURED`: a setting, a definition, a closed
+    <!-- sources: 187.9 s = generation_public_2026-12-02/cpu_headline_ab.json runs.3.wall_seconds -->
+
+* ``PRINTED = FILE KEY [xSCALE]``: measured; FILE under ``benchmarks/results`` (``FILE@COMMIT``:
+  that file as git holds it at COMMIT, for results no longer in the tree); KEY a dotted JSON path
+  (list indices as numbers), for a CSV ``COLUMN@COL=VALUE,COL=VALUE`` (the one matching row),
+  for a text file (a log, a timing) ``/REGEX/`` or ``/REGEX/N`` (group 1 of the N-th match);
+  the file's value x SCALE must round to PRINTED at PRINTED's own decimals;
+* ``PRINTED = KIND`` with KIND one of :data:`NOT_MEASURED`: a setting, a definition, a closed
   form or a citation, not a measurement.
 
+Copy-edits of the prose need no other change; a figure that changes, appears or goes must change
+its paragraph's sources too.
+
 A table written by ``benchmarks/tables.py`` is included whole between ``<!-- generated: FILE -->``
-and ``<!-- /generated -->`` (FILE under ``benchmarks/results``): its figures need no entry here;
+and ``<!-- /generated -->`` (FILE under ``benchmarks/results``): its figures need no sources;
 instead the block must equal FILE and FILE must equal what ``tables.py`` writes from its sources.
 
-Exits 1 on a figure without a source, a stale or differently included generated table, a line
-or figure the map lists that the documents no longer hold, a missing file or key, or a value
-that does not round to the printed figure.
+Exits 1 on a figure without a source, sources that list other figures than the paragraph
+prints, a stale or differently included generated table, a missing file, commit or key, or a
+value that does not round to the printed figure.
 
-    python benchmarks/check_figures.py [--root DIR] [--list]
+    python benchmarks/check_figures.py [--root DIR] [--history GIT_TREE] [--list]
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
+import functools
+import io
 import json
 import re
+import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
-
 NOT_MEASURED = ("parameter", "definition", "closed form", "citation", "example", "tested bound",
                 "superseded")
-MAP = Path("benchmarks/results/figures.yaml")
+SOURCES = re.compile(r"^<!-- sources: (.*) -->\s*$")
 _UNIT = r"(?:\s?(?:%|pp\b|s\b|ms\b|min\b|J/item\b|kJ\b|J\b|W\b|MB\b|GB\b|GiB\b|items/s\b|" \
         r"new tokens/s\b|tokens/s\b|x\b))"
 #: a version number is not a figure ("transformers 5.17", "torch 2.11", "vLLM 0.24")
@@ -80,33 +86,63 @@ def generated_blocks(path: Path) -> list[tuple[int, str, str]]:
     return blocks
 
 
-def figure_lines(path: Path) -> list[tuple[int, str, list[str]]]:
-    """(line number, line, figures) for each line outside code and generated tables."""
-    found, in_code, in_span, in_table = [], False, False, False
+@dataclass
+class Block:
+    """A paragraph, list or table: its figures (line, text) and its sources comment."""
+
+    figures: list[tuple[int, str]]
+    sources: str | None = None
+    sources_line: int = 0
+    last_line: int = 0
+
+
+def blocks(path: Path) -> list[Block]:
+    """Every block outside code and generated tables, with its figures and sources."""
+    found, current = [], None
+    in_code = in_span = in_table = False
     for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
         if GENERATED.search(line) or line.strip() == END_GENERATED:
-            in_table = bool(GENERATED.search(line))
+            in_table, current = bool(GENERATED.search(line)), None
             continue
         if in_table:
             continue
         if line.lstrip().startswith("```"):
-            in_code = not in_code
+            in_code, current = not in_code, None
             continue
         if in_code:
             continue
+        if not line.strip():
+            current, in_span = None, False
+            continue
+        if (match := SOURCES.match(line.strip())) is not None:
+            target = current if current is not None and current.sources is None else Block([])
+            if target is not current:
+                found.append(target)  # a comment with no paragraph of its own: reported
+            target.sources, target.sources_line = match.group(1), number
+            current = None
+            continue
+        if current is None:
+            current = Block([])
+            found.append(current)
+        current.last_line = number
         # an inline code span can wrap onto the next line of its paragraph
         prose = re.sub(r"`[^`]*`", " ", "`" + line if in_span else line)
-        in_span = bool(line.strip()) and (in_span != (line.count("`") % 2 == 1))
+        in_span = in_span != (line.count("`") % 2 == 1)
         prose = re.sub(r"\]\([^)]*\)", "]", prose)  # link targets
-        figures = [m.group(0).strip() for m in FIGURE.finditer(prose)]
-        if figures:
-            found.append((number, line, figures))
+        current.figures += [(number, m.group(0).strip()) for m in FIGURE.finditer(prose)]
     return found
 
 
-def _masked(text: str) -> str:
-    """A line with its figures blanked, so that a phrase still finds a line whose figure changed."""
-    return FIGURE.sub("#", text)
+def parse_sources(text: str) -> list[tuple[str, str]]:
+    """``PRINTED = SOURCE; ...`` as (printed, source) pairs."""
+    pairs = []
+    for entry in (e.strip() for e in text.split(";")):
+        printed, sep, source = entry.partition(" = ")
+        if entry and sep:
+            pairs.append((printed.strip(), source.strip()))
+        elif entry:
+            pairs.append((entry, ""))
+    return pairs
 
 
 def printed_value(text: str) -> tuple[float, int]:
@@ -117,23 +153,46 @@ def printed_value(text: str) -> tuple[float, int]:
     return float(number), decimals
 
 
-def artifact_value(root: Path, file: str, key: str) -> float:
+@functools.cache
+def results_text(root: Path, file: str, history: Path | None = None) -> str:
+    """A results file's text: from the tree, or ``FILE@COMMIT`` as git holds it at COMMIT (in
+    ``history``'s repository, by default ``root``'s)."""
+    name, _, commit = file.partition("@")
+    if not commit:
+        path = root / "benchmarks" / "results" / name
+        if not path.is_file():
+            raise LookupError(f"{name} does not exist")
+        return path.read_text(encoding="utf-8")
+    shown = subprocess.run(["git", "-C", str(history or root), "show",
+                            f"{commit}:benchmarks/results/{name}"], capture_output=True, text=True)
+    if shown.returncode != 0:
+        raise LookupError(f"{name} is not in commit {commit} (a shallow clone? git fetch "
+                          "--unshallow)")
+    return shown.stdout
+
+
+def artifact_value(root: Path, file: str, key: str, history: Path | None = None) -> float:
     """The value at ``key`` in a results file (JSON path, or CSV ``COLUMN@COL=V,...``)."""
-    path = root / "benchmarks" / "results" / file
-    if not path.is_file():
-        raise LookupError(f"{file} does not exist")
-    if path.suffix == ".csv":
+    text = results_text(root, file, history)
+    if key.startswith("/"):  # a text file (a log): /REGEX/ or /REGEX/N, group 1 of match N
+        pattern, _, nth = key[1:].rpartition("/")
+        matches = re.findall(pattern, text)
+        index = int(nth or 1)
+        if len(matches) < index:
+            raise LookupError(f"{file}: {len(matches)} match(es) of /{pattern}/ (need {index})")
+        found = matches[index - 1]
+        return float(found[0] if isinstance(found, tuple) else found)
+    if file.partition("@")[0].endswith(".csv"):
         column, _, where = key.partition("@")
         conditions = dict(part.split("=", 1) for part in where.split(",") if part)
-        with open(path, encoding="utf-8", newline="") as handle:
-            rows = [r for r in csv.DictReader(handle)
-                    if all(r.get(c) == v for c, v in conditions.items())]
+        rows = [r for r in csv.DictReader(io.StringIO(text, newline=""))
+                if all(r.get(c) == v for c, v in conditions.items())]
         if len(rows) != 1:
             raise LookupError(f"{file}: {len(rows)} rows match {where!r} (need exactly one)")
         if column not in rows[0]:
             raise LookupError(f"{file} has no column {column!r}")
         return float(rows[0][column])
-    value, parts = json.loads(path.read_text(encoding="utf-8")), key.split(".")
+    value, parts = json.loads(text), key.split(".")
     while parts:  # a key may hold dots itself ("0.5", "m500_rho0.1"): the longest that exists
         for n in range(len(parts), 0, -1):
             part = ".".join(parts[:n])
@@ -148,37 +207,30 @@ def artifact_value(root: Path, file: str, key: str) -> float:
     return float(value)
 
 
-def check(root: Path) -> tuple[list[Figure], list[str]]:
+def check(root: Path, history: Path | None = None) -> tuple[list[Figure], list[str]]:
     """Every figure with its source, and every problem found."""
-    mapping = yaml.safe_load((root / MAP).read_text(encoding="utf-8")) or {}
     figures, problems = [], []
     for path in documents(root):
         doc = str(path.relative_to(root))
-        entries = list(mapping.get(doc) or [])
-        used = set()
-        for number, line, printed in figure_lines(path):
-            where = f"{doc}:{number}"
-            matches = [i for i, e in enumerate(entries) if _masked(e["line"]) in _masked(line)]
-            if len(matches) != 1:
-                problems.append(f"{where}: {', '.join(printed)}: "
-                                + ("no line of figures.yaml names this line" if not matches else
-                                   f"{len(matches)} phrases of figures.yaml match this line"))
+        for block in blocks(path):
+            if not block.figures and block.sources is None:
                 continue
-            entry = entries[matches[0]]
-            used.add(matches[0])
-            listed = [f[0] for f in entry["figures"]]
-            if len(listed) != len(printed):
-                problems.append(f"{where}: figures {printed} but figures.yaml lists {listed}")
+            printed = [text for _, text in block.figures]
+            first = block.figures[0][0] if block.figures else block.sources_line
+            where = f"{doc}:{first}"
+            if block.sources is None:
+                problems.append(f"{where}: {', '.join(printed)}: no sources for this paragraph "
+                                "(add a line <!-- sources: FIGURE = FILE KEY; ... --> under it)")
                 continue
-            for text, (known, *source) in zip(printed, entry["figures"], strict=True):
-                figures.append(Figure(doc, number, text, _check_one(root, where, text, source,
-                                                                     problems)))
-                if known != text:
-                    problems.append(f"{where}: the line prints {text}; figures.yaml lists {known}")
-        problems += [f"{doc}: figures.yaml names a line that is gone: {e['line']!r}"
-                     for i, e in enumerate(entries) if i not in used]
-    problems += [f"figures.yaml names {doc}, which is not a checked document" for doc in mapping
-                 if doc not in {str(p.relative_to(root)) for p in documents(root)}]
+            listed = parse_sources(block.sources)
+            if [p for p, _ in listed] != printed:
+                problems.append(f"{where}: figures {printed} but its sources list "
+                                f"{[p for p, _ in listed]}")
+                continue
+            for (number, text), (_, source) in zip(block.figures, listed, strict=True):
+                figures.append(Figure(doc, number, text,
+                                      _check_one(root, f"{doc}:{number}", text, source, problems,
+                                                 history)))
     return figures, problems + generated_problems(root)
 
 
@@ -203,14 +255,20 @@ def generated_problems(root: Path) -> list[str]:
     return problems
 
 
-def _check_one(root: Path, where: str, text: str, source: list, problems: list[str]) -> str:
-    if len(source) == 1:
-        if source[0] not in NOT_MEASURED:
-            problems.append(f"{where}: {text}: {source[0]!r} is not one of {NOT_MEASURED}")
-        return source[0]
-    file, key, *scale = source
+def _check_one(root: Path, where: str, text: str, source: str, problems: list[str],
+               history: Path | None = None) -> str:
+    if source in NOT_MEASURED or " " not in source:
+        if source not in NOT_MEASURED:
+            problems.append(f"{where}: {text}: {source!r} is neither FILE KEY nor one of "
+                            f"{NOT_MEASURED}")
+        return source
+    file, *key_words = source.split(" ")
+    scale = []
+    if len(key_words) > 1 and re.fullmatch(r"x-?[\d.]+", key_words[-1]):
+        scale = [float(key_words.pop()[1:])]
+    key = " ".join(key_words)
     try:
-        value = artifact_value(root, file, key) * (scale[0] if scale else 1)
+        value = artifact_value(root, file, key, history) * (scale[0] if scale else 1)
     except (LookupError, ValueError) as exc:
         problems.append(f"{where}: {text}: {exc}")
         return f"{file}:{key}"
@@ -223,10 +281,13 @@ def _check_one(root: Path, where: str, text: str, source: list, problems: list[s
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--root", type=Path, default=Path(__file__).resolve().parents[1])
+    parser.add_argument("--history", type=Path, default=None,
+                        help="a git work tree holding the commits that FILE@COMMIT names "
+                             "(default: --root)")
     parser.add_argument("--list", action="store_true",
                         help="print PATH:LINE<TAB>VALUE<TAB>ARTIFACT for every figure")
     args = parser.parse_args(argv)
-    figures, problems = check(args.root)
+    figures, problems = check(args.root, args.history)
     if args.list:
         for f in figures:
             print(f"{f.doc}:{f.line}\t{f.text}\t{f.source}")

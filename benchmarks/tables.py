@@ -4,7 +4,7 @@ Each table is a function of committed files under ``benchmarks/results`` and is 
 them as markdown. A page includes one between ``<!-- generated: FILE -->`` and
 ``<!-- /generated -->``; ``check_figures.py`` fails when the block differs from FILE or FILE
 differs from what this script writes now (so a page's table cannot drift from its source),
-and the figures inside such a block need no entry in the phrase map.
+and the figures inside such a block need no sources comment.
 
     python benchmarks/tables.py            # (re)write every table
     python benchmarks/tables.py --check    # exit 1 if one is stale
@@ -120,12 +120,41 @@ def startup(results: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
+STARTUP_AB = "startup_2026-12-03"
+#: (file, what the A/B compares, {side: what it ran}) of the start-up A/B table, in row order;
+#: the hf files' ``commits.current`` reads the device checkout's stale git HEAD (7d6eb86): the
+#: package that ran was the wheel staged from a22b272
+STARTUP_ABS = [
+    ("headline_ab_device_bytecode_missing.json", "hf-metered headline, image without bytecode",
+     {"previous": "idle sampled first (3302d14)", "current": "idle sampled in the background (a22b272)"}),
+    ("headline_ab.json", "hf-metered headline, bytecode compiled",
+     {"previous": "idle sampled first (3302d14)", "current": "idle sampled in the background (a22b272)"}),
+    ("vllm_startup_ab.json", "vllm-metered headline, bytecode compiled",
+     {"default": "vLLM's default engine (compiled, CUDA graphs)", "eager": "`enforce_eager=True`"}),
+]
+
+
+def startup_ab(results: Path) -> str:
+    """Each run of the 2026-12-03 whole-command A/Bs: wall and inference seconds, same texts."""
+    lines = ["| A/B | side | round | wall s | inference s | texts as the first side's round 1 |",
+             "|---|---|---:|---:|---:|---:|"]
+    for name, what, sides in STARTUP_ABS:
+        data = json.loads((results / STARTUP_AB / name).read_text(encoding="utf-8"))
+        for run in data["runs"]:
+            same = next(v for k, v in run.items() if k.startswith("texts_identical_to_"))
+            lines.append(f"| {what} | {sides[run['side']]} | {run['round']} | "
+                         f"{run['wall_seconds']:.2f} | {run['inference_seconds']:.2f} | "
+                         f"{same} of 500 |")
+    return "\n".join(lines) + "\n"
+
+
 #: table file under benchmarks/results -> the function that writes it
 TABLES: dict[str, Callable[[Path], str]] = {
     f"{PUBLIC}/side_by_side.md": side_by_side,
     f"{PUBLIC}/vllm_beside_public.md": vllm_beside_public,
     f"{PUBLIC}/cpu_headline_ab.md": cpu_headline,
     f"{STARTUP}/startup.md": startup,
+    f"{STARTUP_AB}/ab.md": startup_ab,
 }
 
 

@@ -17,8 +17,8 @@ SCRIPT = ROOT / "benchmarks" / "check_figures.py"
 
 
 def _check(root: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(SCRIPT), "--root", str(root), *args],
-                          capture_output=True, text=True, timeout=120)
+    return subprocess.run([sys.executable, str(SCRIPT), "--root", str(root), "--history",
+                           str(ROOT), *args], capture_output=True, text=True, timeout=120)
 
 
 def test_every_figure_in_the_docs_matches_its_file():
@@ -30,6 +30,8 @@ def test_every_figure_in_the_docs_matches_its_file():
     assert ["93.3%", "primary_test_characteristics_2026-12-01.json:coverage.coverage"] in [
         row[1:] for row in rows if row[0].startswith("docs/analysis.md:")]
     assert sum(row[2] not in ("parameter", "closed form") for row in rows) > 100
+    # results no longer in the tree are read from git history, by commit
+    assert any("@7d6eb86:" in row[2] for row in rows)
 
 
 def _copy(tmp_path: Path) -> Path:
@@ -53,14 +55,37 @@ def test_a_changed_figure_and_a_figure_without_a_source_fail(tmp_path):
         + "\nA run (`bench.py --size\n8b`, `x.json`): 9.75 s with `y`.\n", encoding="utf-8")
     proc = _check(root)
     assert proc.returncode == 1
-    assert re.search(r"docs/analysis\.md:\d+: 95\.2% but primary_test_characteristics_"
-                     r"2026-12-01\.json:coverage\.coverage gives 93\.333", proc.stderr)
-    assert re.search(r"docs/tasks\.md:\d+: 12\.5 s: no line of figures\.yaml names this line",
-                     proc.stderr)
-    assert re.search(r"docs/tasks\.md:\d+: 4,321 new tokens/s: no line of figures\.yaml",
-                     proc.stderr)  # a throughput with its metric's name between
-    assert re.search(r"docs/tasks\.md:\d+: 9\.75 s: no line of figures\.yaml", proc.stderr)
+    assert re.search(r"docs/analysis\.md:\d+: figures \[.*'95\.2%'.*\] but its sources list "
+                     r"\[.*'93\.3%'.*\]", proc.stderr)
+    assert re.search(r"docs/tasks\.md:\d+: 12\.5 s: no sources for this paragraph", proc.stderr)
+    assert re.search(r"docs/tasks\.md:\d+: 4,321 new tokens/s: no sources", proc.stderr)
+    # a throughput with its metric's name between number and unit
+    assert re.search(r"docs/tasks\.md:\d+: 9\.75 s: no sources", proc.stderr)
     # (after a code span that wrapped from the line before)
+
+
+def test_a_copy_edit_passes_and_sources_are_checked_value_by_value(tmp_path):
+    """Prose may change freely; a source that names the figure but not its value fails, also
+    for a file cited from git history."""
+    root = _copy(tmp_path)
+    analysis = root / "docs" / "analysis.md"
+    text = analysis.read_text(encoding="utf-8")
+    assert "covered the true delta in 93.3%" in text
+    analysis.write_text(text.replace("covered the true delta in 93.3%",
+                                     "covered the real delta in 93.3%"), encoding="utf-8")
+    assert _check(root).returncode == 0
+    page = root / "docs" / "measurements-gpu-generation.md"
+    page_text = page.read_text(encoding="utf-8")
+    cited = "2.32 J/item = gen_2026-12-01/fast_decode_ab_h200.json@7d6eb86 runs.6.j_per_item"
+    assert cited in page_text
+    page.write_text(page_text.replace(cited, cited.replace("runs.6", "runs.4")), encoding="utf-8")
+    proc = _check(root)
+    assert proc.returncode == 1
+    assert re.search(r"measurements-gpu-generation\.md:\d+: 2\.32 J/item but gen_2026-12-01/"
+                     r"fast_decode_ab_h200\.json@7d6eb86:runs\.4\.j_per_item gives", proc.stderr)
+    page.write_text(page_text.replace("@7d6eb86 runs.6", "@0000000 runs.6"), encoding="utf-8")
+    proc = _check(root)
+    assert proc.returncode == 1 and "is not in commit 0000000" in proc.stderr
 
 
 def test_a_results_file_that_changed_fails(tmp_path):
