@@ -235,16 +235,21 @@ def test_a_copy_that_kept_only_the_records_resumes(tmp_path):
     assert folder.start(spec.cells[0]).parent == tmp_path / "c" / ".inflight"
 
 
-def test_the_analysis_reads_each_record_once_and_names_a_cell_that_is_not_done(tmp_path):
-    """Issue 41: records are read once into one table; a missing cell is an error, not an
-    assert (asserts vanish under python -O)."""
-    from lm_eval_ext.campaign.analysis import FinishedCells
+def test_the_analysis_plans_from_one_table_of_records_and_names_a_cell_that_is_not_done(tmp_path):
+    """Issue 41: records are read once into one table the jobs are planned from; a missing
+    cell is a skipped comparison or an error naming it, not an assert (gone under python -O)."""
+    from lm_eval_ext.campaign.subsets import subset_summary
 
     spec = build_spec(SMALL)
     folder = CampaignFolder(tmp_path / "out")
     folder.bind(spec, "")
-    finished = FinishedCells.read(spec, folder)
-    assert finished.records == {} and not finished.done(spec.cells[0])
-    with pytest.raises(ConfigError, match=f"cell {spec.cells[0].cell_id} is not done; run the "
-                                          "campaign"):
-        finished.results(spec.cells[0])
+    assert folder.records(spec) == {}
+    m0, m1, _ = spec.cells
+    jobs, skipped = spec.analysis_jobs({})
+    assert jobs == [] and skipped == [f"analysis smollm2/batching skipped: cells not done: "
+                                      f"{m0.cell_id}, {m1.cell_id}"]
+    jobs, skipped = spec.analysis_jobs({m0.cell_id: "a.json", m1.cell_id: "b.json"})
+    assert skipped == [] and [(j.reference, j.runs, str(j.out), j.intersection) for j in jobs] == [
+        ("M0=a.json", ("M1=b.json",), "analysis/smollm2/batching", False)]
+    with pytest.raises(ConfigError, match=f"cell {m0.cell_id} is not done; run the campaign"):
+        subset_summary(spec, {}, {}, "smollm2", tmp_path / "subsets")

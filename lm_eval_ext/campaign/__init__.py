@@ -70,6 +70,7 @@ def run_campaign(spec: CampaignSpec, out: str | Path, source_yaml: str, *, shard
     ``analyze_only``: run no cell; analyse every comparison whose cells are done.
     """
     from lm_eval_ext.campaign.analysis import run_comparisons, run_grid_analysis
+    from lm_eval_ext.campaign.subsets import summarize_subsets
     from lm_eval_ext.campaign.preflight import check_cells
     from lm_eval_ext.campaign.runner import run_cells
 
@@ -92,7 +93,8 @@ def run_campaign(spec: CampaignSpec, out: str | Path, source_yaml: str, *, shard
     if analyze_only or (analyze and manifest["complete"]):
         settings = {"n_resamples": 10_000, "mc_draws": 1_000, "seed": 0, "progress": echo,
                     **(analysis_settings or {})}
-        reports = (run_grid_analysis if grid else run_comparisons)(spec, folder, **settings)
+        reports = (run_grid_analysis(spec, folder, **settings) if grid else
+                   run_comparisons(spec, folder, **settings) + summarize_subsets(spec, folder))
     return CampaignOutcome(outcome["done"], outcome["skipped"], outcome["failed"],
                            outcome["busy"], manifest["complete"], reports)
 

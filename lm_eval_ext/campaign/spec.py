@@ -107,6 +107,23 @@ class Comparison:
 
 
 @dataclass(frozen=True)
+class AnalysisJob:
+    """One ``analyze`` run of a campaign: a reference cell against run cells, into ``out``.
+
+    ``reference`` and ``runs`` are ``LABEL=RESULTS_FILE`` as ``analyze`` takes them; ``out`` is
+    relative to the campaign folder; ``intersection``: the tasks differ, so only shared items
+    are paired.
+    """
+
+    model: str
+    comparison: str
+    reference: str
+    runs: tuple[str, ...]
+    out: Path
+    intersection: bool
+
+
+@dataclass(frozen=True)
 class CampaignSpec:
     """A validated campaign: its cells in a fixed order, and what to analyse."""
 
@@ -120,6 +137,39 @@ class CampaignSpec:
         """The cells of one model and condition (optionally one task)."""
         return [c for c in self.cells if c.model_label == model_label and c.condition == condition
                 and (task is None or c.task == task)]
+
+    def analysis_jobs(self, results: Mapping[str, str]) -> tuple[list[AnalysisJob], list[str]]:
+        """Every comparison of every model as ``analyze`` jobs, from the finished cells.
+
+        ``results``: cell id -> results file of each finished cell (the campaign folder's table,
+        read once). Per reference task, a run cell on the same task, else a condition's only
+        cell. Returns the jobs whose cells are all done, and one line per comparison skipped
+        for cells not done.
+        """
+        by_condition: dict[tuple[str, str], list[Cell]] = {}
+        for c in self.cells:
+            by_condition.setdefault((c.model_label, c.condition), []).append(c)
+        jobs, skipped = [], []
+        for model in dict.fromkeys(c.model_label for c in self.cells):
+            for comparison in self.comparisons:
+                refs = by_condition.get((model, comparison.reference), [])
+                for ref in refs:
+                    runs = [c for condition in comparison.runs
+                            for cells in [by_condition.get((model, condition), [])]
+                            for c in ([c for c in cells if c.task == ref.task]
+                                      or (cells if len(cells) == 1 else []))]
+                    missing = [c.cell_id for c in (ref, *runs) if c.cell_id not in results]
+                    if missing:
+                        skipped.append(f"analysis {model}/{comparison.name} skipped: cells not "
+                                       f"done: {', '.join(missing)}")
+                    elif runs:
+                        out = Path("analysis", model, comparison.name)
+                        jobs.append(AnalysisJob(
+                            model, comparison.name, f"{ref.condition}={results[ref.cell_id]}",
+                            tuple(f"{c.condition}={results[c.cell_id]}" for c in runs),
+                            out / ref.task if len({c.task for c in refs}) > 1 else out,
+                            any(c.task != ref.task for c in runs)))
+        return jobs, skipped
 
     def resolved(self) -> dict[str, Any]:
         """Name and every cell's configuration: the campaign folder's identity."""

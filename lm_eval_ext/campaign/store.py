@@ -156,6 +156,16 @@ class CampaignFolder:
         path = self.cell_dir(cell) / "cell.json"
         return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
 
+    def records(self, spec: CampaignSpec) -> dict[str, dict[str, Any]]:
+        """Every finished cell's ``cell.json``, by cell id (each read once)."""
+        found = {c.cell_id: self.record(c) for c in spec.cells}
+        return {cell_id: record for cell_id, record in found.items() if record is not None}
+
+    def results(self, records: Mapping[str, Mapping[str, Any]]) -> dict[str, str]:
+        """Each finished cell's lm-eval results file, by cell id."""
+        return {cell_id: str(self.root / record["output_path"])
+                for cell_id, record in records.items()}
+
     def holder(self, cell: Cell) -> dict[str, Any] | None:
         """Who claims a cell now: the lock's content plus ``alive`` (None: not claimed).
 

@@ -1,0 +1,111 @@
+"""After the cells: the subset-size summary of a campaign with ``subsets``.
+
+Outputs ``OUT/analysis/<model>/subsets.csv`` + ``subsets.json``: each subset run's metrics
+against the reference's full-set estimate, energy against items with R^2, and the spread of
+the memberships at the smallest size.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from lm_eval_ext.campaign.spec import CampaignSpec
+from lm_eval_ext.campaign.store import CampaignFolder
+from lm_eval_ext.errors import ConfigError
+
+
+def summarize_subsets(spec: CampaignSpec, folder: CampaignFolder) -> list[Path]:
+    """The subset summary of every model whose subsets reference is done (records read once)."""
+    if spec.subsets is None:
+        return []
+    records = folder.records(spec)
+    results = folder.results(records)
+    summaries = []
+    for model in dict.fromkeys(c.model_label for c in spec.cells):
+        refs = spec.cell(model, spec.subsets.reference)
+        if refs and refs[0].cell_id in records:
+            summaries.append(subset_summary(spec, records, results, model,
+                                            folder.root / "analysis" / model))
+    return summaries
+
+
+def _fit(x: np.ndarray, y: np.ndarray) -> dict[str, float | None]:
+    from scipy import stats
+
+    keep = np.isfinite(x) & np.isfinite(y)
+    if keep.sum() < 3 or np.ptp(x[keep]) == 0:
+        return {"slope": None, "intercept": None, "r_squared": None, "n": int(keep.sum())}
+    fit = stats.linregress(x[keep], y[keep])
+    return {"slope": float(fit.slope), "intercept": float(fit.intercept),
+            "r_squared": float(fit.rvalue ** 2), "n": int(keep.sum())}
+
+
+def subset_summary(spec: CampaignSpec, records: dict[str, dict[str, Any]],
+                   results: dict[str, str], model: str, out: Path) -> Path:
+    """Per subset run: metrics, their difference from the reference, energy; fit and spread.
+
+    ``records`` and ``results``: the finished cells' records and results files, by cell id.
+    """
+    from lm_eval_ext.analysis.loader import load_run
+    from lm_eval_ext.analysis.metrics import metrics_for
+
+    if spec.subsets is None or not spec.cell(model, spec.subsets.reference):
+        raise ConfigError(f"campaign analysis: {spec.name} has no subsets reference for "
+                          f"{model}; add `subsets: {{reference: ..., runs: [...]}}`")
+    ref_cell = spec.cell(model, spec.subsets.reference)[0]
+    if ref_cell.cell_id not in records:
+        raise ConfigError(f"campaign analysis: cell {ref_cell.cell_id} is not done; run the "
+                          "campaign (or its missing shards) first")
+    ref_run = load_run(Path(results[ref_cell.cell_id]), ref_cell.condition)
+    specs = metrics_for(ref_run.items)
+    ref_values = {m.name: m.compute(ref_run.items) for m in specs}
+    ref_answers = ref_run.items.set_index("item_key")["answer"]
+    rows = []
+    subset_cells = [c for name in spec.subsets.runs for c in spec.cell(model, name)]
+    missing = [c.cell_id for c in subset_cells if c.cell_id not in records]
+    for cell in [ref_cell, *[c for c in subset_cells if c.cell_id not in missing]]:
+        run = load_run(Path(results[cell.cell_id]), cell.condition)
+        record = records[cell.cell_id]
+        answers = run.items.set_index("item_key")["answer"]
+        shared = answers.index.intersection(ref_answers.index)
+        row: dict[str, Any] = {
+            "condition": cell.condition, "task": cell.task, "n_items": len(run.items),
+            "energy_joules": record.get("energy_joules"),
+            "energy_joules_idle_corrected": record.get("energy_joules_idle_corrected"),
+            "inference_seconds": record.get("inference_seconds"),
+            "answers_equal_reference": float((answers[shared] == ref_answers[shared]).mean()),
+        }
+        for metric in specs:
+            value = metric.compute(run.items)
+            row[metric.name] = value
+            row[f"{metric.name}_minus_reference_pp"] = metric.scale * (value - ref_values[metric.name])
+        rows.append(row)
+    table = pd.DataFrame(rows)
+    numeric = {c: pd.to_numeric(table[c], errors="coerce").to_numpy(float)
+               for c in ("n_items", "energy_joules", "energy_joules_idle_corrected")}
+    smallest = table[table["n_items"] == table["n_items"].min()]
+    spread = {m.name: {"n_memberships": len(smallest),
+                       "range_pp": m.scale * float(smallest[m.name].max() - smallest[m.name].min()),
+                       "sd_pp": m.scale * float(smallest[m.name].std(ddof=1))
+                       if len(smallest) > 1 else None}
+              for m in specs}
+    summary = {"reference": ref_cell.condition, "reference_values": ref_values,
+               "energy_vs_items": _fit(numeric["n_items"], numeric["energy_joules"]),
+               "idle_corrected_energy_vs_items": _fit(numeric["n_items"],
+                                                      numeric["energy_joules_idle_corrected"]),
+               "smallest_size": int(table["n_items"].min()), "spread_at_smallest": spread,
+               "gpu_uuids": sorted({u for c in [ref_cell, *subset_cells] if c.cell_id in records
+                                    for u in records[c.cell_id].get("gpu_uuids") or []}),
+               "missing_cells": missing}
+    out.mkdir(parents=True, exist_ok=True)
+    table.to_csv(out / "subsets.csv", index=False)
+    (out / "subsets.json").write_text(json.dumps(summary, indent=2, default=str) + "\n",
+                                      encoding="utf-8")
+    return out / "subsets.csv"
+
+
