@@ -39,10 +39,12 @@ MEASURED = {"inference_seconds", "forward_seconds", "forward_share", "load_secon
             "energy_joules", "energy_joules_idle_corrected", "energy_joules_idle_corrected_se",
             "idle_joules", "idle_share", "idle_power", "devices", "gpus", "per_task",
             "flags", "counter_period_s", "seconds", "watts"}
-#: analysis CSV columns that are measurements (or paths) of the runs, not analysis results
+#: analysis CSV columns that are measurements (or paths) of the runs, not analysis results;
+#: ``results_sha256`` hashes a results file, which holds the run's times
 MEASURED_COLUMNS = {"inference_seconds", "energy_joules", "idle_share", "forward_share",
                     "energy_flags", "total_evaluation_seconds", "results_path", "energy_ratio",
-                    "runtime_ratio", "energy_saving_pct", "runtime_saving_pct", "joules_per_item"}
+                    "runtime_ratio", "energy_saving_pct", "runtime_saving_pct", "joules_per_item",
+                    "results_sha256"}
 
 
 def run(out: Path) -> None:
