@@ -251,7 +251,7 @@ def generated_problems(root: Path) -> list[str]:
             table = root / "benchmarks" / "results" / name
             if not table.is_file() or table.read_text(encoding="utf-8") != text:
                 problems.append(f"{path.relative_to(root)}:{number}: the table included as {name} "
-                                "differs from that file (paste it again)")
+                                "differs from that file (python benchmarks/tables.py --paste)")
     return problems
 
 

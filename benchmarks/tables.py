@@ -7,6 +7,7 @@ differs from what this script writes now (so a page's table cannot drift from it
 and the figures inside such a block need no sources comment.
 
     python benchmarks/tables.py            # (re)write every table
+    python benchmarks/tables.py --paste    # ... and paste each into the pages that include it
     python benchmarks/tables.py --check    # exit 1 if one is stale
 """
 
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import statistics
 import sys
 from collections.abc import Callable
@@ -125,8 +127,6 @@ STARTUP_AB = "startup_2026-12-03"
 #: the hf files' ``commits.current`` reads the device checkout's stale git HEAD (7d6eb86): the
 #: package that ran was the wheel staged from a22b272
 STARTUP_ABS = [
-    ("headline_ab_device_bytecode_missing.json", "hf-metered headline, image without bytecode",
-     {"previous": "idle sampled first (3302d14)", "current": "idle sampled in the background (a22b272)"}),
     ("headline_ab.json", "hf-metered headline, bytecode compiled",
      {"previous": "idle sampled first (3302d14)", "current": "idle sampled in the background (a22b272)"}),
     ("vllm_startup_ab.json", "vllm-metered headline, bytecode compiled",
@@ -165,9 +165,26 @@ def stale(root: Path = RESULTS) -> list[str]:
             or (root / name).read_text(encoding="utf-8") != build(root)]
 
 
+def paste(root: Path) -> list[Path]:
+    """Each generated block of README.md and docs/*.md replaced by its table file; the pages
+    changed."""
+    changed = []
+    for page in [root / "README.md", *sorted((root / "docs").glob("*.md"))]:
+        text = page.read_text(encoding="utf-8")
+        new = re.sub(r"(<!-- generated: (\S+) -->\n).*?(<!-- /generated -->)",
+                     lambda m: m.group(1) + (root / "benchmarks" / "results" / m.group(2))
+                     .read_text(encoding="utf-8") + m.group(3), text, flags=re.S)
+        if new != text:
+            page.write_text(new, encoding="utf-8")
+            changed.append(page)
+    return changed
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="exit 1 if a table is stale")
+    parser.add_argument("--paste", action="store_true",
+                        help="also paste each table into the pages that include it")
     args = parser.parse_args(argv)
     if args.check:
         old = stale()
@@ -177,6 +194,8 @@ def main(argv: list[str] | None = None) -> int:
     for name, build in TABLES.items():
         (RESULTS / name).write_text(build(RESULTS), encoding="utf-8")
         print(f"wrote benchmarks/results/{name}")
+    for page in paste(RESULTS.parents[1]) if args.paste else []:
+        print(f"pasted into {page.relative_to(RESULTS.parents[1])}")
     return 0
 
 
