@@ -70,9 +70,9 @@ def run_campaign(spec: CampaignSpec, out: str | Path, source_yaml: str, *, shard
     ``analyze_only``: run no cell; analyse every comparison whose cells are done.
     """
     from lm_eval_ext.campaign.analysis import run_comparisons, run_grid_analysis
-    from lm_eval_ext.campaign.subsets import summarize_subsets
     from lm_eval_ext.campaign.preflight import check_cells
     from lm_eval_ext.campaign.runner import run_cells
+    from lm_eval_ext.campaign.subsets import summarize_subsets
 
     index, count = parse_shard(shard)
     folder = CampaignFolder(out)
