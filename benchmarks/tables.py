@@ -80,9 +80,9 @@ def vllm_beside_public(results: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
-def cpu_headline(results: Path) -> str:
+def cpu_headline(results: Path, folder: str = PUBLIC) -> str:
     """Each run of ``cpu_headline_ab.json``: wall and inference seconds, texts as the earlier tree's."""
-    data = _load(results, "cpu_headline_ab.json")
+    data = json.loads((results / folder / "cpu_headline_ab.json").read_text(encoding="utf-8"))
     lines = ["| tree | round | wall s | inference s | texts as the previous tree's |",
              "|---|---:|---:|---:|---:|"]
     for run in data["runs"]:
@@ -155,6 +155,7 @@ TABLES: dict[str, Callable[[Path], str]] = {
     f"{PUBLIC}/cpu_headline_ab.md": cpu_headline,
     f"{STARTUP}/startup.md": startup,
     f"{STARTUP_AB}/ab.md": startup_ab,
+    f"{STARTUP_AB}/cpu_headline_ab.md": lambda results: cpu_headline(results, STARTUP_AB),
 }
 
 
