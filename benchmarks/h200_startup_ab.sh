@@ -9,12 +9,10 @@
 set -euo pipefail
 : "${OUT:?set OUT}"
 OLD=${1:?an exported earlier tree}; ROUNDS=${2:-3}
+. benchmarks/_startup.sh
 nvidia-smi -L > "$OUT/gpu.txt"
-# the stock lm_eval command finds hf-metered through the package's .pth: process /tmp/site's
-echo "import site; site.addsitedir('/tmp/site')" > "$(python3 -c 'import site; print(site.getsitepackages()[0])')/tmp_site.pth"
-/usr/bin/time -f "%e" -o "$OUT/compileall.time" python3 -m compileall -q -j 0 /tmp/site "$OLD" \
-  > /dev/null 2>&1 || true
-lm-eval-ext model prepare > "$OUT/prepare.log" 2>&1
+as_installed "$OLD"
+rm -rf /tmp/ab  # a folder of an earlier call would hold two runs per side and round
 bash benchmarks/headline_ab.sh "$OLD" /tmp/ab "$ROUNDS" | tee "$OUT/ab.txt"
 python3 benchmarks/headline_ab.py /tmp/ab --out "$OUT/headline_ab.json"
 python3 -m cProfile -o /tmp/h.prof "$(command -v lm_eval)" --model hf-metered \

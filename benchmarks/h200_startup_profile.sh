@@ -10,8 +10,8 @@ set -euo pipefail
 : "${OUT:?set OUT}"
 stamp() { echo "== $(date +%T) $*"; }
 nvidia-smi -L > "$OUT/gpu.txt"
-# the stock lm_eval command finds hf-metered through the package's .pth: process /tmp/site's
-echo "import site; site.addsitedir('/tmp/site')" > "$(python3 -c 'import site; print(site.getsitepackages()[0])')/tmp_site.pth"
+. benchmarks/_startup.sh
+use_staged_site  # (no bytecode compiled: as measured on 2026-12-02)
 lm-eval-ext model prepare > "$OUT/prepare.log" 2>&1
 CKPT=$(python3 -c "from lm_eval_ext.backends.embedded_model import ensure_checkpoint; print(ensure_checkpoint())")
 HEADLINE=(lm_eval --model hf-metered --tasks bbq_subset_25pct)

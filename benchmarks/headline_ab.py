@@ -26,13 +26,7 @@ def main() -> None:
     parser.add_argument("--command", help="the commands that made the runs (default: headline_ab.sh's)")
     args = parser.parse_args()
     runs, texts = [], {}
-    # the sides in run order, the first the reference (the earlier tree): sides.txt, or
-    # "previous" then the other *_commit file's side (folders written before sides.txt)
-    listed = args.folder / "sides.txt"
-    sides = (listed.read_text().split() if listed.is_file() else
-             ["previous", *sorted(p.name.removesuffix("_commit")
-                                  for p in args.folder.glob("*_commit")
-                                  if p.name != "previous_commit")])
+    sides = (args.folder / "sides.txt").read_text().split()  # run order, the reference first
     for time_file in sorted(args.folder.glob("*_*.time"),
                             key=lambda p: (int(p.stem.rsplit("_", 1)[1]),
                                            sides.index(p.stem.rsplit("_", 1)[0]))):

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import statistics
 import sys
 from collections.abc import Callable
@@ -167,16 +166,28 @@ def stale(root: Path = RESULTS) -> list[str]:
 
 
 def paste(root: Path) -> list[Path]:
-    """Each generated block of README.md and docs/*.md replaced by its table file; the pages
-    changed."""
+    """Each generated block of the checked pages replaced by its table file; the pages changed.
+
+    A page with a block that has no end marker is left as it is (``check_figures.py`` names it).
+    """
+    from check_figures import END_GENERATED, GENERATED, documents
+
     changed = []
-    for page in [root / "README.md", *sorted((root / "docs").glob("*.md"))]:
+    for page in documents(root):
         text = page.read_text(encoding="utf-8")
-        new = re.sub(r"(<!-- generated: (\S+) -->\n).*?(<!-- /generated -->)",
-                     lambda m: m.group(1) + (root / "benchmarks" / "results" / m.group(2))
-                     .read_text(encoding="utf-8") + m.group(3), text, flags=re.S)
-        if new != text:
-            page.write_text(new, encoding="utf-8")
+        out, inside = [], False
+        for line in text.splitlines(keepends=True):
+            if inside and line.strip() == END_GENERATED:
+                inside = False
+            if inside:
+                continue
+            out.append(line)
+            if (match := GENERATED.search(line)) is not None:
+                out.append((root / "benchmarks" / "results" / match.group(1))
+                           .read_text(encoding="utf-8"))
+                inside = True
+        if not inside and "".join(out) != text:
+            page.write_text("".join(out), encoding="utf-8")
             changed.append(page)
     return changed
 

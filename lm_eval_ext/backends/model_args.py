@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Self
 
 from lm_eval_ext.backends import packaged_models
-from lm_eval_ext.backends.chat_template import CHAT_TEMPLATE_MODES
+from lm_eval_ext.backends.chat_template import ChatTemplatePolicy
 from lm_eval_ext.errors import ConfigError, check_choice
 from lm_eval_ext.tasks.common.prompting import TASK_SETTING_KEYS
 
@@ -120,7 +120,7 @@ class MeteredArgs:
         ``lm_args`` are the lm-eval model's (its ``batch_size`` and ``device`` are checked
         here too).
         """
-        check_choice("model arg chat_template", self.chat_template, CHAT_TEMPLATE_MODES)
+        ChatTemplatePolicy(self.chat_template, model)  # the policy checks its own mode
         check_choice("model arg energy", self.energy, ENERGY_SOURCES)
         check_batch_size(model, lm_args.get("batch_size", 1))
         _check_pretrained(model, self.pretrained)

@@ -93,8 +93,10 @@ def run_campaign(spec: CampaignSpec, out: str | Path, source_yaml: str, *, shard
     if analyze_only or (analyze and manifest["complete"]):
         settings = {"n_resamples": 10_000, "mc_draws": 1_000, "seed": 0, "progress": echo,
                     **(analysis_settings or {})}
-        reports = (run_grid_analysis(spec, folder, **settings) if grid else
-                   run_comparisons(spec, folder, **settings) + summarize_subsets(spec, folder))
+        records = folder.records(spec)  # read once, for every analysis step
+        reports = (run_grid_analysis(spec, folder, records, **settings) if grid else
+                   run_comparisons(spec, folder, records, **settings)
+                   + summarize_subsets(spec, folder, records))
     return CampaignOutcome(outcome["done"], outcome["skipped"], outcome["failed"],
                            outcome["busy"], manifest["complete"], reports)
 

@@ -7,22 +7,25 @@ differ), or ``grid/``. The subset-size summary: :mod:`~lm_eval_ext.campaign.subs
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from lm_eval_ext.campaign.spec import CampaignSpec
 from lm_eval_ext.campaign.store import CampaignFolder
 
 
-def run_comparisons(spec: CampaignSpec, folder: CampaignFolder, *, n_resamples: int,
+def run_comparisons(spec: CampaignSpec, folder: CampaignFolder,
+                    records: Mapping[str, Mapping[str, Any]], *, n_resamples: int,
                     mc_draws: int, seed: int, progress: bool) -> list[Path]:
     """``analyze`` for every comparison of every model whose cells are done; the report paths.
 
-    The cells' records are read once (:meth:`CampaignFolder.records`) and the jobs planned from
-    them in one pass (:meth:`CampaignSpec.analysis_jobs`).
+    ``records``: the finished cells' records (:meth:`CampaignFolder.records`, read once); the
+    jobs are planned from them in one pass (:meth:`CampaignSpec.analysis_jobs`).
     """
     from lm_eval_ext.analysis.report import analyze_to_folder
 
-    jobs, skipped = spec.analysis_jobs(folder.results(folder.records(spec)))
+    jobs, skipped = spec.analysis_jobs(folder.results(records))
     for line in skipped:
         print(f"[campaign] {line}", flush=True)
     return [analyze_to_folder(job.reference, list(job.runs), folder.root / job.out,
@@ -31,7 +34,8 @@ def run_comparisons(spec: CampaignSpec, folder: CampaignFolder, *, n_resamples: 
                               progress=progress)[1]["report_md"] for job in jobs]
 
 
-def run_grid_analysis(spec: CampaignSpec, folder: CampaignFolder, *, n_resamples: int,
+def run_grid_analysis(spec: CampaignSpec, folder: CampaignFolder,
+                      records: Mapping[str, Mapping[str, Any]], *, n_resamples: int,
                       mc_draws: int, seed: int, progress: bool) -> list[Path]:
     """``analyze --grid`` over every cell; the paired part compares the models in the first cell.
 
@@ -40,7 +44,7 @@ def run_grid_analysis(spec: CampaignSpec, folder: CampaignFolder, *, n_resamples
     """
     from lm_eval_ext.analysis.report import analyze_to_folder
 
-    results = folder.results(folder.records(spec))
+    results = folder.results(records)
     done = [c for c in spec.cells if c.cell_id in results]
     first = done[0] if done else None
     others = [c for c in done if first and c.condition == first.condition

@@ -154,10 +154,11 @@ class CampaignSpec:
             for comparison in self.comparisons:
                 refs = by_condition.get((model, comparison.reference), [])
                 for ref in refs:
-                    runs = [c for condition in comparison.runs
-                            for cells in [by_condition.get((model, condition), [])]
-                            for c in ([c for c in cells if c.task == ref.task]
-                                      or (cells if len(cells) == 1 else []))]
+                    runs: list[Cell] = []
+                    for condition in comparison.runs:
+                        cells = by_condition.get((model, condition), [])
+                        runs += ([c for c in cells if c.task == ref.task]
+                                 or (cells if len(cells) == 1 else []))
                     missing = [c.cell_id for c in (ref, *runs) if c.cell_id not in results]
                     if missing:
                         skipped.append(f"analysis {model}/{comparison.name} skipped: cells not "

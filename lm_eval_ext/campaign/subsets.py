@@ -19,11 +19,14 @@ from lm_eval_ext.campaign.store import CampaignFolder
 from lm_eval_ext.errors import ConfigError
 
 
-def summarize_subsets(spec: CampaignSpec, folder: CampaignFolder) -> list[Path]:
-    """The subset summary of every model whose subsets reference is done (records read once)."""
+def summarize_subsets(spec: CampaignSpec, folder: CampaignFolder,
+                      records: dict[str, dict[str, Any]]) -> list[Path]:
+    """The subset summary of every model whose subsets reference is done.
+
+    ``records``: the finished cells' records (:meth:`CampaignFolder.records`, read once).
+    """
     if spec.subsets is None:
         return []
-    records = folder.records(spec)
     results = folder.results(records)
     summaries = []
     for model in dict.fromkeys(c.model_label for c in spec.cells):
