@@ -34,44 +34,20 @@ PARTS = {
 }
 
 
-def _label(function: tuple) -> str:
-    file, line, name = function
-    return f"{file}:{line}({name})"
-
-
-def importing_modules(stats: dict, functions: list[tuple], depth: int = 8) -> list[str]:
-    """The module bodies (``<module>`` frames) above ``functions`` in the call graph: who
-    ran them at import."""
-    found, frontier, seen = set(), list(functions), set(functions)
-    for _ in range(depth):
-        callers = [c for f in frontier for c in stats.get(f, (0, 0, 0, 0, {}))[4]]
-        frontier = []
-        for caller in callers:
-            if caller in seen:
-                continue
-            seen.add(caller)
-            if caller[2] == "<module>":
-                found.add(caller[0])
-            else:
-                frontier.append(caller)
-    return sorted(found)
-
-
 def summarise(path: str, top: int = 15) -> dict:
-    """Total seconds, the named parts' own seconds and calls (and the modules whose import ran
-    them), the top functions by own time."""
+    """Total seconds, the named parts' own seconds and calls, the top functions by own time."""
     stats = pstats.Stats(path).stats  # (file, line, function) -> (calls, prim, own, cum, callers)
-    rows = [(_label(f), calls, own, f) for f, (calls, _, own, _, _) in stats.items()]
+    rows = [(f"{file}:{line}({name})", calls, own) for (file, line, name), (calls, _, own, _, _)
+            in stats.items()]
     parts = {}
     for key, (what, pattern) in PARTS.items():
         hits = [r for r in rows if re.search(pattern, r[0])]
         parts[key] = {"what": what, "own_seconds": sum(r[2] for r in hits),
-                      "calls": sum(r[1] for r in hits),
-                      "run_by_modules": importing_modules(stats, [r[3] for r in hits])[:20]}
+                      "calls": sum(r[1] for r in hits)}
     rows.sort(key=lambda r: -r[2])
     return {"profile_total_seconds": sum(r[2] for r in rows), "parts": parts,
             "top_own_seconds": [{"function": f, "calls": c, "own_seconds": s}
-                                for f, c, s, _ in rows[:top]]}
+                                for f, c, s in rows[:top]]}
 
 
 def importtime_top(path: str, top: int = 30) -> list[dict]:
