@@ -34,12 +34,11 @@ def generate_as_decode(cache_implementation: str | None = None):
     """While the block runs, the fast path decodes every batch with ``generate_decode``."""
     from lm_eval_ext.generation import generator as fast_generation
 
-    saved = fast_generation.generate_batch, fast_generation.generate_pooled
+    saved = fast_generation.generate
     one = functools.partial(generate_decode, cache_implementation=cache_implementation)
-    fast_generation.generate_batch = one
-    fast_generation.generate_pooled = lambda lm, batches, tokens, stop, admit_at: [
+    fast_generation.generate = lambda lm, batches, tokens, stop, **pool: [
         row for rows in batches for row in one(lm, rows, tokens, stop)]
     try:
         yield
     finally:
-        fast_generation.generate_batch, fast_generation.generate_pooled = saved
+        fast_generation.generate = saved

@@ -176,14 +176,14 @@ def test_finished_sequences_leave_the_batch_and_the_others_match_generate(embedd
     model, tokenizer = embedded_lm.model, embedded_lm.tokenizer
     rows = [tokenizer(p)["input_ids"] for p in PROMPTS]
     batch = tokenizer.pad({"input_ids": rows}, padding_side="left", return_tensors="pt")
-    first = greedy_decode(model, batch["input_ids"], batch["attention_mask"], 1, [-1])
+    first = greedy_decode(model, [(batch["input_ids"], batch["attention_mask"])], 1, [-1])
     eos = [first[1][0]]
     sizes: list[int] = []
     hook = model.model.register_forward_pre_hook(
         lambda module, args, kwargs: sizes.append(kwargs["input_ids"].shape[0]),
         with_kwargs=True)
     try:
-        ours = greedy_decode(model, batch["input_ids"], batch["attention_mask"], 12, eos)
+        ours = greedy_decode(model, [(batch["input_ids"], batch["attention_mask"])], 12, eos)
     finally:
         hook.remove()
     running = sum(o[0] not in eos for o in ours)
@@ -219,7 +219,7 @@ def test_a_shared_prefix_runs_once_and_every_row_matches_generate(embedded_lm):
         lambda module, args, kwargs: calls.append(tuple(kwargs["input_ids"].shape)),
         with_kwargs=True)
     try:
-        ours = greedy_decode(model, batch["input_ids"], batch["attention_mask"], 10,
+        ours = greedy_decode(model, [(batch["input_ids"], batch["attention_mask"])], 10,
                              eos_token_ids(model, tokenizer), share_prefix=True)
     finally:
         hook.remove()

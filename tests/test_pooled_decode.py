@@ -13,7 +13,7 @@ from test_fast_generation import PROMPTS
 from transformers import LlamaConfig, LlamaForCausalLM
 from transformers.generation.stopping_criteria import StopStringCriteria
 
-from lm_eval_ext.generation.greedy import eos_token_ids, pooled_greedy_decode
+from lm_eval_ext.generation.greedy import eos_token_ids, greedy_decode
 
 MORE = ["Give one word that rhymes with cat.", "Name a large animal that lives in the ocean."]
 
@@ -43,7 +43,7 @@ def test_chat_prompts_merged_into_a_running_batch_match_generate(embedded_lm):
     calls: list[int] = []
     hook = _decode_rows(model, calls)
     try:
-        pooled = pooled_greedy_decode(model, [(b["input_ids"], b["attention_mask"])
+        pooled = greedy_decode(model, [(b["input_ids"], b["attention_mask"])
                                               for b in padded], 10, eos,
                                       StopStringCriteria(tokenizer, ["."]), share_prefix=True,
                                       admit_at=2)
@@ -68,7 +68,7 @@ def test_rows_ending_early_leave_and_the_next_batch_joins_only_when_asked():
     mask = (torch.arange(7) >= torch.tensor([[2], [0], [4], [1], [0], [3]])).long()
     ids[mask == 0] = 0
     batches = [(ids[:3], mask[:3]), (ids[3:], mask[3:])]
-    plain = pooled_greedy_decode(model, batches, 12, [-1])
+    plain = greedy_decode(model, batches, 12, [-1])
     eos = [plain[0][2], plain[4][5]]  # rows end early, in both batches
     reference = model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=12,
                                do_sample=False, eos_token_id=eos, pad_token_id=0)[:, 7:]
@@ -78,7 +78,7 @@ def test_rows_ending_early_leave_and_the_next_batch_joins_only_when_asked():
         calls: list[int] = []
         hook = _decode_rows(model, calls)
         try:
-            assert pooled_greedy_decode(model, batches, 12, eos, admit_at=admit_at) == expected
+            assert greedy_decode(model, batches, 12, eos, admit_at=admit_at) == expected
         finally:
             hook.remove()
         assert (max(calls) > 3) is merged

@@ -19,7 +19,6 @@ from lm_eval_ext.backends.hf.metered import HFMeteredLM
 from lm_eval_ext.errors import ConfigError
 from lm_eval_ext.generation.graphed import (
     DecodeGraphs,
-    prefill_kernels,
     static_decode_problem,
     static_greedy_decode,
 )
@@ -155,18 +154,3 @@ def test_cuda_graphs_takes_a_boolean_and_the_cpu_never_replays(embedded_lm):
     # on the CPU graphs do not apply: recorded as None, never replayed
     assert stats.cuda_graphs is None and stats.graph_batches == 0 and not stats.eager_reasons
 
-
-def test_prefill_kernels_leave_out_only_cudnn_on_a_gpu_and_restore_the_flags():
-    def enabled() -> dict[str, bool]:
-        cuda = torch.backends.cuda
-        return {"cudnn": cuda.cudnn_sdp_enabled(), "flash": cuda.flash_sdp_enabled(),
-                "efficient": cuda.mem_efficient_sdp_enabled(), "math": cuda.math_sdp_enabled()}
-
-    before = enabled()
-    assert before["cudnn"]  # torch's default: the test would pass vacuously otherwise
-    with prefill_kernels(torch.device("cuda"), cudnn=False):
-        assert enabled() == {"cudnn": False, "flash": True, "efficient": True, "math": True}
-    assert enabled() == before
-    for device, cudnn in ((torch.device("cuda"), True), (torch.device("cpu"), False)):
-        with prefill_kernels(device, cudnn):
-            assert enabled() == before

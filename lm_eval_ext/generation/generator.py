@@ -1,39 +1,10 @@
-"""Fast generation: large length-sorted batches, stopped by token ids, cut afterwards.
+"""Fast generation: length-sorted batches sized to the memory, stopped by token, cut afterwards.
 
-lm-eval's generation loop checks its stop sequences by decoding every sequence's tail after
-every new token (a tokenizer call per sequence per step), takes its batch size from a probe at
-the model's maximum length, and runs at batch 1 unless told otherwise. ``generation=fast`` keeps
-everything around the model call lm-eval's own (contexts encoded by its ``tok_batch_encode``
-with its truncation to ``max_length - max_gen_toks``, new tokens decoded by its ``tok_decode``
-and cut at the stop sequences by its ``postprocess_generated_text``) and changes these things:
-
-* the contexts of a task are sorted by length and generated in batches sized to the memory
-  (CUDA: the KV cache and activations of the longest prompt plus ``max_gen_toks`` in half the
-  free memory; CPU: :data:`CPU_BATCH`); a batch size the user gave caps it (a typed
-  ``--batch_size 1`` too; lm-eval's untyped default of 1 does not, see
-  ``explicit_batch_size`` of :mod:`lm_eval_ext.backends.model_args`); an out-of-memory
-  halves it and retries;
-* on a CPU the prompts' common prefix (chat template, instructions) is run once per batch and
-  its cache copied to every row, and all batches are decoded as one pool in which a batch's
-  rows join the previous batch's last running ones
-  (:func:`~lm_eval_ext.generation.greedy.pooled_greedy_decode`);
-* a sequence stops on the model's end-of-sequence tokens and on transformers' token-level
-  ``StopStringCriteria``, not on a per-step decode, and then leaves the batch
-  (:mod:`~lm_eval_ext.generation.greedy`: each step costs what the unfinished
-  sequences cost);
-* on a GPU, a model in full precision decodes from a static KV cache with its decode step
-  replayed as one CUDA graph, the batch cut to its running rows once most have ended
-  (:mod:`~lm_eval_ext.generation.graphed`; model arg
-  ``cuda_graphs=false`` keeps the dynamic cache, which quantized and sliding-window models
-  always use, the reason recorded);
-* the text is cut at lm-eval's stop sequences afterwards. Greedy decoding does not depend on
-  when a sequence stops, so the text is the one lm-eval's loop would give at that batch.
-
-The standard loop still runs, with the reason in ``config.metering.generation``, for sampling
-or other generation kwargs, seq2seq models, ``mixed_precision_dtype``, an integer
-``think_end_token`` and a model spread over several devices. (transformers' continuous batching,
-``generate_batch``, was tried first and was slower on both machines:
-``benchmarks/results/gen_2026-12-01/gen_throughput_continuous_batching.json``.)
+Around the model call everything is lm-eval's own (``tok_batch_encode`` and its truncation,
+``tok_decode``, ``postprocess_generated_text``). The decode is :mod:`.greedy`'s (finished rows
+leave the batch) and on a GPU :mod:`.graphed`'s (CUDA-graph replays). Sampling, other
+generation kwargs and models it cannot take go through lm-eval's loop, the reason recorded.
+Reference: docs/hf-metered.md (fast generation).
 """
 
 from __future__ import annotations
@@ -60,11 +31,7 @@ from lm_eval_ext.generation.graphed import (
     static_decode_problem,
     static_greedy_decode,
 )
-from lm_eval_ext.generation.greedy import (
-    eos_token_ids,
-    greedy_decode,
-    pooled_greedy_decode,
-)
+from lm_eval_ext.generation.greedy import eos_token_ids, greedy_decode
 
 GENERATION = ("standard", "fast")
 #: the default path: fast (same text as lm-eval's loop in fp32; measured in docs/hf-metered.md)
@@ -73,12 +40,9 @@ DEFAULT_GENERATION = "fast"
 GREEDY_KWARGS = ("do_sample", "temperature")
 #: contexts per ``tok_batch_encode`` call (bounds the padded tensor)
 ENCODE_CHUNK = 256
-#: batch size on the CPU: each decode step reads every weight, and a larger batch shares the
-#: read; a longer batch pads its prompts more (the headline as typed: docs/hf-metered.md)
+#: batch size on the CPU (a step reads every weight; a larger batch shares the read)
 CPU_BATCH = 32
-#: on the CPU with a planned batch, the next batch's rows join once at most this many of the
-#: running ones are left (a decode step at a few rows costs far more per row than one at many:
-#: it reads every weight); a batch size the user typed is kept, batches then do not mix
+#: on the CPU with a planned batch, the next batch's rows join once at most this many run
 CPU_ADMIT_AT = CPU_BATCH // 2
 #: most sequences in one CUDA batch, and the share of free memory a batch may plan to use
 MAX_CUDA_BATCH, MEMORY_SHARE = 1024, 0.5
@@ -126,8 +90,7 @@ class FastGenerationStats:
     fallback_reasons: list[str] = dataclasses.field(default_factory=list)
     batch_sizes: list[int] = dataclasses.field(default_factory=list)  # planned, per task group
     out_of_memory_retries: int = 0
-    cuda_graphs: bool | None = True  # asked for (static cache + CUDA-graph decode where it
-    # holds); None on a model that is not on a GPU, where it does not apply
+    cuda_graphs: bool | None = True  # asked for; None on a model off the GPU (does not apply)
     graph_batches: int = 0  # batches decoded by CUDA-graph replays
     graph_compactions: int = 0  # times such a batch was cut to its running rows
     graph_reuses: int = 0  # batches that replayed an earlier batch's graph (no capture)
@@ -174,8 +137,7 @@ class FastGenerator:
         model_name: The model type, for error messages.
         batch_size_asked: The batch size the user gave (every batch's size), or None.
         max_batch_size: A cap the user gave with ``--batch_size auto``, or None.
-        cuda_graphs: On a GPU, decode from a static cache by CUDA-graph replays where the
-            model allows it.
+        cuda_graphs: On a GPU, decode by CUDA-graph replays where the model allows it.
     """
 
     def __init__(self, mode: str, model_name: str, batch_size_asked: int | None = None,
@@ -188,78 +150,52 @@ class FastGenerator:
     def reset_counts(self) -> None:
         """Fresh counts under the same settings (a new measurement on one loaded model)."""
         old = self.stats
-        self.stats = FastGenerationStats(requested=old.requested,
-                                         batch_size_asked=old.batch_size_asked,
-                                         cuda_graphs=old.cuda_graphs)
+        self.stats = FastGenerationStats(requested=old.requested, cuda_graphs=old.cuda_graphs,
+                                         batch_size_asked=old.batch_size_asked)
 
-    def _fall_back(self, reason: str) -> None:
-        if reason not in self.stats.fallback_reasons:
+    def _standard(self, reason: str | None, group: list, disable_tqdm: bool,
+                  standard: Standard) -> list[str]:
+        """``group`` through lm-eval's loop (``reason``: why, recorded once)."""
+        if reason and reason not in self.stats.fallback_reasons:
             self.stats.fallback_reasons.append(reason)
-
-    def _decode(self, lm: GeneratingModel, rows: list[list[int]], max_gen_toks: int,
-                stop_strings: list[str], graphs: DecodeGraphs) -> list[list[int]]:
-        """One batch's new tokens: CUDA-graph replays where they hold, else eager steps."""
-        # why the batch is decoded step by step: None (graphs hold), a reason, "" off CUDA
-        problem = (("cuda_graphs=false" if not self.stats.cuda_graphs
-                    else static_decode_problem(lm.model))
-                   if torch.device(lm.device).type == "cuda" else "")
-        if problem is None:
-            result = generate_static_batch(lm, rows, max_gen_toks, stop_strings, graphs)
-            self.stats.graph_compactions += result.compactions
-            self.stats.graph_reuses += result.reused
-            problem, tokens = result.graph_problem, result.tokens  # failed capture: eager steps
-        else:
-            tokens = generate_batch(lm, rows, max_gen_toks, stop_strings)
-        if problem is None:
-            self.stats.graph_batches += 1
-        else:
-            self.stats.eager_batches += 1
-            if problem and problem not in self.stats.eager_reasons:
-                self.stats.eager_reasons.append(problem)
-        return tokens
+        self.stats.standard_requests += len(group)
+        return standard(group, disable_tqdm)
 
     def generate_until(self, lm: GeneratingModel, requests: Sequence[Any], disable_tqdm: bool,
                        standard: Standard) -> list[str]:
         """lm-eval's answers for ``requests``, in their order."""
         requests = list(requests)
-        problem = None if self.stats.requested == "standard" else model_problem(lm)
+        problem = model_problem(lm) if self.stats.requested == "fast" else None
         if self.stats.requested == "standard" or problem:
-            if problem:
-                self._fall_back(problem)
-            self.stats.standard_requests += len(requests)
-            return standard(requests, disable_tqdm)
+            return self._standard(problem, requests, disable_tqdm, standard)
         groups: dict[str, list[int]] = {}
         for index, request in enumerate(requests):
             key = json.dumps(request.args[1], sort_keys=True, default=str)
             groups.setdefault(key, []).append(index)
-        results: list[str | None] = [None] * len(requests)
+        results: list[str] = [""] * len(requests)
         for indices in groups.values():
-            group = [requests[i] for i in indices]
-            texts = self._group(lm, group, disable_tqdm, standard)
+            texts = self._group(lm, [requests[i] for i in indices], disable_tqdm, standard)
             for index, text in zip(indices, texts, strict=True):
                 results[index] = text
         return results
 
-    def _group(self, lm: GeneratingModel, group: list, disable_tqdm: bool, standard: Standard) -> list[str]:
+    def _group(self, lm: GeneratingModel, group: list, disable_tqdm: bool,
+               standard: Standard) -> list[str]:
         """One set of generation kwargs: fast when greedy, else lm-eval's loop."""
         gen_kwargs = group[0].args[1]
         kwargs = normalize_gen_kwargs(copy.deepcopy(gen_kwargs), lm.max_gen_toks)
         eos = lm.tok_decode(lm.eot_token_id, skip_special_tokens=False)
         until = handle_stop_sequences(kwargs.pop("until", None), eos=eos)
         max_gen_toks = kwargs.pop("max_gen_toks")
-        problem = kwargs_problem(kwargs)
-        if problem:
-            self._fall_back(problem)
-            self.stats.standard_requests += len(group)
-            return standard(group, disable_tqdm)
+        if problem := kwargs_problem(kwargs):
+            return self._standard(problem, group, disable_tqdm, standard)
         contexts = [request.args[0] for request in group]
         tokens = self._generate(lm, contexts, max_gen_toks, [u for u in until if u != eos])
+        think_end = lm.think_end_token if isinstance(lm.think_end_token, str) else None
         texts = []
         for context, new_tokens in zip(contexts, tokens, strict=True):
-            text = postprocess_generated_text(
-                generation=lm.tok_decode(new_tokens), stop=until,
-                think_end_token=lm.think_end_token if isinstance(lm.think_end_token, str)
-                else None)
+            text = postprocess_generated_text(generation=lm.tok_decode(new_tokens), stop=until,
+                                              think_end_token=think_end)
             lm.cache_hook.add_partial("generate_until", (context, gen_kwargs), text)
             texts.append(text)
         self.stats.fast_requests += len(group)
@@ -267,30 +203,33 @@ class FastGenerator:
 
     def _generate(self, lm: GeneratingModel, contexts: list[str], max_gen_toks: int,
                   stop_strings: list[str]) -> list[list[int]]:
-        """The new tokens of each context (greedy), longest contexts first."""
+        """The new tokens of each context (greedy), longest contexts first.
+
+        On a CPU all batches run as one pool (a batch's rows join the previous one's last
+        running rows unless the user bounded the batch), each batch's common prefix once; on a
+        GPU batch by batch (:meth:`_device_batch`), an out-of-memory halving the batch.
+        """
         inputs = encoded_contexts(lm, contexts, lm.max_length - max_gen_toks)
         order = sorted(range(len(inputs)), key=lambda i: -len(inputs[i]))
         batch = planned_batch_size(lm, len(inputs[order[0]]) + max_gen_toks, len(inputs),
                                    self.stats.batch_size_asked, self.max_batch_size)
         self.stats.batch_sizes.append(batch)
-        if torch.device(lm.device).type == "cpu":  # one pooled decode over all batches
+        out: dict[int, list[int]] = {}
+        if torch.device(lm.device).type == "cpu":
             chunks = [order[i:i + batch] for i in range(0, len(order), batch)]
-            # a batch size or cap the user gave bounds every step: then batches do not mix
             planned = self.stats.batch_size_asked is None and self.max_batch_size is None
-            rows = generate_pooled(lm, [[inputs[i] for i in c] for c in chunks], max_gen_toks,
-                                   stop_strings, CPU_ADMIT_AT if planned else 0)
+            rows = generate(lm, [[inputs[i] for i in c] for c in chunks], max_gen_toks,
+                            stop_strings, share_prefix=True,
+                            admit_at=CPU_ADMIT_AT if planned else 0)
             self.stats.eager_batches += len(chunks)
-            flat = [i for chunk in chunks for i in chunk]
-            out = dict(zip(flat, rows, strict=True))
+            out.update(zip([i for c in chunks for i in c], rows, strict=True))
             return [out[i] for i in range(len(inputs))]
-        out = {}
-        start = 0
-        graphs = DecodeGraphs()  # a batch replays the previous one's graph where it fits
+        start, graphs = 0, DecodeGraphs()  # a batch replays the one before's graph if it fits
         while start < len(order):
             chunk = order[start:start + batch]
             try:
-                rows = self._decode(lm, [inputs[i] for i in chunk], max_gen_toks,
-                                    stop_strings, graphs)
+                rows = self._device_batch(lm, [inputs[i] for i in chunk], max_gen_toks,
+                                       stop_strings, graphs)
             except torch.cuda.OutOfMemoryError:
                 if batch == 1:
                     raise
@@ -302,6 +241,28 @@ class FastGenerator:
             out.update(zip(chunk, rows, strict=True))
             start += len(chunk)
         return [out[i] for i in range(len(inputs))]
+
+    def _device_batch(self, lm: GeneratingModel, rows: list[list[int]], max_gen_toks: int,
+                   stop_strings: list[str], graphs: DecodeGraphs) -> list[list[int]]:
+        """One batch's new tokens: CUDA-graph replays where they hold, else eager steps."""
+        # why the batch is decoded step by step: None (graphs hold), a reason, "" off CUDA
+        problem = (("cuda_graphs=false" if not self.stats.cuda_graphs
+                    else static_decode_problem(lm.model))
+                   if torch.device(lm.device).type == "cuda" else "")
+        if problem is None:
+            result = generate_static(lm, rows, max_gen_toks, stop_strings, graphs)
+            self.stats.graph_compactions += result.compactions
+            self.stats.graph_reuses += result.reused
+            problem, tokens = result.graph_problem, result.tokens  # failed capture: eager steps
+        else:
+            tokens = generate(lm, [rows], max_gen_toks, stop_strings)
+        if problem is None:
+            self.stats.graph_batches += 1
+        else:
+            self.stats.eager_batches += 1
+            if problem and problem not in self.stats.eager_reasons:
+                self.stats.eager_reasons.append(problem)
+        return tokens
 
 
 def generation_tokens(lm: GeneratingModel, requests: Sequence[Any]) -> int:
@@ -362,47 +323,36 @@ def stop_criterion(tokenizer: Any, stop_strings: tuple[str, ...]) -> StopStringC
     return StopStringCriteria(tokenizer, list(stop_strings))
 
 
-def _decode_inputs(lm: GeneratingModel, rows: list[list[int]], stop_strings: list[str]
-                   ) -> tuple[torch.Tensor, torch.Tensor, list[int], Any]:
-    """Padded ids and mask on the model's device, the end tokens and the stop criterion.
-
-    ``rows`` are left-padded by the tokenizer; the criterion is None without stop strings.
-    """
+def _padded(lm: GeneratingModel, rows: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:
+    """``rows`` left-padded by the tokenizer, and their mask, on the model's device."""
     batch = lm.tokenizer.pad({"input_ids": rows}, padding_side="left", return_tensors="pt")
-    stop = stop_criterion(lm.tokenizer, tuple(stop_strings)) if stop_strings else None
-    return (batch["input_ids"].to(lm.device), batch["attention_mask"].to(lm.device),
-            eos_token_ids(lm.model, lm.tokenizer), stop)
+    return batch["input_ids"].to(lm.device), batch["attention_mask"].to(lm.device)
 
 
-def generate_batch(lm: GeneratingModel, rows: list[list[int]], max_gen_toks: int,
-                   stop_strings: list[str]) -> list[list[int]]:
-    """Greedy new tokens for ``rows`` from the dynamic cache (one timed decode)."""
-    ids, mask, eos, stop = _decode_inputs(lm, rows, stop_strings)
-    return lm.metering.timed(greedy_decode, lm.model, ids, mask, max_gen_toks, eos, stop)
+def _stop(lm: GeneratingModel, stop_strings: list[str]) -> StopStringCriteria | None:
+    return stop_criterion(lm.tokenizer, tuple(stop_strings)) if stop_strings else None
 
 
-def generate_static_batch(lm: GeneratingModel, rows: list[list[int]], max_gen_toks: int,
-                          stop_strings: list[str], graphs: DecodeGraphs | None = None
-                          ) -> StaticDecodeResult:
+def generate(lm: GeneratingModel, batches: list[list[list[int]]], max_gen_toks: int,
+             stop_strings: list[str], share_prefix: bool = False, admit_at: int = 0
+             ) -> list[list[int]]:
+    """Greedy new tokens for every row of ``batches`` in one timed decode from dynamic caches.
+
+    ``share_prefix`` and ``admit_at`` are :func:`~lm_eval_ext.generation.greedy.greedy_decode`'s.
+    """
+    return lm.metering.timed(greedy_decode, lm.model, [_padded(lm, rows) for rows in batches],
+                             max_gen_toks, eos_token_ids(lm.model, lm.tokenizer),
+                             _stop(lm, stop_strings), share_prefix=share_prefix,
+                             admit_at=admit_at)
+
+
+def generate_static(lm: GeneratingModel, rows: list[list[int]], max_gen_toks: int,
+                    stop_strings: list[str], graphs: DecodeGraphs | None = None
+                    ) -> StaticDecodeResult:
     """Greedy new tokens for ``rows`` by CUDA-graph replays from a static cache (one decode).
 
     ``graphs`` keeps the batch's graph for the next batch that fits it (and may hold one).
     """
-    ids, mask, eos, stop = _decode_inputs(lm, rows, stop_strings)
-    return lm.metering.timed(static_greedy_decode, lm.model, ids, mask, max_gen_toks, eos, stop,
+    return lm.metering.timed(static_greedy_decode, lm.model, *_padded(lm, rows), max_gen_toks,
+                             eos_token_ids(lm.model, lm.tokenizer), _stop(lm, stop_strings),
                              graphs=graphs)
-
-
-def generate_pooled(lm: GeneratingModel, batches: list[list[list[int]]], max_gen_toks: int,
-                    stop_strings: list[str], admit_at: int) -> list[list[int]]:
-    """Greedy new tokens for every row of ``batches`` in one timed, pooled decode (a CPU's).
-
-    Each batch's common prefix runs once, and a batch's rows join the previous one's once at
-    most ``admit_at`` of those still run (0: batch by batch;
-    :func:`~lm_eval_ext.generation.greedy.pooled_greedy_decode`).
-    """
-    inputs = [_decode_inputs(lm, rows, stop_strings) for rows in batches]
-    _, _, eos, stop = inputs[0]
-    return lm.metering.timed(pooled_greedy_decode, lm.model,
-                             [(ids, mask) for ids, mask, _, _ in inputs], max_gen_toks, eos,
-                             stop, share_prefix=True, admit_at=admit_at)

@@ -1,22 +1,14 @@
-"""Greedy decoding from a static KV cache, its decode step replayed as one CUDA graph.
+"""Greedy decoding from a ``StaticCache``, the decode step replayed as one CUDA graph.
 
-A small model's decode step is launch-bound (hundreds of microsecond kernels). Here the cache is
-transformers' ``StaticCache`` (sized once for prompt plus ``max_new_tokens``), so every step has
-the same shapes and addresses: the first step runs eagerly (the warm-up), the second is recorded
-with ``torch.cuda.graph`` and every later one is a replay. The model gets a custom 4-D attention
-mask over the whole cache (a documented input: its mask code then runs no host check inside the
-graph). The host checks for ended rows every :data:`CHECK_EVERY` steps; once at most
-``COMPACT_SHARE`` of the rows run, the running rows' keys and values go into a new
-``StaticCache`` through ``update`` and the step is recorded again. A task's batches share one
-recorded step (:class:`DecodeGraphs`; ``Cache.reset()`` empties the kept cache). Public APIs
-only; the step is :mod:`~lm_eval_ext.generation.greedy`'s (``docs/hf-metered.md``). Models it
-cannot take are named by :func:`static_decode_problem`; with ``cuda_graph=False`` (and on a CPU)
-the same loop runs eagerly, which the CPU tests compare with ``generate``.
+A small model's decode step is launch-bound. With a static cache every step has the same shapes
+and addresses: the first runs eagerly, the second is recorded (``torch.cuda.graph``), later ones
+replay it. The model gets a 4-D mask over the whole cache (a documented input). The host checks
+for ended rows every :data:`CHECK_EVERY` steps and, once most have ended, moves the running rows
+into a new ``StaticCache`` (``update``) and records again. Reference: docs/hf-metered.md.
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -34,29 +26,12 @@ from lm_eval_ext.generation.greedy import (
 #: attention kernels that take a custom 4-D mask (bool for sdpa, additive for eager); the
 #: static decode here and hf-metered's packed scoring both pass one
 MASKABLE_ATTENTION = ("sdpa", "eager")
-#: steps between the host's checks whether every row has ended (each check waits for the
-#: device; between checks the host queues steps ahead of it)
+#: steps between the host's checks whether rows have ended (each check waits for the device)
 CHECK_EVERY = 8
-#: a check compacts the batch only when at least this many rows have ended (a new shape costs
-#: an eager step and a capture)
+#: a check compacts the batch only when at least this many rows have ended
 MIN_ENDED_TO_COMPACT = 8
-#: a kept step serves a batch whose prompt plus new tokens needs at least this share of its cache
-#: (the rest is masked, but still read at every step)
+#: a kept step serves a batch whose prompt plus new tokens fills at least this share of its cache
 REUSE_SHARE = 0.8
-
-
-def prefill_kernels(device: torch.device, cudnn: bool) -> contextlib.AbstractContextManager:
-    """The sdpa kernels a prompt pass may use: all, or on a GPU all but cuDNN's attention.
-
-    cuDNN's attention builds an execution plan for every new prompt width; a task run at batch 1
-    meets a new width with almost every item.
-    """
-    if cudnn or device.type != "cuda":
-        return contextlib.nullcontext()
-    from torch.nn.attention import SDPBackend, sdpa_kernel
-
-    return sdpa_kernel([SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION,
-                        SDPBackend.MATH])
 
 
 def attention_kernel(model: Any) -> str | None:
@@ -101,7 +76,7 @@ def _captured(step: Callable[[], torch.Tensor]) -> Callable[[], torch.Tensor]:
 
 
 def compacted_cache(model: Any, cache: Any, keep: torch.Tensor, filled: int) -> Any:
-    """A new ``StaticCache`` of ``cache``'s size holding the rows ``keep``' first ``filled`` columns."""
+    """A new ``StaticCache`` of ``cache``'s size holding rows ``keep``' first ``filled`` columns."""
     from transformers import StaticCache
 
     new = StaticCache(config=model.config, max_cache_len=cache.get_max_length())
@@ -112,18 +87,15 @@ def compacted_cache(model: Any, cache: Any, keep: torch.Tensor, filled: int) -> 
 
 @dataclasses.dataclass
 class _Rows:
-    """The rows still in the batch: the step's fixed inputs and what they generated.
-
-    A graph reads the inputs by address; ``number`` is each row's place in the call.
-    """
+    """The rows still in the batch: the step's inputs (read by address) and their tokens."""
 
     ids: torch.Tensor  # [rows, 1], the token the next step feeds
     positions: torch.Tensor  # [rows, 1]
     mask: torch.Tensor  # [rows, 1, 1, cache length]
     generated: torch.Tensor  # [rows, max_new_tokens]
     last: torch.Tensor  # each row's end step (max_new_tokens - 1 until it ends)
-    ended: torch.Tensor  # bool per row
-    number: torch.Tensor
+    ended: torch.Tensor
+    number: torch.Tensor  # each row's place in the call
 
     def keep(self, keep: torch.Tensor) -> _Rows:
         """Only the rows ``keep``, in tensors of their own."""
@@ -131,15 +103,14 @@ class _Rows:
 
     def finished(self, rows: torch.Tensor, out: dict[int, list[int]]) -> None:
         """Each of ``rows``' tokens up to its end, into ``out`` by its number."""
-        for number, tokens, end in zip(self.number[rows].tolist(),
-                                       self.generated[rows].tolist(),
+        for number, tokens, end in zip(self.number[rows].tolist(), self.generated[rows].tolist(),
                                        self.last[rows].tolist(), strict=True):
             out[number] = tokens[:end + 1]
 
 
 @dataclasses.dataclass
 class _KeptStep:
-    """One batch shape's static cache, its decode step's inputs and their replay (if captured)."""
+    """One batch shape's static cache, its step's inputs and their replay (if captured)."""
 
     cache: Any
     ids: torch.Tensor
@@ -154,11 +125,7 @@ class _KeptStep:
 
 
 class DecodeGraphs:
-    """The last batch shape's cache and decode step, kept for the next batch that fits.
-
-    Hold one for a task's batches (:func:`static_greedy_decode`'s ``graphs``); a batch that
-    does not fit drops the kept step before it allocates its own.
-    """
+    """The last batch shape's cache and step, kept for the next batch that fits (one per task)."""
 
     def __init__(self) -> None:
         self.kept: _KeptStep | None = None
@@ -166,7 +133,7 @@ class DecodeGraphs:
     def take(self, rows: int, length: int) -> _KeptStep | None:
         """The kept step, emptied, if a batch of ``rows`` needing ``length`` columns fits it."""
         if self.kept is not None and not self.kept.fits(rows, length):
-            self.kept = None
+            self.kept = None  # dropped before the batch allocates its own
         if self.kept is not None:
             self.kept.cache.reset()
         return self.kept
@@ -180,8 +147,7 @@ class DecodeGraphs:
 def static_greedy_decode(model: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor,
                          max_new_tokens: int, eos_ids: Sequence[int], stop: Any = None,
                          cuda_graph: bool = True, compact: bool = True,
-                         graphs: DecodeGraphs | None = None,
-                         cudnn_prefill: bool = True) -> StaticDecodeResult:
+                         graphs: DecodeGraphs | None = None) -> StaticDecodeResult:
     """The new tokens of each (left-padded) row, the stopping token included.
 
     Args:
@@ -190,13 +156,11 @@ def static_greedy_decode(model: Any, input_ids: torch.Tensor, attention_mask: to
         attention_mask: Their mask (0 on padding).
         max_new_tokens: Most new tokens per row.
         eos_ids: Token ids that end a row.
-        stop: A ``StopStringCriteria`` (or None): called on the generated tokens, True ends a row.
-        cuda_graph: Replay the decode step as a CUDA graph (from the second step of each
-            batch shape on).
+        stop: A ``StopStringCriteria`` (or None), called on the new tokens: True ends a row.
+        cuda_graph: Replay the step as a CUDA graph (from each batch shape's second step on).
         compact: At a check, cut the batch to its running rows once most have ended.
-        graphs: Where a batch shape's cache and step are kept for the next batch that fits
-            (and taken from, when this batch fits the kept one); None: this call's own.
-        cudnn_prefill: The prompt pass may use cuDNN's attention (:func:`prefill_kernels`).
+        graphs: Where a batch shape's cache and step are kept for (and taken from) a batch
+            that fits; None: this call's own.
     """
     from transformers import StaticCache
 
@@ -208,8 +172,7 @@ def static_greedy_decode(model: Any, input_ids: torch.Tensor, attention_mask: to
                                                   max_cache_len=width + max_new_tokens)
     forward = DecodeForward(model)
     positions = prompt_positions(attention_mask)
-    with prefill_kernels(device, cudnn_prefill):
-        logits = forward(cache, input_ids, attention_mask=attention_mask, position_ids=positions)
+    logits = forward(cache, input_ids, attention_mask=attention_mask, position_ids=positions)
     sdpa = attention_kernel(model) == "sdpa"
     hidden = False if sdpa else torch.finfo(model.dtype).min
     if not reused:  # this batch's own step inputs (kept below if the step can be replayed)
