@@ -10,7 +10,9 @@ batching, stop sequences and lm-eval's post-processing are the same for all:
 * ``generate``: transformers' ``model.generate`` (dynamic cache, stop strings, greedy) on the
   same length-sorted batches (``plain_generate.py``);
 * ``generate_static``: ``model.generate(cache_implementation="static")`` on those batches
-  (transformers compiles its decode step; the first run pays the compilation).
+  (transformers compiles its decode step; the first run pays the compilation);
+* ``eager``: the fast path without its CUDA-graph decode (the dynamic cache, one eager forward
+  per step, finished rows leaving: the path of ``cuda_graphs=false``).
 
 Variants alternate over ``--rounds``; each run records inference seconds, J/item, idle and
 forward share, and the texts identical to the first variant's. The JSON is rewritten after
@@ -77,8 +79,7 @@ def previous_path(static: Any):
     names = {"static_greedy_decode": static.static_greedy_decode,
              "DecodeGraphs": static.DecodeGraphs,
              "static_decode_problem": static.static_decode_problem,
-             "greedy_decode": greedy.greedy_decode,
-             "pooled_greedy_decode": greedy.pooled_greedy_decode}
+             "greedy_decode": greedy.pooled_greedy_decode}
     saved = {name: getattr(generator, name) for name in names}
     for name, value in names.items():
         setattr(generator, name, value)
@@ -90,21 +91,27 @@ def previous_path(static: Any):
 
 
 @contextlib.contextmanager
+def graphs_off(reason: str):
+    """While the block runs, the CUDA-graph decode is turned away (``reason``): eager steps."""
+    from lm_eval_ext.generation import generator
+
+    saved = generator.static_decode_problem
+    generator.static_decode_problem = lambda model: reason
+    try:
+        yield
+    finally:
+        generator.static_decode_problem = saved
+
+
+@contextlib.contextmanager
 def generate_path(cache_implementation: str | None = None):
     """While the block runs, each planned batch is decoded by ``model.generate``.
 
     ``plain_generate.generate_as_decode`` swaps the dynamic-cache decode; the CUDA-graph decode
-    is turned away here so that it is the one that runs on a GPU too.
+    is turned away so that it is the one that runs on a GPU too.
     """
-    from lm_eval_ext.generation import generator
-
-    saved = generator.static_decode_problem
-    generator.static_decode_problem = lambda model: "benchmark: model.generate"
-    try:
-        with generate_as_decode(cache_implementation):
-            yield
-    finally:
-        generator.static_decode_problem = saved
+    with graphs_off("benchmark: model.generate"), generate_as_decode(cache_implementation):
+        yield
 
 
 def main() -> None:
@@ -133,7 +140,8 @@ def main() -> None:
     from lm_eval_ext.backends.hf.metered import HFMeteredLM
 
     variants = {"public": contextlib.nullcontext, "generate": generate_path,
-                "generate_static": lambda: generate_path(cache_implementation="static")}
+                "generate_static": lambda: generate_path(cache_implementation="static"),
+                "eager": lambda: graphs_off("benchmark: eager steps")}
     if args.previous:
         static = load_previous(args.previous)
         variants["previous"] = lambda: previous_path(static)

@@ -31,10 +31,17 @@ SIDE_BY_SIDE = [("side_by_side_headline_tf517.json", "headline, 500 items, trans
                 ("side_by_side_8b_b64_tf524.json", "8B, 64 items at batch 64, transformers 5.24"),
                 ("side_by_side_8b_b1_tf517.json", "8B, 6 items at batch 1, transformers 5.17"),
                 ("side_by_side_8b_b1_tf524.json", "8B, 6 items at batch 1, transformers 5.24")]
+GRAPHS = "generation_public_2026-12-03"
+#: (file, setting) of the CUDA-graph decode against eager steps (2026-12-03), in row order
+GRAPHS_AGAINST_EAGER = [
+    ("graphs_headline.json", "headline, 500 items, transformers 5.17"),
+    ("graphs_headline_tf524.json", "headline, 500 items, transformers 5.24"),
+    ("graphs_8b_b64.json", "8B, 64 items at batch 64, transformers 5.17"),
+    ("graphs_8b_b1.json", "8B, 6 items at batch 1, transformers 5.17")]
 
 
-def _load(results: Path, name: str) -> dict:
-    return json.loads((results / PUBLIC / name).read_text(encoding="utf-8"))
+def _load(results: Path, name: str, folder: str = PUBLIC) -> dict:
+    return json.loads((results / folder / name).read_text(encoding="utf-8"))
 
 
 def _medians(rows: list[dict]) -> str:
@@ -43,15 +50,16 @@ def _medians(rows: list[dict]) -> str:
                       for key in ("inference_seconds", "j_per_item", "idle_share"))
 
 
-def side_by_side(results: Path) -> str:
+def side_by_side(results: Path, files: list[tuple[str, str]] = SIDE_BY_SIDE,
+                 folder: str = PUBLIC) -> str:
     """Per setting and variant: first run, the later runs' median time and J/item, same texts.
 
     The first run of a process (round 0's first variant) also carries its warm-up.
     """
     lines = ["| setting | variant | first run s | later runs: inference s | J/item | idle share "
              "| texts as `public`'s |", "|---|---|---:|---:|---:|---:|---:|"]
-    for name, setting in SIDE_BY_SIDE:
-        data = _load(results, name)
+    for name, setting in files:
+        data = _load(results, name, folder)
         same = data["identical_to_public"]
         variants = list(dict.fromkeys(r["variant"] for r in data["runs"]))
         for variant in variants:
@@ -151,6 +159,8 @@ def startup_ab(results: Path) -> str:
 TABLES: dict[str, Callable[[Path], str]] = {
     f"{PUBLIC}/side_by_side.md": side_by_side,
     f"{PUBLIC}/vllm_beside_public.md": vllm_beside_public,
+    f"{GRAPHS}/graphs_against_eager.md":
+        lambda results: side_by_side(results, GRAPHS_AGAINST_EAGER, GRAPHS),
     f"{PUBLIC}/cpu_headline_ab.md": cpu_headline,
     f"{STARTUP}/startup.md": startup,
     f"{STARTUP_AB}/ab.md": startup_ab,
