@@ -42,6 +42,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from _pages import END_GENERATED, GENERATED, documents
+
 NOT_MEASURED = ("parameter", "definition", "closed form", "citation", "example", "tested bound",
                 "superseded")
 SOURCES = re.compile(r"^<!-- sources: (.*) -->\s*$")
@@ -61,15 +63,6 @@ class Figure:
     line: int
     text: str
     source: str  # a file's key, or a NOT_MEASURED kind
-
-
-def documents(root: Path) -> list[Path]:
-    """README.md and docs/*.md under ``root``."""
-    return [root / "README.md", *sorted((root / "docs").glob("*.md"))]
-
-
-GENERATED = re.compile(r"<!-- generated: (\S+) -->")
-END_GENERATED = "<!-- /generated -->"
 
 
 def generated_blocks(path: Path) -> list[tuple[int, str, str]]:

@@ -20,6 +20,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from _pages import END_GENERATED, GENERATED, documents
 from summarize_run import process_times
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -180,8 +181,6 @@ def paste(root: Path) -> list[Path]:
 
     A page with a block that has no end marker is left as it is (``check_figures.py`` names it).
     """
-    from check_figures import END_GENERATED, GENERATED, documents
-
     changed = []
     for page in documents(root):
         text = page.read_text(encoding="utf-8")
