@@ -48,7 +48,9 @@ MEASURED_COLUMNS = {"inference_seconds", "energy_joules", "idle_share", "forward
 
 
 def run(out: Path) -> None:
-    """Both lm-eval runs and their analysis, into ``out``."""
+    """Both lm-eval runs and their analysis, into ``out`` (a new or empty folder)."""
+    if out.is_dir() and any(out.iterdir()):  # lm-eval would add runs beside the old ones
+        sys.exit(f"outputs_unchanged: {out} is not empty; choose a new folder")
     out.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
     for name, (tasks, batch) in RUNS.items():
