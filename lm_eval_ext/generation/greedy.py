@@ -100,8 +100,11 @@ def layer_tensors(cache: Any) -> list[tuple[torch.Tensor, torch.Tensor]]:
 
 
 def _left_pad(tensor: torch.Tensor, width: int, dim: int, value: float = 0) -> torch.Tensor:
-    """``tensor`` padded on the left along ``dim`` to ``width``."""
-    pad = [0, 0] * (tensor.dim() - 1 - dim) + [max(0, width - tensor.shape[dim]), 0]
+    """``tensor`` padded on the left along ``dim`` to ``width`` (itself when as wide)."""
+    missing = width - tensor.shape[dim]
+    if missing <= 0:
+        return tensor
+    pad = [0, 0] * (tensor.dim() - 1 - dim) + [missing, 0]
     return torch.nn.functional.pad(tensor, pad, value=value)
 
 
@@ -119,12 +122,16 @@ class _Running:
 
     ROWS = ("attention_mask", "generated", "counts", "ended", "present", "logits")
 
+    def unattended(self) -> int:
+        """Leading cache columns no row attends to any more."""
+        return int(self.attention_mask.any(0).long().argmax())
+
     def keep(self, forward: DecodeForward, keep: torch.Tensor, cut: bool = True) -> None:
         """Only the rows ``keep``; with ``cut`` (plain layers), unattended columns leave too."""
         self.cache.batch_select_indices(keep)
         for name in self.ROWS:
             setattr(self, name, getattr(self, name)[keep])
-        first = int(self.attention_mask.any(0).long().argmax())
+        first = self.unattended()
         if cut and first and forward.plain:
             self.cache = _cache(forward, [(k[:, :, first:], v[:, :, first:])
                                           for k, v in layer_tensors(self.cache)])
@@ -132,7 +139,7 @@ class _Running:
 
     def join(self, forward: DecodeForward, new: _Running) -> None:
         """``new``'s rows join these (caches, masks and tokens aligned on the right)."""
-        first = int(self.attention_mask.any(0).long().argmax())
+        first = self.unattended()
         mask = self.attention_mask[:, first:]
         length = max(mask.shape[1], new.attention_mask.shape[1])
         self.cache = _cache(forward, [
