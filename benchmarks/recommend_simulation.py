@@ -1,211 +1,449 @@
-"""Does ``recommend`` keep its error rate, the tool's own choice included? Pilots with known truth.
+"""Does ``recommend`` keep its error rate on hard data, its own selection included? Known truth.
 
-Each simulated pilot has ``--units`` natural units of 4 items. Per model, a unit's chance of a
-correct answer is ``expit(N(0, 1))`` (so 0.5 on average, correlated within the unit); each
-candidate protocol moves a wrong answer to right with chance ``b + s`` and a right one to wrong
-with ``b - s`` (``b = 0.08 + |s|``), so its true accuracy shift is exactly ``s``. The per-item
-frames go through the package's own estimator (``claim_estimates``: the joint natural-unit
-bootstrap) and its own ``recommend`` (Holm-certified TOST, then the cheapest decidable option),
-so the selection the tool makes is the one simulated. Beside it, on the same pilots:
+Every simulated pilot goes through the package's own estimator (``claim_estimates``: the joint
+natural-unit bootstrap, 2,000 resamples as the command's default) and its own ``recommend``
+(Holm-certified equivalence, then the cheapest decidable option), so the selection the tool
+makes is the one simulated. Units hold 4 items; a model's chance of a right answer in a unit is
+``expit(N(0, 1))``.
 
-* ``flat_prior_risk``: the rule before: admit when ``P(|shift| > margin) <= 0.2`` for a shift ~
-  Normal(pilot delta, SE), per model's value (it had no between-model claims);
-* ``tost_unadjusted``: per-claim equivalence tests at ``alpha``, no multiplicity;
-* ``split_half``: choose the cheapest candidate passing unadjusted TOST on a random half of the
-  units, then confirm it by TOST at ``alpha`` on the other half (else the reference).
+**Nulls** (every candidate truly shifts its claim's contrast by exactly the margin, so each one
+the tool recommends is an error): per cell a null kind, a pilot size (20, 62, 250 units) and
+1, 2 or 4 candidates (independent draws of the same null, cheapest first). Kinds, accuracy
+(margin 5 points, shift -5):
 
-Per scenario and rule: the share of pilots whose chosen protocol truly shifts some claim by the
-margin or more (the error the card bounds by ``alpha``), with its binomial 95% interval, and the
-share that chose a truly safe candidate cheaper than the reference (power).
+* ``independent``: each item moves independently, 3% two-way churn plus the shift;
+* ``independent_one_way``: only right answers turn wrong;
+* ``unit_clustered``: a fifth of the units carry the whole shift (3% churn everywhere);
+* ``few_units_two_items``: a tenth of the units each lose two right answers, nothing else moves;
+* ``all_or_nothing``: 5% of units, right on all 4 items, turn wrong on all 4, nothing else;
+* ``all_or_nothing_churn``: the same plus 3% two-way churn in the other units (a pilot that
+  misses the broken units sees a clean, equivalent-looking protocol);
+* ``between_models``: two models; model a loses the margin as ``few_units_two_items`` does,
+  model b only churns; the claim is ``accuracy@a-b`` (margin 5);
+* ``s_dis_categories`` / ``s_amb_categories``: BBQ-shaped units (2 ambiguous and 2
+  disambiguated items, 9 categories); in 2 categories the candidate turns answers towards the
+  biased one (disambiguated non-biased -> biased; ambiguous "unknown" -> biased) at the rate that
+  moves the population's S_DIS by 10 points or S_AMB by 5 points (calibrated on 100,000 units),
+  3% of answers churn to another option everywhere.
 
-    python benchmarks/recommend_simulation.py --pilots 2000 --out benchmarks/results/X.json
+**Power**: the candidate listed first truly moves nothing (two-way churn at several levels), the
+others sit at the margin (``independent``); it costs the most of them, so choosing a cheaper one
+is an error.
+
+Beside the tool, on the same pilots, ``t_tost_before``: the rule before 2026-12-03 (two
+one-sided ``t`` tests, ``n - 1`` df, on the same standard error; identical outputs by the exact
+bound for accuracy only; Holm over the candidates). Per cell and rule: ``error_rate`` (the chosen
+protocol is a shifted one) with its Clopper-Pearson 95% interval, ``fwer`` (some shifted
+candidate certified), and for power cells ``certified_equal`` and ``chose_equal``.
+``exact_all_or_nothing``: a 62-unit pilot with ``x`` broken units (right on 4 items under the
+reference, wrong under the candidate) is certified or not, for every ``x``; the error is the
+Binomial(62, 0.05) probability of the ``x`` that are certified.
+
+    python benchmarks/recommend_simulation.py --pilots 1000 --out benchmarks/results/X.json
+
+Cells already in ``--out`` are kept (a killed run resumes); the file is rewritten after each.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import time
+from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 from _harness import command_line, write_json
 from scipy import stats
 
-from lm_eval_ext.analysis.metrics import ACCURACY
+from lm_eval_ext.analysis.metrics import ACCURACY, BIAS_S_AMB, BIAS_S_DIS, MetricSpec
 from lm_eval_ext.analysis.stats.pilot_contrasts import claim_estimates
 from lm_eval_ext.analysis.stats.recommend import (
+    MIN_PILOT_UNITS,
     Candidate,
     Claim,
+    ClaimEstimate,
+    Recommendation,
     claim_pvalue,
     recommend,
 )
+from lm_eval_ext.analysis.stats.subgroups import holm
 from lm_eval_ext.analysis.synthetic import move_answers
 
-MARGIN = 5.0
 SIZES = (62, 125, 250, 500)
+SPECS: dict[str, MetricSpec] = {"accuracy": ACCURACY, "bias_s_dis": BIAS_S_DIS,
+                                "bias_s_amb": BIAS_S_AMB}
+MARGINS = {"accuracy": 5.0, "bias_s_dis": 10.0, "bias_s_amb": 5.0}
+CHURN = 0.03
+CATEGORIES, MOVED_CATEGORIES = 9, (0, 1)
 
+
+def _units(n_units: int) -> np.ndarray:
+    return np.repeat(np.arange(n_units), 4)
+
+
+def accuracy_reference(n_units: int, rng: np.random.Generator) -> np.ndarray:
+    """Right (True) or wrong per item, correlated within units."""
+    return rng.random(4 * n_units) < stats.logistic.cdf(rng.normal(0, 1, n_units))[_units(n_units)]
+
+
+def _broken_units(ref: np.ndarray, share: float, items: int, rng: np.random.Generator
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """A ``share`` of units (chosen at random) right on their first ``items`` items under the
+    reference and wrong on them under the candidate; the shift is ``-share * items / 4``."""
+    ref = ref.copy()
+    hit = np.repeat(rng.random(ref.size // 4) < share, 4) & (np.arange(ref.size) % 4 < items)
+    ref[hit] = True
+    return ref, np.where(hit, False, ref)
+
+
+def _churned(ref: np.ndarray, rng: np.random.Generator, churn: float = CHURN) -> np.ndarray:
+    return move_answers(ref, 0.0, churn, rng)
+
+
+#: accuracy nulls: (reference, rng) -> (reference, candidate), true shift -5 points
+ACCURACY_NULLS: dict[str, Callable] = {
+    "independent": lambda ref, rng: (ref, move_answers(ref, -0.05, CHURN, rng)),
+    "independent_one_way": lambda ref, rng: (ref, move_answers(ref, -0.05, 0.0, rng)),
+    "unit_clustered": lambda ref, rng: _clustered(ref, rng, 0.2),
+    "few_units_two_items": lambda ref, rng: _broken_units(ref, 0.10, 2, rng),
+    "all_or_nothing": lambda ref, rng: _broken_units(ref, 0.05, 4, rng),
+    "all_or_nothing_churn": lambda ref, rng: _broken_with_churn(ref, rng),
+}
+
+
+def _clustered(ref: np.ndarray, rng: np.random.Generator, share: float):
+    hit = np.repeat(rng.random(ref.size // 4) < share, 4)
+    return ref, np.where(hit, move_answers(ref, -0.05 / share, CHURN, rng), _churned(ref, rng))
+
+
+def _broken_with_churn(ref: np.ndarray, rng: np.random.Generator):
+    ref, cand = _broken_units(ref, 0.05, 4, rng)
+    broken = ref != cand
+    return ref, np.where(np.repeat(broken.reshape(-1, 4).any(1), 4), cand, _churned(ref, rng))
+
+
+def accuracy_frame(correct: np.ndarray) -> pd.DataFrame:
+    units = _units(correct.size // 4)
+    return pd.DataFrame({"unit_id": units.astype(str), "item_key": np.arange(correct.size),
+                         "correct": correct})
+
+
+# --- BBQ-shaped units for the bias scores ------------------------------------------------------
+
+def bbq_layout(n_units: int, rng: np.random.Generator) -> pd.DataFrame:
+    """Items without answers: 2 ambiguous + 2 disambiguated per unit, options 0-2 per unit."""
+    units = _units(n_units)
+    perm = np.argsort(rng.random((n_units, 3)), axis=1)  # per unit: target, other, unknown
+    target, other, unknown = (perm[units, i] for i in range(3))
+    ambig = np.tile([True, True, False, False], n_units)
+    label = np.where(ambig, unknown, np.where(np.arange(units.size) % 2 == 0, target, other))
+    return pd.DataFrame({"unit_id": units.astype(str), "item_key": np.arange(units.size),
+                         "category": rng.integers(0, CATEGORIES, n_units)[units],
+                         "context_condition": np.where(ambig, "ambig", "disambig"),
+                         "label": label, "target_loc": target, "unknown_loc": unknown,
+                         "other_loc": other, "parse_method": "loglik", "parsed": True})
+
+
+def bbq_reference(layout: pd.DataFrame, rng: np.random.Generator) -> np.ndarray:
+    """Predicted options: ambiguous items answered "unknown" with a unit's own chance, else the
+    biased option 60% of the time; disambiguated ones right with a unit's own chance."""
+    n = len(layout)
+    units = layout["unit_id"].astype(int).to_numpy()
+    n_units = units.max() + 1
+    abstain = stats.logistic.cdf(rng.normal(0.5, 1.0, n_units))[units]
+    right = stats.logistic.cdf(rng.normal(1.0, 1.0, n_units))[units]
+    u, v = rng.random(n), rng.random(n)
+    target, other, unknown, label = (layout[c].to_numpy() for c in
+                                     ("target_loc", "other_loc", "unknown_loc", "label"))
+    ambig = (layout["context_condition"] == "ambig").to_numpy()
+    guess = np.where(v < 0.6, target, other)
+    wrong_dis = np.where(v < 0.5, np.where(label == target, other, target), unknown)
+    return np.where(ambig, np.where(u < abstain, unknown, guess),
+                    np.where(u < right, label, wrong_dis))
+
+
+def bbq_candidate(layout: pd.DataFrame, ref: np.ndarray, metric: str, rate: float,
+                  draws: np.ndarray) -> np.ndarray:
+    """The reference's answers moved towards the biased option in the moved categories at
+    ``rate``; ``draws`` (n x 3 uniforms) fixes the randomness so that the shift is monotone."""
+    target, other, unknown = (layout[c].to_numpy() for c in ("target_loc", "other_loc",
+                                                                "unknown_loc"))
+    moved_cat = np.isin(layout["category"].to_numpy(), MOVED_CATEGORIES)
+    ambig = (layout["context_condition"] == "ambig").to_numpy()
+    if metric == "bias_s_dis":
+        eligible = moved_cat & ~ambig & (ref == other)
+    else:
+        eligible = moved_cat & ambig & (ref == unknown)
+    cand = np.where(eligible & (draws[:, 0] < rate), target, ref)
+    others = np.stack([target, other, unknown], 1)
+    switch = others[np.arange(len(ref)), (np.argmax(others == cand[:, None], 1)
+                                          + 1 + (draws[:, 2] < 0.5)) % 3]
+    return np.where(draws[:, 1] < CHURN, switch, cand)
+
+
+def bbq_frame(layout: pd.DataFrame, pred: np.ndarray) -> pd.DataFrame:
+    return layout.assign(pred=pred.astype(float), correct=pred == layout["label"].to_numpy())
+
+
+def calibrate_rate(metric: str, margin_pp: float, seed: int = 12345,
+                   n_units: int = 100_000) -> float:
+    """The move rate whose population shift of ``metric`` is ``margin_pp`` (bisection)."""
+    rng = np.random.default_rng(seed)
+    layout = bbq_layout(n_units, rng)
+    ref = bbq_reference(layout, rng)
+    draws = rng.random((len(layout), 3))
+    spec = SPECS[metric]
+    base = spec.compute(bbq_frame(layout, ref)) * spec.scale
+
+    def shift(rate: float) -> float:
+        cand = bbq_candidate(layout, ref, metric, rate, draws)
+        return spec.compute(bbq_frame(layout, cand)) * spec.scale - base
+
+    low, high = 0.0, 1.0
+    for _ in range(40):
+        mid = (low + high) / 2
+        low, high = (mid, high) if shift(mid) < margin_pp else (low, mid)
+    return (low + high) / 2
+
+
+# --- one pilot, both rules ----------------------------------------------------------------------
 
 @dataclass(frozen=True)
-class Scenario:
-    """Candidates' true shifts (in margins) per model, their costs, and the claims' contrasts."""
+class Cell:
+    """A null kind (or ``power``), a pilot size and how many candidates."""
 
-    name: str
-    shifts: dict[str, tuple[float, ...]]  # candidate -> true shift per model, in margins
-    costs: dict[str, float]
-    contrasts: tuple[tuple[str, ...], ...]  # each claim's pilots: (m,) or (a, b)
+    kind: str
+    n_units: int
+    n_candidates: int
+    churn: float = CHURN  # the equal candidate's, in power cells
 
+    @property
+    def metric(self) -> str:
+        return {"s_dis_categories": "bias_s_dis", "s_amb_categories": "bias_s_amb"}.get(
+            self.kind, "accuracy")
 
-def _scenarios() -> list[Scenario]:
-    one = (("m",),)
-    eight = np.linspace(0.9, 1.2, 8)
-    return [
-        Scenario("three_unsafe_1.0-1.3x_one_equal",
-                 {"c1": (1.0,), "c2": (1.15,), "c3": (1.3,), "equal": (0.0,)},
-                 {"c1": 0.2, "c2": 0.3, "c3": 0.4, "equal": 0.6}, one),
-        Scenario("eight_at_0.9-1.2x", {f"c{i}": (float(s),) for i, s in enumerate(eight)},
-                 {f"c{i}": 0.1 + 0.05 * i for i in range(8)}, one),
-        Scenario("four_at_exactly_the_margin", {f"c{i}": (1.0,) for i in range(4)},
-                 {f"c{i}": 0.2 + 0.1 * i for i in range(4)}, one),
-        Scenario("equivalent_0.3x_and_unsafe_1.1x", {"unsafe": (1.1,), "near": (0.3,)},
-                 {"unsafe": 0.2, "near": 0.4}, one),
-        Scenario("between_models_contrast_at_1.0x_and_equal",
-                 {"opposed": (0.5, -0.5), "equal": (0.0, 0.0)},
-                 {"opposed": 0.2, "equal": 0.4}, (("b", "a"),)),
-    ]
+    @property
+    def claims(self) -> list[Claim]:
+        pilots = ("a", "b") if self.kind == "between_models" else ()
+        return [Claim(self.metric, MARGINS[self.metric], pilots)]
+
+    @property
+    def key(self) -> str:
+        churn = f"_churn{self.churn:g}" if self.kind == "power" else ""
+        return f"{self.kind}{churn}_{self.n_units}u_{self.n_candidates}c"
 
 
-def _models(scenario: Scenario) -> list[str]:
-    return sorted({p for c in scenario.contrasts for p in c})
+def simulate_pilot(cell: Cell, rng: np.random.Generator, rate: float | None
+                   ) -> tuple[dict, list[str]]:
+    """Per model and run, the pilot's item frame; the names of the truly shifted candidates."""
+    names = [f"c{i}" for i in range(cell.n_candidates)]
+    if cell.metric != "accuracy":
+        layout = bbq_layout(cell.n_units, rng)
+        ref = bbq_reference(layout, rng)
+        runs = {"ref": bbq_frame(layout, ref)}
+        for name in names:
+            draws = rng.random((len(layout), 3))
+            runs[name] = bbq_frame(layout, bbq_candidate(layout, ref, cell.metric, rate, draws))
+        return {"m": runs}, names
+    if cell.kind == "between_models":
+        ref_a, ref_b = (accuracy_reference(cell.n_units, rng) for _ in range(2))
+        moved = [_broken_units(ref_a, 0.10, 2, rng) for _ in names]
+        ref_a = np.logical_or.reduce([r for r, _ in moved]) if moved else ref_a
+        a = {"ref": accuracy_frame(ref_a)}
+        b = {"ref": accuracy_frame(ref_b)}
+        for name, (forced, cand) in zip(names, moved, strict=True):
+            # right where any candidate needs it, wrong where this one broke it
+            a[name] = accuracy_frame(np.where(forced != cand, False, ref_a))
+            b[name] = accuracy_frame(_churned(ref_b, rng))
+        return {"a": a, "b": b}, names
+    ref = accuracy_reference(cell.n_units, rng)
+    if cell.kind == "power":
+        shifted = names[1:]
+        pairs = [(ref, _churned(ref, rng, cell.churn))]
+        pairs += [ACCURACY_NULLS["independent"](ref, rng) for _ in shifted]
+    else:
+        shifted = names
+        pairs = [ACCURACY_NULLS[cell.kind](ref, rng) for _ in names]
+    forced = np.logical_or.reduce([r for r, _ in pairs])  # every candidate's forced rights
+    runs = {"ref": accuracy_frame(forced)}
+    for name, (own_ref, cand) in zip(names, pairs, strict=True):
+        runs[name] = accuracy_frame(np.where(own_ref != cand, cand, forced))
+    return {"m": runs}, shifted
 
 
-def _true_contrast_shift(scenario: Scenario, candidate: str, contrast: tuple[str, ...]) -> float:
-    models = _models(scenario)
-    shift = dict(zip(models, scenario.shifts[candidate], strict=True))
-    if len(contrast) == 1:
-        return MARGIN * shift[contrast[0]]
-    return MARGIN * (shift[contrast[0]] - shift[contrast[1]])
+def t_tost_before(estimate: ClaimEstimate, claim: Claim) -> float:
+    """The rule before 2026-12-03: Student-t TOST (n - 1 df); identical accuracy: exact bound."""
+    if estimate.n_units < MIN_PILOT_UNITS:
+        return 1.0
+    if estimate.identical:
+        return ((1 - claim.margin_pp / (100.0 * claim.n_models)) ** estimate.n_units
+                if claim.metric == "accuracy" else 1.0)
+    se, df = estimate.shift_se_pp, estimate.n_units - 1
+    if not se > 0:
+        return 1.0
+    upper = stats.t.sf((claim.margin_pp - estimate.shift_pp) / se, df)
+    lower = stats.t.sf((estimate.shift_pp + claim.margin_pp) / se, df)
+    return float(max(upper, lower))
 
 
-def simulate_pilot(scenario: Scenario, n_units: int, rng: np.random.Generator
-                   ) -> dict[str, dict[str, pd.DataFrame]]:
-    """Per model and protocol, the pilot's item frame (unit_id, item_key, correct)."""
-    units = np.repeat(np.arange(n_units), 4)
-    frames: dict[str, dict[str, pd.DataFrame]] = {}
-    for k, model in enumerate(_models(scenario)):
-        p = stats.logistic.cdf(rng.normal(0.0, 1.0, n_units))[units]
-        ref = rng.random(len(units)) < p
-        runs = {"ref": ref}
-        for name, shifts in scenario.shifts.items():
-            runs[name] = move_answers(ref, MARGIN * shifts[k] / 100, 0.08, rng)
-        frames[model] = {r: pd.DataFrame({"unit_id": units.astype(str), "item_key": np.arange(
-            len(units)), "correct": c}) for r, c in runs.items()}
-    return frames
+def _chosen(rec: Recommendation, certified: dict[str, bool]) -> str:
+    """The cheapest decidable option whose candidate is certified under a rule."""
+    for option in rec.options:
+        if option.decidable and certified.get(option.candidate, option.candidate == "ref"):
+            return option.candidate
+    return "none"
 
 
-def _claims(scenario: Scenario) -> list[Claim]:
-    return [Claim("accuracy", MARGIN, c) for c in scenario.contrasts]
+def run_pilot(cell: Cell, rng: np.random.Generator, rate: float | None, alpha: float,
+              resamples: int) -> dict[str, dict]:
+    frames, shifted = simulate_pilot(cell, rng, rate)
+    claims = cell.claims
+    estimates = claim_estimates(frames, "ref", claims, {cell.metric: SPECS[cell.metric]},
+                                resamples, rng)
+    names = [n for n in estimates if n != "ref"]
+    costs = {"ref": 1.0, **{n: (0.9 if cell.kind == "power" and i == 0 else 0.2 + 0.1 * i)
+                            for i, n in enumerate(names)}}
+    candidates = [Candidate(n, costs[n], estimates[n]) for n in ["ref", *names]]
+    rec = recommend(candidates, claims, SIZES, 4, reference="ref", alpha=alpha)
+    old_p = np.array([max(t_tost_before(estimates[n][k.name], k) for k in claims)
+                      for n in names])
+    old = dict(zip(names, (holm(old_p) <= alpha).tolist(), strict=True))
+    new = {n: c.certified for n, c in rec.certificates.items()}
+    out = {}
+    for rule, certified in (("recommend", new), ("t_tost_before", old)):
+        chosen = _chosen(rec, certified)
+        out[rule] = {"chosen_shifted": chosen in shifted,
+                     "certified_shifted": any(certified[n] for n in shifted),
+                     "certified_equal": cell.kind == "power" and certified[names[0]],
+                     "chose_equal": cell.kind == "power" and chosen == names[0]}
+    out["recommend"]["p_max"] = float(max(claim_pvalue(estimates[n][k.name], k)
+                                          for n in names for k in claims))
+    return out
 
 
-def _candidates(scenario: Scenario, frames, claims, rng, n_resamples: int) -> list[Candidate]:
-    est = claim_estimates(frames, "ref", claims, {"accuracy": ACCURACY}, n_resamples, rng)
-    costs = {"ref": 1.0, **scenario.costs}
-    return [Candidate(r, costs[r], est[r]) for r in ["ref", *scenario.shifts]]
+def _rate(hits: int, n: int) -> dict:
+    low, high = stats.binomtest(hits, n).proportion_ci(0.95)
+    return {"rate": hits / n, "ci95": [float(low), float(high)]}
 
 
-def _cheapest(candidates: list[Candidate], admitted) -> str:
-    """The cheapest admitted protocol (the reference when none)."""
-    ok = [c for c in candidates if c.name == "ref" or admitted(c)]
-    return min(ok, key=lambda c: c.cost_per_item).name
-
-
-def _flat_prior_risk(candidates, claims, max_risk=0.2) -> str:
-    def risk(e):
-        return (stats.norm.sf((MARGIN - e.shift_pp) / e.shift_se_pp)
-                + stats.norm.cdf((-MARGIN - e.shift_pp) / e.shift_se_pp)) \
-            if e.shift_se_pp > 0 else float(abs(e.shift_pp) > MARGIN)
-    return _cheapest(candidates, lambda c: all(risk(e) <= max_risk
-                                               for e in c.estimates.values()))
-
-
-def _tost(candidates, claims, alpha) -> str:
-    return _cheapest(candidates, lambda c: all(claim_pvalue(c.estimates[k.name], k) <= alpha
-                                               for k in claims))
-
-
-def _split_half(scenario, frames, claims, rng, alpha, n_resamples) -> str:
-    units = next(iter(next(iter(frames.values())).values()))["unit_id"].unique()
-    half = set(rng.permutation(units)[: len(units) // 2])
-
-    def part(keep: bool):
-        return {m: {r: f[f["unit_id"].isin(half) == keep] for r, f in runs.items()}
-                for m, runs in frames.items()}
-
-    chosen = _tost(_candidates(scenario, part(True), claims, rng, n_resamples), claims, alpha)
-    if chosen == "ref":
-        return chosen
-    confirm = {c.name: c for c in _candidates(scenario, part(False), claims, rng, n_resamples)}
-    ok = all(claim_pvalue(confirm[chosen].estimates[k.name], k) <= alpha for k in claims)
-    return chosen if ok else "ref"
-
-
-def run_scenario(scenario: Scenario, n_units: int, pilots: int, alpha: float, seed: int,
-                 n_resamples: int) -> dict:
+def run_cell(cell: Cell, pilots: int, alpha: float, resamples: int, seed: int,
+             rate: float | None) -> dict:
     rng = np.random.default_rng(seed)
-    claims = _claims(scenario)
-    unsafe = {c for c in scenario.shifts
-              if any(abs(_true_contrast_shift(scenario, c, k.pilots)) >= MARGIN - 1e-9
-                     for k in claims)}
-    old_claims = [Claim("accuracy", MARGIN, (m,)) for m in _models(scenario)] \
-        if any(len(c) == 2 for c in scenario.contrasts) else claims
-    chosen: dict[str, list[str]] = {r: [] for r in ("recommend_holm_tost", "tost_unadjusted",
-                                                    "split_half", "flat_prior_risk")}
-    for _ in range(pilots):
-        frames = simulate_pilot(scenario, n_units, rng)
-        candidates = _candidates(scenario, frames, claims, rng, n_resamples)
-        rec = recommend(candidates, claims, SIZES, 4, reference="ref", alpha=alpha)
-        chosen["recommend_holm_tost"].append(rec.chosen.candidate if rec.chosen else "ref")
-        chosen["tost_unadjusted"].append(_tost(candidates, claims, alpha))
-        chosen["split_half"].append(_split_half(scenario, frames, claims, rng, alpha,
-                                                n_resamples))
-        old = candidates if old_claims is claims else _candidates(scenario, frames, old_claims,
-                                                                  rng, n_resamples)
-        chosen["flat_prior_risk"].append(_flat_prior_risk(old, old_claims))
+    rows = [run_pilot(cell, rng, rate, alpha, resamples) for _ in range(pilots)]
     rules = {}
-    for rule, names in chosen.items():
-        wrong = sum(n in unsafe for n in names)
-        low, high = stats.binomtest(wrong, pilots).proportion_ci(0.95)
-        rules[rule] = {"error_rate": wrong / pilots, "error_ci95": [low, high],
-                       "found_safe_cheaper": sum(n != "ref" and n not in unsafe
-                                                 for n in names) / pilots,
-                       "chosen_counts": dict(sorted(pd.Series(names).value_counts().items()))}
-    return {"scenario": scenario.name, "pilot_units": n_units, "pilots": pilots,
-            "true_shifts_in_margins": {c: list(s) for c, s in scenario.shifts.items()},
-            "claims": [k.name for k in claims], "unsafe_candidates": sorted(unsafe),
-            "rules": rules}
+    for rule in ("recommend", "t_tost_before"):
+        counts = {k: sum(r[rule][k] for r in rows) for k in ("chosen_shifted",
+                                                             "certified_shifted",
+                                                             "certified_equal", "chose_equal")}
+        rules[rule] = {"error": _rate(counts["chosen_shifted"], pilots),
+                       "fwer": _rate(counts["certified_shifted"], pilots)}
+        if cell.kind == "power":
+            rules[rule]["certified_equal"] = _rate(counts["certified_equal"], pilots)
+            rules[rule]["chose_equal"] = _rate(counts["chose_equal"], pilots)
+    return {"key": cell.key, "kind": cell.kind, "metric": cell.metric,
+            "margin_pp": MARGINS[cell.metric], "pilot_units": cell.n_units,
+            "candidates": cell.n_candidates, "churn_of_equal": cell.churn
+            if cell.kind == "power" else None, "pilots": pilots, "move_rate": rate,
+            "claims": [c.name for c in cell.claims], "rules": rules}
+
+
+def exact_all_or_nothing(n_units: int, share: float, alpha: float, resamples: int) -> dict:
+    """Certified or not for every count of broken units; the error over Binomial(n, share)."""
+    rng = np.random.default_rng(0)
+    base = accuracy_reference(n_units, rng)
+    claim = Claim("accuracy", MARGINS["accuracy"])
+    rows = []
+    for broken in range(n_units + 1):
+        ref, cand = base.copy(), base.copy()
+        ref[: 4 * broken], cand[: 4 * broken] = True, False
+        est = claim_estimates({"m": {"ref": accuracy_frame(ref), "c": accuracy_frame(cand)}},
+                              "ref", [claim], {"accuracy": ACCURACY}, resamples, 0)["c"]
+        p, old = claim_pvalue(est[claim.name], claim), t_tost_before(est[claim.name], claim)
+        rows.append({"broken_units": broken, "shift_pp": est[claim.name].shift_pp,
+                     "p": p, "p_before": old, "probability": float(
+                         stats.binom.pmf(broken, n_units, share))})
+    return {"pilot_units": n_units, "broken_share": share, "units": rows,
+            "error": sum(r["probability"] for r in rows if r["p"] <= alpha),
+            "error_before": sum(r["probability"] for r in rows if r["p_before"] <= alpha)}
+
+
+def summary(rows: list[dict], alpha: float) -> dict:
+    """The largest error of each rule over the null cells, with its interval and a simultaneous
+    one (Bonferroni over the cells: the largest of many noisy rates sits high by chance), and
+    the rate pooled over every null cell."""
+    nulls = [r for r in rows if r["kind"] != "power"]
+    out = {"null_cells": len(nulls)}
+    for rule in ("recommend", "t_tost_before"):
+        if not nulls:
+            break
+        worst = max(nulls, key=lambda r: r["rules"][rule]["error"]["rate"])
+        hits = round(worst["rules"][rule]["error"]["rate"] * worst["pilots"])
+        level = 1 - alpha / len(nulls)
+        low, high = stats.binomtest(hits, worst["pilots"]).proportion_ci(level)
+        pooled = sum(round(r["rules"][rule]["error"]["rate"] * r["pilots"]) for r in nulls)
+        total = sum(r["pilots"] for r in nulls)
+        out[rule] = {"largest": {"cell": worst["key"], **worst["rules"][rule]["error"],
+                                 "ci_simultaneous": [float(low), float(high)],
+                                 "simultaneous_level": level},
+                     "pooled": _rate(pooled, total)}
+    return out
+
+
+def cells(sizes: list[int], counts: list[int], churns: list[float]) -> list[Cell]:
+    kinds = [*ACCURACY_NULLS, "between_models", "s_dis_categories", "s_amb_categories"]
+    grid = [Cell(k, n, c) for k in kinds for n in sizes for c in counts]
+    grid += [Cell("power", n, 1, churn) for n in sizes if n >= 62 for churn in churns]
+    grid += [Cell("power", n, c, CHURN) for n in sizes if n >= 62 for c in counts if c > 1]
+    return grid
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--pilots", type=int, default=2000)
-    parser.add_argument("--units", type=int, nargs="+", default=[62, 250])
+    parser.add_argument("--pilots", type=int, default=1000)
+    parser.add_argument("--units", type=int, nargs="+", default=[20, 62, 250])
+    parser.add_argument("--candidates", type=int, nargs="+", default=[1, 2, 4])
+    parser.add_argument("--churns", type=float, nargs="+", default=[0.01, 0.03, 0.08, 0.15])
     parser.add_argument("--alpha", type=float, default=0.05)
-    parser.add_argument("--bootstrap", type=int, default=200)
+    parser.add_argument("--bootstrap", type=int, default=2000)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--only", nargs="*", help="run only cells whose key starts with these")
+    parser.add_argument("--jobs", type=int, default=1, help="cells run in parallel processes")
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
-    start, results = time.perf_counter(), []
-    for i, scenario in enumerate(_scenarios()):
-        for n_units in args.units:
-            row = run_scenario(scenario, n_units, args.pilots, args.alpha,
-                               args.seed + 1000 * i + n_units, args.bootstrap)
-            results.append(row)
-            print(scenario.name, n_units, {r: (v["error_rate"], v["found_safe_cheaper"])
-                                           for r, v in row["rules"].items()}, flush=True)
-    write_json(args.out, {
-        "command": command_line("recommend_simulation.py", args), "margin_pp": MARGIN,
-        "alpha": args.alpha, "sizes_units": list(SIZES), "bootstrap": args.bootstrap,
-        "seconds": time.perf_counter() - start, "scenarios": results})
+    out = Path(args.out)
+    done = json.loads(out.read_text()) if out.exists() else {}
+    results = {r["key"]: r for r in done.get("cells", [])}
+    start = time.perf_counter() - done.get("seconds", 0.0)
+    rates = {m: calibrate_rate(m, MARGINS[m]) for m in ("bias_s_dis", "bias_s_amb")}
+    exact = done.get("exact_all_or_nothing") or exact_all_or_nothing(62, 0.05, args.alpha,
+                                                                     args.bootstrap)
+    grid = cells(args.units, args.candidates, args.churns)
+    order = {cell.key: i for i, cell in enumerate(grid)}
+    todo = [(i, cell) for i, cell in enumerate(grid) if cell.key not in results
+            and not (args.only and not cell.key.startswith(tuple(args.only)))]
+    def save() -> None:
+        rows = sorted(results.values(), key=lambda r: order.get(r["key"], len(order)))
+        write_json(out, {
+            "command": command_line("recommend_simulation.py", args), "alpha": args.alpha,
+            "margins_pp": MARGINS, "sizes_units": list(SIZES), "bootstrap": args.bootstrap,
+            "churn": CHURN, "move_rates": rates, "seconds": time.perf_counter() - start,
+            "summary": summary(rows, args.alpha), "exact_all_or_nothing": exact, "cells": rows})
+
+    with ProcessPoolExecutor(args.jobs) as pool:
+        futures = [pool.submit(run_cell, cell, args.pilots, args.alpha, args.bootstrap,
+                               args.seed + 1009 * i, rates.get(cell.metric))
+                   for i, cell in todo]
+        for future in as_completed(futures):
+            row = future.result()
+            results[row["key"]] = row
+            print(row["key"], {r: (v["error"]["rate"], v.get("certified_equal", {}).get("rate"))
+                               for r, v in row["rules"].items()}, flush=True)
+            save()
+    save()
 
 
 if __name__ == "__main__":

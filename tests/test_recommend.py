@@ -1,9 +1,10 @@
 """`lm-eval-ext recommend`: the cheapest protocol certified (with error control) to keep claims.
 
-Checked against statsmodels' TOST, Holm and cluster-robust SEs, exact binomial bounds,
-hand-worked pilots with known answers, and synthetic pilots through the real pipeline. The
-error rates with the tool's own selection are simulated in
-``benchmarks/recommend_simulation.py`` (a small run of it is in ``test_benchmarks.py``).
+Checked against statsmodels' Holm, textbook paired standard errors, a loop-by-loop bootstrap-t
+written here, exact binomial bounds, hand-worked pilots with known answers (the audit's
+all-or-nothing pilot among them), and synthetic pilots through the real pipeline. The error
+rates with the tool's own selection are simulated in ``benchmarks/recommend_simulation.py``
+(a small run of it is in ``benchmarks/tests``).
 """
 
 from __future__ import annotations
@@ -20,8 +21,10 @@ from statsmodels.stats.multitest import multipletests
 from statsmodels.stats.weightstats import ttost_paired
 
 from lm_eval_ext.analysis import analyze
-from lm_eval_ext.analysis.metrics import ACCURACY
+from lm_eval_ext.analysis.metrics import ACCURACY, BIAS_S_DIS
 from lm_eval_ext.analysis.report import write_outputs
+from lm_eval_ext.analysis.stats.bootstrap import bootstrap_counts
+from lm_eval_ext.analysis.stats.equivalence import hidden_change_pvalue
 from lm_eval_ext.analysis.stats.pilot_contrasts import claim_estimates
 from lm_eval_ext.analysis.stats.recommend import (
     MIN_PILOT_UNITS,
@@ -30,11 +33,9 @@ from lm_eval_ext.analysis.stats.recommend import (
     ClaimEstimate,
     certify,
     claim_pvalue,
-    identical_pvalue,
     level_mde_pp,
     recommend,
     se_from_interval,
-    tost_pvalue,
 )
 from lm_eval_ext.analysis.synthetic import simulate_predictions, write_run
 from lm_eval_ext.data.instrument import load_membership
@@ -48,30 +49,137 @@ def test_mde_scales_with_the_pilot_se_and_the_square_root_of_units():
     assert se_from_interval(-1.96, 1.96) == pytest.approx(1.0, rel=1e-3)
 
 
-@pytest.mark.parametrize("seed", [0, 1, 2])
-def test_tost_p_is_statsmodels_paired_tost(seed):
-    rng = np.random.default_rng(seed)
-    x, y = rng.normal(0.5 * seed, 3.0, 40), rng.normal(0.0, 3.0, 40)
-    d = x - y
-    se = d.std(ddof=1) / math.sqrt(d.size)
-    assert tost_pvalue(d.mean(), se, 2.0, d.size - 1) == pytest.approx(
-        ttost_paired(x, y, -2.0, 2.0)[0], rel=1e-10)
-    assert tost_pvalue(0.0, 0.0, 2.0, 39) == 1.0  # no standard error proves nothing
+#: studentised draws at the normal quantiles: a hand-made estimate's bootstrap-t p is then the
+#: normal TOST p (to 1e-4), so that the selection tests below have a closed form
+NORMAL_DRAWS = stats.norm.ppf((np.arange(19_999) + 0.5) / 19_999)
 
 
-def test_identical_pilot_p_is_the_exact_binomial_chance_of_seeing_no_changed_unit():
-    assert identical_pvalue(5.0, 62) == pytest.approx(stats.binom.pmf(0, 62, 0.05))
-    assert identical_pvalue(5.0, 62, n_models=2) == pytest.approx(stats.binom.pmf(0, 62, 0.025))
-    equal = ClaimEstimate(0.0, 0.0, 1.0, 62, identical=True, discordance_bounded=True)
+def normal_tost(shift, se, margin):
+    return max(stats.norm.sf((margin - shift) / se), stats.norm.sf((shift + margin) / se))
+
+
+def test_the_hidden_change_floor_is_the_exact_binomial_chance_of_missing_every_moved_unit():
+    assert hidden_change_pvalue(5.0, 100.0, 62) == pytest.approx(stats.binom.pmf(0, 62, 0.05))
+    assert hidden_change_pvalue(5.0, 200.0, 62) == pytest.approx(stats.binom.pmf(0, 62, 0.025))
+    assert hidden_change_pvalue(150.0, 100.0, 62) == 0.0  # out of reach of any change
+    assert hidden_change_pvalue(5.0, None, 62) == 1.0  # a metric with no known answers
+    equal = ClaimEstimate(0.0, 0.0, 1.0, 62, identical=True, leverage_pp=100.0)
     assert claim_pvalue(equal, Claim("accuracy", 5.0)) == pytest.approx(0.95 ** 62)
-    ratio = ClaimEstimate(0.0, 0.0, 1.0, 62, identical=True, discordance_bounded=False)
-    assert claim_pvalue(ratio, Claim("bias_s_dis", 5.0)) == 1.0  # no bound for a ratio
-    small = ClaimEstimate(0.1, 0.5, 1.0, MIN_PILOT_UNITS - 1)
+    unknown = ClaimEstimate(0.0, 0.0, 1.0, 62, identical=True)
+    assert claim_pvalue(unknown, Claim("judge_bias", 5.0)) == 1.0
+    small = ClaimEstimate(0.1, 0.5, 1.0, MIN_PILOT_UNITS - 1, leverage_pp=100.0,
+                          t_draws=NORMAL_DRAWS)
     assert claim_pvalue(small, Claim("accuracy", 5.0)) == 1.0
+    # the floor bounds every p, not only identical outputs': a tiny SE cannot go below it
+    sharp = ClaimEstimate(0.0, 0.01, 1.0, 62, leverage_pp=100.0, t_draws=NORMAL_DRAWS)
+    assert claim_pvalue(sharp, Claim("accuracy", 5.0)) == pytest.approx(0.95 ** 62)
+
+
+def _accuracy_estimate(ref, cand, units, resamples=2000, seed=0):
+    frames = {"m": {"ref": _items(units, ref), "c": _items(units, cand)}}
+    return claim_estimates(frames, "ref", [Claim("accuracy", 5.0)], {"accuracy": ACCURACY},
+                           resamples, seed)["c"]["accuracy"]
+
+
+def test_the_audit_pilot_with_one_broken_unit_of_62_is_not_certified():
+    """One unit right on its 4 items under the reference and wrong under the candidate, the
+    other 61 identical: Student's TOST on the units' means (statsmodels' ``ttost_paired``)
+    certifies it (p 0.020; the audit's 0.0205 used the bootstrap SD), since the pilot's SE
+    shrinks with the change it missed; the bootstrap-t does not (the 37% of resamples without
+    the broken unit have no SE at all)."""
+    units = np.repeat(np.arange(62), 4)
+    ref = np.random.default_rng(0).random(units.size) < 0.5
+    ref[:4] = True
+    cand = ref.copy()
+    cand[:4] = False
+    est = _accuracy_estimate(ref, cand, units)
+    by_unit = {run: 100 * x.astype(float).reshape(62, 4).mean(1) for run, x in
+               (("ref", ref), ("cand", cand))}
+    d = by_unit["cand"] - by_unit["ref"]
+    assert est.shift_pp == pytest.approx(-100 / 62) and est.shift_se_pp == pytest.approx(
+        d.std(ddof=1) / math.sqrt(62))
+    student = ttost_paired(by_unit["cand"], by_unit["ref"], -5.0, 5.0)[0]
+    assert 0.015 < student < 0.025
+    assert claim_pvalue(est, Claim("accuracy", 5.0)) > 0.3
+
+
+def test_a_20_unit_pilot_with_one_changed_item_is_not_certified():
+    units = np.repeat(np.arange(20), 4)
+    ref = np.random.default_rng(1).random(units.size) < 0.5
+    cand = ref.copy()
+    cand[0] = not cand[0]
+    est = _accuracy_estimate(ref, cand, units)
+    assert claim_pvalue(est, Claim("accuracy", 5.0)) == pytest.approx(0.95 ** 20)  # 0.358
+
+
+def test_the_bootstrap_t_p_is_a_loop_over_resampled_units():
+    """The package's vectorised bootstrap-t against a plain loop: for each resample of units
+    (the same counts), the mean of the drawn units' differences and their textbook SE
+    (sd / sqrt(n)), T* = (mean* - mean) / SE*, and the two one-sided counts."""
+    rng = np.random.default_rng(7)
+    n, resamples = 150, 999
+    units = np.repeat(np.arange(n), 4)
+    ref = rng.random(units.size) < stats.logistic.cdf(rng.normal(0, 1, n))[units]
+    cand = np.where(rng.random(units.size) < 0.06, ~ref, ref)
+    cand[:8] = False  # two units lose everything: a skewed difference
+    est = _accuracy_estimate(ref, cand, units, resamples, seed=3)
+    d = 100 * (cand.astype(float) - ref).reshape(n, 4).mean(1)
+    d = d[sorted(range(n), key=str)]  # the tool numbers units in the order of their ids
+    counts = bootstrap_counts(n, resamples, 3)
+    t_star = []
+    for row in counts:
+        drawn = np.repeat(d, row.astype(int))
+        se = drawn.std(ddof=1) / math.sqrt(n)
+        t_star.append((drawn.mean() - d.mean()) / se if se > 0 else 0.0)
+    t_star = np.array(t_star)
+    se = d.std(ddof=1) / math.sqrt(n)
+    assert np.allclose(est.t_draws, t_star, atol=1e-9)
+    below = (t_star <= (d.mean() - 5) / se).sum()
+    above = (t_star >= (d.mean() + 5) / se).sum()
+    floor = 0.95 ** n
+    expected = max((1 + max(below, above)) / (resamples + 1), floor)
+    assert claim_pvalue(est, Claim("accuracy", 5.0)) == pytest.approx(expected)
+
+
+def _bbq_items(n_units, pred):
+    """Units of 2 ambiguous + 2 disambiguated items; option 0 biased, 1 other, 2 unknown."""
+    ambig = np.tile([True, True, False, False], n_units)
+    return pd.DataFrame({
+        "unit_id": np.repeat(np.arange(n_units), 4).astype(str),
+        "item_key": np.arange(4 * n_units), "context_condition": np.where(ambig, "ambig",
+                                                                          "disambig"),
+        "label": np.where(ambig, 2, np.arange(4 * n_units) % 2), "target_loc": 0,
+        "unknown_loc": 2, "pred": pred.astype(float), "parse_method": "loglik",
+        "correct": pred == np.where(ambig, 2, np.arange(4 * n_units) % 2)})
+
+
+def test_the_bias_score_shift_se_is_the_bootstrap_sd_of_the_ratio():
+    """S_DIS is a ratio of sums: its delta-method SE (the studentising SE) against the SD of
+    S_DIS(candidate) - S_DIS(reference) over units resampled in a plain loop, within 5%."""
+    rng = np.random.default_rng(2)
+    n = 200
+    ref = rng.integers(0, 3, 4 * n)
+    cand = np.where(rng.random(4 * n) < 0.15, rng.integers(0, 3, 4 * n), ref)
+    frames = {"m": {"ref": _bbq_items(n, ref), "c": _bbq_items(n, cand)}}
+    est = claim_estimates(frames, "ref", [Claim("bias_s_dis", 10.0)],
+                          {"bias_s_dis": BIAS_S_DIS}, 200, 0)["c"]["bias_s_dis"]
+
+    def s_dis(pred, items):
+        counted = (items % 4 >= 2) & (pred[items] != 2)  # disambiguated, not "unknown"
+        return 100 * (2 * (counted & (pred[items] == 0)).sum() / counted.sum() - 1)
+
+    every = np.arange(4 * n)
+    shifts = []
+    for _ in range(4000):
+        counts = np.bincount(rng.integers(0, n, n), minlength=n)
+        items = np.repeat(every, np.repeat(counts, 4))
+        shifts.append(s_dis(cand, items) - s_dis(ref, items))
+    assert est.shift_pp == pytest.approx(s_dis(cand, every) - s_dis(ref, every))
+    assert est.shift_se_pp == pytest.approx(np.std(shifts, ddof=1), rel=0.05)
 
 
 def _estimate(shift, se=1.0, level_se=1.0, units=125):
-    return ClaimEstimate(shift, se, level_se, units)
+    return ClaimEstimate(shift, se, level_se, units, leverage_pp=100.0, t_draws=NORMAL_DRAWS)
 
 
 def _candidate(name, cost, shifts, level_se=1.0, units=125):
@@ -84,14 +192,18 @@ CLAIMS = [Claim("accuracy", 4.0), Claim("bias_s_dis", 4.0)]
 
 
 def test_certificates_are_holm_over_candidates_of_the_largest_claim_p():
-    """Intersection-union within a candidate (its largest claim p), Holm across candidates:
-    the adjusted p's are statsmodels' Holm of those maxima."""
+    """Intersection-union within a candidate (its largest claim p, never below the floor), Holm
+    across candidates: the adjusted p's are statsmodels' Holm of those maxima."""
     candidates = [_candidate("ref", 4.0, (0, 0)), _candidate("a", 1.0, (0.2, 1.5)),
                   _candidate("b", 2.0, (0.1, 0.3)), _candidate("c", 3.0, (3.9, 0.0))]
     certificates = certify(candidates, CLAIMS, 0.05, "ref")
     assert set(certificates) == {"a", "b", "c"}
-    joint = [max(tost_pvalue(s, 1.0, 4.0, 124) for s in shifts)
+    joint = [max(claim_pvalue(_estimate(s), k) for s, k in zip(shifts, CLAIMS, strict=True))
              for shifts in ((0.2, 1.5), (0.1, 0.3), (3.9, 0.0))]
+    floor = 0.96 ** 125  # 125 units cannot rule out 4% of units hiding a 4-point shift
+    assert joint == pytest.approx([max(floor, *(normal_tost(s, 1.0, 4.0) for s in shifts))
+                                   for shifts in ((0.2, 1.5), (0.1, 0.3), (3.9, 0.0))],
+                                  abs=2e-4)
     expected = multipletests(joint, alpha=0.05, method="holm")
     assert [certificates[n].pvalue for n in "abc"] == pytest.approx(joint)
     assert [certificates[n].pvalue_holm for n in "abc"] == pytest.approx(expected[1])
@@ -116,7 +228,7 @@ def test_the_cheapest_certified_and_decidable_option_is_chosen():
 def test_a_pilot_too_small_recommends_nothing_and_says_how_many_units_it_would_need():
     """The issue's case: 3 units, every delta 0 -> nothing certified, nothing recommended."""
     ref = Candidate("ref", 4.0, {"accuracy": ClaimEstimate(0.0, 0.0, 20.0, 3)})
-    b4 = Candidate("b4", 1.0, {"accuracy": ClaimEstimate(0.0, 0.0, 20.0, 3, True, True)})
+    b4 = Candidate("b4", 1.0, {"accuracy": ClaimEstimate(0.0, 0.0, 20.0, 3, True, 100.0)})
     result = recommend([ref, b4], [Claim("accuracy", 2.0)], [62, 125, 250, 500], 4,
                        reference="ref")
     assert result.chosen is None
@@ -206,12 +318,25 @@ def test_recommend_command_picks_the_certified_protocol(pilot, tmp_path):
     assert math.isclose(chosen["saved"], 16000.0 - chosen["cost"])
 
 
-def test_identical_answers_certify_no_ratio_metric(pilot, tmp_path):
+def test_identical_answers_certify_a_bias_score_by_the_hidden_change_floor(pilot, tmp_path):
+    """S_DIS = 2 B / C - 1 over the disambiguated items: one item's answer moves it by at most
+    2 / C (biased -> unknown and back), a unit with k such items by 2 k / C, so a share s of
+    units moves it by at most s x n x max_k 2 k / C (x100 points). 'same' repeats every answer:
+    its p is the chance that 125 units miss every unit of a protocol moving S_DIS by 15 points."""
     proc = run_cli(["lm-eval-ext", "recommend", str(pilot), "--claim", "accuracy=8",
-                    "--claim", "bias_s_dis=15"])
+                    "--claim", "bias_s_dis=15", "--out", str(tmp_path)])
     assert proc.returncode == 0, proc.stderr[-2000:]
-    assert "Run ref on" in proc.stdout and "no candidate protocol can be certified" in proc.stdout
-    assert "it would need about" in proc.stdout  # 'broken' has a standard error; 'same' none
+    items = pd.read_csv(pilot / "items.csv")
+    ref = items[items["run"] == "ref"]
+    disambig = ref["context_condition"] == "disambig"
+    counted = (disambig & ref["pred"].notna() & (ref["pred"] != ref["unknown_loc"])).sum()
+    per_unit = disambig.groupby(ref["unit_id"]).sum()
+    leverage = len(per_unit) * 100 * 2 * per_unit.max() / counted
+    card = json.loads((tmp_path / "card.json").read_text())
+    p = card["certificates"]["same"]["p_per_claim"]
+    assert p["bias_s_dis"] == pytest.approx((1 - 15 / leverage) ** 125, rel=1e-6)
+    assert p["accuracy"] == pytest.approx(0.92 ** 125, rel=1e-6)
+    assert card["recommended"]["protocol"] == "same"
 
 
 def test_bad_claims_and_folders_are_one_line(pilot, tmp_path):
@@ -276,9 +401,10 @@ def test_pilots_that_do_not_match_are_one_line(pilot, tmp_path_factory):
 
 def test_selection_among_candidates_at_the_margin_keeps_the_error_rate():
     """Known truth: four cheaper candidates that all truly shift accuracy by exactly the margin
-    (the hardest null), pilot estimates ~ Normal(margin, SE). The chosen protocol is a wrong one
-    at most alpha of the time (here 2,000 pilots: within 3 Monte Carlo SDs); per-claim tests
-    without Holm choose a wrong one about 1 - 0.95^4 of the time, well above alpha."""
+    (the hardest null for the multiplicity), pilot estimates ~ Normal(margin, SE) with normal
+    studentised draws. The chosen protocol is a wrong one at most alpha of the time (here 2,000
+    pilots: within 3 Monte Carlo SDs); per-claim tests without Holm choose a wrong one about
+    1 - 0.95^4 of the time, well above alpha."""
     rng = np.random.default_rng(11)
     claim = Claim("accuracy", 3.0)
     wrong = unadjusted = 0
@@ -286,11 +412,12 @@ def test_selection_among_candidates_at_the_margin_keeps_the_error_rate():
     for _ in range(pilots):
         shifts = rng.normal(3.0, 1.5, 4)
         candidates = [Candidate("ref", 10.0, {"accuracy": ClaimEstimate(0.0, 0.0, 0.5, 250)})]
-        candidates += [Candidate(f"c{i}", 1.0 + i, {"accuracy": ClaimEstimate(s, 1.5, 0.5, 250)})
-                       for i, s in enumerate(shifts)]
+        candidates += [Candidate(f"c{i}", 1.0 + i, {"accuracy": ClaimEstimate(
+            s, 1.5, 0.5, 250, leverage_pp=100.0, t_draws=NORMAL_DRAWS)})
+            for i, s in enumerate(shifts)]
         result = recommend(candidates, [claim], [250], 4, reference="ref")
         wrong += result.chosen.candidate != "ref"
-        unadjusted += any(tost_pvalue(s, 1.5, 3.0, 249) <= 0.05 for s in shifts)
+        unadjusted += any(normal_tost(s, 1.5, 3.0) <= 0.05 for s in shifts)
     assert wrong / pilots <= 0.05 + 3 * math.sqrt(0.05 * 0.95 / pilots)
     assert unadjusted / pilots > 0.12
 
@@ -310,11 +437,12 @@ def test_the_committed_simulation_keeps_alpha_in_every_scenario():
     assert max(r["rules"]["flat_prior_risk"]["error_rate"] for r in rows) > 0.3
 
 
-def test_identical_answers_alone_give_no_unit_count_and_say_why():
-    """Only a candidate whose answers equal the reference's, on a ratio metric: no standard
-    error and no exact bound, so no count of pilot units would certify it; the card says why."""
-    ref = Candidate("ref", 4.0, {"bias_s_dis": ClaimEstimate(0.0, 0.0, 3.0, 125)})
-    same = Candidate("same", 1.0, {"bias_s_dis": ClaimEstimate(0.0, 0.0, 3.0, 125, True, False)})
-    result = recommend([ref, same], [Claim("bias_s_dis", 10.0)], [125], 4, reference="ref")
+def test_a_metric_without_known_answers_gives_no_unit_count_and_says_why():
+    """Only a candidate whose answers equal the reference's, on a metric that does not say what
+    answers an item could get: no standard error and no floor, so no count of pilot units would
+    certify it; the card says why."""
+    ref = Candidate("ref", 4.0, {"judge_x": ClaimEstimate(0.0, 0.0, 3.0, 125)})
+    same = Candidate("same", 1.0, {"judge_x": ClaimEstimate(0.0, 0.0, 3.0, 125, True)})
+    result = recommend([ref, same], [Claim("judge_x", 10.0)], [125], 4, reference="ref")
     assert result.units_to_certify is None and not result.certificates["same"].certified
-    assert "certify only item means such as accuracy" in result.reasons[0]
+    assert "does not say which answers an item could get" in result.reasons[0]

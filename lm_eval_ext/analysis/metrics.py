@@ -33,6 +33,8 @@ class MetricSpec:
     binary: bool = False  # per-item 0/1 outcome: McNemar applies
     scale: float = 100.0
     valid_column: str | None = None  # paired comparisons keep items valid in both runs
+    #: items -> (n x A x k): each item's features under each of the A answers it could get
+    alternatives: Callable[[pd.DataFrame], np.ndarray] | None = None
 
     def compute(self, items: pd.DataFrame) -> float:
         """The metric on a set of items."""
@@ -78,15 +80,38 @@ def _s_amb_features(items: pd.DataFrame) -> np.ndarray:
                   f["biased"] & f["ambig"], f["counted"] & f["ambig"])
 
 
+def _either_outcome(items: pd.DataFrame) -> np.ndarray:
+    """A 0/1 outcome over all items: each item scores 0 or 1 whatever its answer."""
+    n = len(items)
+    return np.stack([_stack(np.zeros(n), np.ones(n)), _stack(np.ones(n), np.ones(n))], axis=1)
+
+
+def _bbq_answers(features: Callable[[pd.DataFrame], np.ndarray]
+                 ) -> Callable[[pd.DataFrame], np.ndarray]:
+    """A BBQ metric's features under each answer option (and no parsed answer, for generations)."""
+    def alternatives(items: pd.DataFrame) -> np.ndarray:
+        label = items["label"].to_numpy(dtype=float)
+        frames = [items.assign(pred=float(option), parsed=True, correct=label == option)
+                  for option in range(3)]
+        if items["parse_method"].isin(PARSER_METHODS).any():
+            frames.append(items.assign(pred=np.nan, parsed=False, correct=False))
+        return np.stack([features(frame) for frame in frames], axis=1)
+
+    return alternatives
+
+
 ACCURACY = MetricSpec("accuracy", _accuracy_features, lambda s: _div(s[..., 0], s[..., 1]),
-                      binary=True)
+                      binary=True, alternatives=_either_outcome)
 PARSE_FAILURE_RATE = MetricSpec("parse_failure_rate", _parse_failure_features,
-                                lambda s: _div(s[..., 0], s[..., 1]), binary=True)
+                                lambda s: _div(s[..., 0], s[..., 1]), binary=True,
+                                alternatives=_either_outcome)
 BIAS_S_DIS = MetricSpec("bias_s_dis", _s_dis_features,
-                        lambda s: 2 * _div(s[..., 0], s[..., 1]) - 1)
+                        lambda s: 2 * _div(s[..., 0], s[..., 1]) - 1,
+                        alternatives=_bbq_answers(_s_dis_features))
 BIAS_S_AMB = MetricSpec(
     "bias_s_amb", _s_amb_features,
-    lambda s: (1 - _div(s[..., 0], s[..., 1])) * (2 * _div(s[..., 2], s[..., 3]) - 1))
+    lambda s: (1 - _div(s[..., 0], s[..., 1])) * (2 * _div(s[..., 2], s[..., 3]) - 1),
+    alternatives=_bbq_answers(_s_amb_features))
 
 
 def _s_amb_helm_features(items: pd.DataFrame) -> np.ndarray:
@@ -128,6 +153,10 @@ HELM_NATIVE_S_DIS = MetricSpec("bias_s_dis", _helm_s_dis_features,
 HELM_NATIVE_S_AMB = MetricSpec("bias_s_amb", _helm_s_amb_features, BIAS_S_AMB_HELM.value)
 
 
+#: the lowest and highest score a judge rubric gives (``lm_eval_ext.judge.parse``)
+JUDGE_SCORES = (1.0, 100.0)
+
+
 def judge_metric(column: str) -> MetricSpec:
     """Mean of a judge score over items whose score is valid (NaN marks invalid)."""
     def features(items: pd.DataFrame) -> np.ndarray:
@@ -135,8 +164,12 @@ def judge_metric(column: str) -> MetricSpec:
         valid = ~np.isnan(score)
         return _stack(np.where(valid, score, 0.0), valid)
 
+    def alternatives(items: pd.DataFrame) -> np.ndarray:
+        n = len(items)
+        return np.stack([_stack(np.full(n, score), np.ones(n)) for score in JUDGE_SCORES], 1)
+
     return MetricSpec(column, features, lambda s: _div(s[..., 0], s[..., 1]), scale=1.0,
-                      valid_column=column)
+                      valid_column=column, alternatives=alternatives)
 
 
 def metrics_for(items: pd.DataFrame) -> list[MetricSpec]:

@@ -32,7 +32,7 @@ def linearised_delta(spec: MetricSpec, ref: pd.DataFrame, run: pd.DataFrame,
     return float(delta[0]), float(se[0])
 
 
-def _gradients(spec: MetricSpec, sums: np.ndarray) -> np.ndarray:
+def gradients(spec: MetricSpec, sums: np.ndarray) -> np.ndarray:
     """Central-difference gradient of ``spec.value`` at each row of ``sums`` (D x k)."""
     grad = np.zeros_like(sums, dtype=float)
     for j in range(sums.shape[1]):
@@ -56,7 +56,7 @@ def linearised_deltas(spec: MetricSpec, ref_sums: np.ndarray, run_sums: np.ndarr
     ref_t, run_t = w @ ref_sums, w @ run_sums
     with np.errstate(divide="ignore", invalid="ignore"):
         delta = spec.value(run_t) - spec.value(ref_t)
-        influence = run_sums @ _gradients(spec, run_t).T - ref_sums @ _gradients(spec, ref_t).T
+        influence = run_sums @ gradients(spec, run_t).T - ref_sums @ gradients(spec, ref_t).T
         c = w.sum(1)
         mean = np.einsum("dc,cd->d", w, influence) / c
         spread = np.einsum("dc,cd->d", w, influence ** 2) - c * mean ** 2

@@ -1,27 +1,50 @@
-"""A pilot's per-item runs -> each claim's contrast shift and standard errors (no I/O).
+"""A pilot's per-item runs -> each claim's contrast shift, its bootstrap-t draws (no I/O).
 
 Input: per pilot (one model each) and protocol (run), the pilot's item frame (lm-eval-ext's
 per-item table). All pilots of a between-model claim must hold the same natural units. One
 natural-unit cluster bootstrap (the same draw of units for every pilot and run, since the same
 units were evaluated everywhere) gives every metric value under every resample; a claim's
 contrast is a weighted sum of pilots' values (``+1``: a model's value; ``+1, -1``: model a minus
-model b), so its shift ``contrast(candidate) - contrast(reference)`` and its level keep every
-covariance between models and protocols. Standard errors are the bootstrap SDs.
+model b), so its shift ``contrast(candidate) - contrast(reference)`` keeps every covariance
+between models and protocols.
+
+Per claim and run: the shift; its delta-method cluster-robust standard error (each unit's
+influence on the contrast's shift, from the metric's gradient at the run's feature sums; CR1),
+computed again inside every resample for the studentised draws ``T*`` that the bootstrap-t
+equivalence test reads (:mod:`.equivalence`); the bootstrap SD of the contrast's level (for the
+MDE); and the contrast's **leverage**: the most it moves, in points, per share of units that
+change their answers, from each item's features under every answer it could get (100 for one
+model's accuracy, 200 for a difference of two models' accuracies).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
 from lm_eval_ext.analysis.metrics import MetricSpec
 from lm_eval_ext.analysis.stats.bootstrap import bootstrap_counts, cluster_sums, resampled
+from lm_eval_ext.analysis.stats.equivalence import studentised
+from lm_eval_ext.analysis.stats.linearised import gradients
 from lm_eval_ext.analysis.stats.recommend import Claim, ClaimEstimate
 
 #: frames[pilot][run]: the run's items, every run of a pilot on the same items
 Frames = Mapping[str, Mapping[str, pd.DataFrame]]
+
+
+@dataclass(frozen=True)
+class _Run:
+    """One pilot's run of one metric: per-unit feature sums and their resampled gradients."""
+
+    sums: np.ndarray  # (C x k) per unit
+    value: float  # observed, in points
+    draws: np.ndarray  # (B,) resampled value, in points
+    gradient: np.ndarray  # (k,) at the observed sums, in points per feature unit
+    resampled_gradient: np.ndarray  # (B x k) at each resample's sums
+    features: np.ndarray  # (n x k) per kept item
 
 
 def _weights(claim: Claim, pilots: Sequence[str]) -> dict[str, float]:
@@ -42,6 +65,55 @@ def _valid(spec: MetricSpec, runs: Mapping[str, pd.DataFrame]) -> np.ndarray:
     return keep
 
 
+def _run(spec: MetricSpec, features: np.ndarray, codes: np.ndarray, n_units: int,
+         draw: np.ndarray) -> _Run:
+    sums = cluster_sums(codes, n_units, features)
+    totals = draw @ sums
+    return _Run(sums, float(spec.value(sums.sum(0))) * spec.scale,
+                resampled(spec.value, draw, sums, np.float64) * spec.scale,
+                gradients(spec, sums.sum(0)[None, :])[0] * spec.scale,
+                gradients(spec, totals) * spec.scale, features)
+
+
+def unit_leverage(spec: MetricSpec, items: pd.DataFrame, keep: np.ndarray, codes: np.ndarray,
+                  gradient: np.ndarray) -> float | None:
+    """The most the metric moves (points) per share of units changing answers, to first order.
+
+    Each item's features under every answer it could get (``spec.alternatives``) span a range
+    along the metric's gradient; a unit's range is its items' sum, and the busiest unit's range
+    times the number of units is the shift were every unit like it to swing fully. None when
+    the metric does not say what answers an item could get.
+    """
+    if spec.alternatives is None:
+        return None
+    along = spec.alternatives(items[keep].reset_index(drop=True)) @ gradient  # (n x A)
+    per_unit = np.bincount(codes[keep], along.max(1) - along.min(1))
+    present = np.bincount(codes[keep]) > 0
+    return float(per_unit.max() * present.sum()) if present.any() else None
+
+
+def _studentising_se(sums: np.ndarray, observed: np.ndarray, resampled_grad: np.ndarray,
+                     weights: np.ndarray) -> tuple[float, np.ndarray]:
+    """CR1 standard errors of a linearised total, observed and under every resample.
+
+    A unit's influence is ``gradient . sums[unit]`` summed over the stacked parts (``sums``:
+    C x Q, signed; gradients: Q observed, B x Q resampled). The resampled variances need only
+    ``weights @ sums`` and ``weights @ (sums_q sums_r)`` (B x Q and B x Q^2), not the B x C
+    influences: ``sum_c w (psi - mean)^2 = g' M g - (g' A)^2 / count``.
+    """
+    psi = sums @ observed
+    n = psi.size
+    se = float(np.sqrt(n / (n - 1) * np.sum((psi - psi.mean()) ** 2)))
+    count = weights.sum(1)
+    first = np.einsum("bq,bq->b", resampled_grad, weights @ sums)
+    outer = (sums[:, :, None] * sums[:, None, :]).reshape(n, -1)
+    second = np.einsum("bq,br,bqr->b", resampled_grad, resampled_grad,
+                       (weights @ outer).reshape(len(weights), *[sums.shape[1]] * 2))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        spread = np.maximum(second - first ** 2 / count, 0.0)
+        return se, np.sqrt(count / (count - 1) * spread)
+
+
 def claim_estimates(frames: Frames, reference: str, claims: Sequence[Claim],
                     specs: Mapping[str, MetricSpec], n_resamples: int = 2000,
                     rng=0) -> dict[str, dict[str, ClaimEstimate]]:
@@ -56,49 +128,52 @@ def claim_estimates(frames: Frames, reference: str, claims: Sequence[Claim],
     index = {u: i for i, u in enumerate(units)}
     draw = bootstrap_counts(len(units), n_resamples, rng)
     runs = list(next(iter(frames.values())))
-    observed: dict[tuple[str, str, str], float] = {}
-    draws: dict[tuple[str, str, str], np.ndarray] = {}
-    same: dict[tuple[str, str, str], bool] = {}
-    equal_units: dict[str, bool] = {}
-    pilot_units: dict[str, set[str]] = {}
+    table: dict[tuple[str, str, str], _Run] = {}
+    leverage: dict[tuple[str, str], float | None] = {}
+    members: dict[str, np.ndarray] = {}
     for pilot, by_run in frames.items():
         first = by_run[reference]
         codes = first["unit_id"].astype(str).map(index).to_numpy()
-        sizes = np.bincount(codes)
-        equal_units[pilot] = len(set(sizes[sizes > 0])) == 1
-        pilot_units[pilot] = set(first["unit_id"].astype(str))
+        members[pilot] = np.bincount(codes, minlength=len(units)) > 0
         for metric in {c.metric for c in claims}:
             spec = specs[metric]
             keep = _valid(spec, by_run)
-            ref_features = spec.features(first)[keep]
             for run in runs:
-                features = spec.features(by_run[run])[keep]
-                sums = cluster_sums(codes[keep], len(units), features)
-                observed[pilot, run, metric] = float(spec.value(sums.sum(0))) * spec.scale
-                draws[pilot, run, metric] = resampled(spec.value, draw, sums,
-                                                      np.float64) * spec.scale
-                same[pilot, run, metric] = bool(np.array_equal(features, ref_features,
-                                                               equal_nan=True))
+                table[pilot, run, metric] = _run(spec, spec.features(by_run[run])[keep],
+                                                 codes[keep], len(units), draw)
+            leverage[pilot, metric] = unit_leverage(spec, first, keep, codes,
+                                                    table[pilot, reference, metric].gradient)
     out: dict[str, dict[str, ClaimEstimate]] = {run: {} for run in runs}
     for claim in claims:
         weights = _weights(claim, pilots)
         involved = list(weights)
-        if len({frozenset(pilot_units[p]) for p in involved}) > 1:
+        if len({members[p].tobytes() for p in involved}) > 1:
             raise ValueError(f"claim {claim.name}: the pilots {', '.join(involved)} hold "
                              "different natural units; a between-model claim needs one item set")
-        spec = specs[claim.metric]
-
-        def contrast(run: str, table, metric=claim.metric, weights=weights):
-            return sum(w * table[p, run, metric] for p, w in weights.items())
-
-        ref_draws = contrast(reference, draws)
+        inside = members[involved[0]]
+        inside_draw = draw if inside.all() else draw[:, inside]
+        parts = {p: (w, table[p, reference, claim.metric]) for p, w in weights.items()}
+        ref_draws = sum(w * r.draws for w, r in parts.values())
+        levers = [leverage[p, claim.metric] for p in involved]
         for run in runs:
-            run_draws = contrast(run, draws)
+            shift = sum(w * (table[p, run, claim.metric].value - r.value)
+                        for p, (w, r) in parts.items())
+            run_draws = sum(w * table[p, run, claim.metric].draws for p, (w, _) in parts.items())
+            same = all(np.array_equal(table[p, run, claim.metric].features,
+                                      table[p, reference, claim.metric].features,
+                                      equal_nan=True) for p in involved)
+            se, t_draws = 0.0, None
+            if run != reference:
+                signed = [(w, table[p, run, claim.metric]) for p, (w, _) in parts.items()]
+                signed += [(-w, ref) for w, ref in parts.values()]
+                se, se_draws = _studentising_se(
+                    np.hstack([w * r.sums for w, r in signed])[inside],
+                    np.hstack([r.gradient for _, r in signed]),
+                    np.hstack([r.resampled_gradient for _, r in signed]), inside_draw)
+                t_draws = studentised(run_draws - ref_draws, float(shift), se_draws)
             out[run][claim.name] = ClaimEstimate(
-                shift_pp=float(contrast(run, observed) - contrast(reference, observed)),
-                shift_se_pp=float(np.nanstd(run_draws - ref_draws, ddof=1)),
+                shift_pp=float(shift), shift_se_pp=se,
                 level_se_pp=float(np.nanstd(run_draws, ddof=1)),
-                n_units=len(pilot_units[involved[0]]),
-                identical=all(same[p, run, claim.metric] for p in involved),
-                discordance_bounded=spec.binary and all(equal_units[p] for p in involved))
+                n_units=int(inside.sum()), identical=same,
+                leverage_pp=None if None in levers else float(sum(levers)), t_draws=t_draws)
     return out

@@ -4,24 +4,27 @@ A pilot runs the reference protocol and candidate protocols (precision x batch, 
 same natural units. A claim ``metric[@contrast]: margin`` is about one contrast: a metric's
 value for one model, or the difference between two models (``accuracy@gemma-smollm``). For
 every candidate and claim the pilot gives the candidate's **shift** of the contrast against the
-reference protocol (estimate and standard error) and the standard error of the contrast's own
-value under the candidate (see :mod:`.pilot_contrasts`).
+reference protocol (its estimate, standard error and studentised bootstrap draws), the
+contrast's **leverage** and the standard error of the contrast's own value under the candidate
+(see :mod:`.pilot_contrasts`).
 
 * **Certified** (the error-controlled part): a candidate is certified when every claim's shift
-  is shown to lie inside ``(-margin, +margin)`` by an equivalence test (TOST, ``t`` with
-  ``n_units - 1`` degrees of freedom). A candidate's p-value is the largest of its claims'
-  (intersection-union: all claims must pass, so no correction over claims is needed), and the
-  candidates' p-values are Holm-adjusted. Holm controls the family-wise error: with probability
-  at least ``1 - alpha`` *no* truly non-equivalent candidate is certified, so the guarantee
-  holds for whichever certified option is chosen afterwards (the choice of the cheapest is
-  covered) and jointly over every claim and model.
+  is shown to lie inside ``(-margin, +margin)``. A claim's p is the larger of a studentised
+  bootstrap (bootstrap-t) equivalence test and the exact hidden-change floor (see
+  :mod:`.equivalence`: the chance that a pilot of ``n`` units misses every unit of a protocol
+  that shifts the contrast by the margin through the fewest units it can). A candidate's p is
+  the largest of its claims' (intersection-union: all claims must pass, so no correction over
+  claims is needed), and the candidates' p-values are Holm-adjusted, so that with probability
+  at least ``1 - alpha`` *no* truly non-equivalent candidate is certified: the guarantee holds
+  for whichever certified option is chosen afterwards (the choice of the cheapest is covered)
+  and jointly over every claim and model.
 * **Decidable** (planning, not a decision): the MDE of the claim's contrast at ``n`` units,
   ``(z_{1-alpha/2} + z_{power}) * SE_pilot * sqrt(n_pilot / n)``, is at most the margin.
 
-A pilot whose candidate shows no changed item at all has a standard error of 0, which proves
-nothing by itself; for an item mean of 0/1 outcomes over equal-size units the exact bound on the
-share of changed units is used instead (:func:`identical_pvalue`); otherwise such a claim is
-not certified. Pilots under :data:`MIN_PILOT_UNITS` certify nothing. The recommendation is the
+The floor is exact; the bootstrap-t is a large-sample method whose error at the margin
+``benchmarks/recommend_simulation.py`` measures over a family of hard nulls (sparse,
+one-directional, unit-clustered and all-or-nothing changes, bias scores, between-model
+contrasts). Pilots under :data:`MIN_PILOT_UNITS` certify nothing. The recommendation is the
 cheapest decidable option among the certified candidates and the reference protocol (which has
 no shift), cost = cost per item x items. Assumptions: SEs scale as 1/sqrt(units) (nested
 natural-unit subsets), the pilot's units are a random sample of the instrument's, the cost per
@@ -37,6 +40,11 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy import stats
 
+from lm_eval_ext.analysis.stats.equivalence import (
+    bootstrap_t_tost_pvalue,
+    hidden_change_pvalue,
+    hidden_change_units,
+)
 from lm_eval_ext.analysis.stats.subgroups import holm
 
 #: below this many natural units the shift's standard error is itself too uncertain to certify
@@ -71,11 +79,14 @@ class ClaimEstimate:
     """One candidate's pilot figures for one claim's contrast (points)."""
 
     shift_pp: float  # candidate minus reference, of the contrast
-    shift_se_pp: float
+    shift_se_pp: float  # delta-method cluster-robust (CR1) standard error of the shift
     level_se_pp: float  # the standard error of the contrast's value under the candidate
     n_units: int  # natural units in the pilot
     identical: bool = False  # no item changed against the reference in any pilot of the claim
-    discordance_bounded: bool = False  # an item mean of 0/1 outcomes over equal-size units
+    #: the most the contrast moves per share of units changing answers (None: not known)
+    leverage_pp: float | None = None
+    #: studentised bootstrap draws (shift* - shift) / se* (None: no resamples)
+    t_draws: np.ndarray | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -145,37 +156,21 @@ def level_mde_pp(level_se_pp: float, n_pilot_units: int, n_units: int, alpha: fl
     return float(z * level_se_pp * math.sqrt(n_pilot_units / n_units))
 
 
-def tost_pvalue(shift: float, se: float, margin: float, df: float) -> float:
-    """Two one-sided tests of ``|true shift| >= margin``: the larger one-sided ``t`` p."""
-    if not (se > 0 and np.isfinite(se) and np.isfinite(shift)):
-        return 1.0
-    upper = stats.t.sf((margin - shift) / se, df)  # H0: shift >= +margin
-    lower = stats.t.sf((shift + margin) / se, df)  # H0: shift <= -margin
-    return float(max(upper, lower))
-
-
-def identical_pvalue(margin_pp: float, n_units: int, n_models: int = 1) -> float:
-    """Exact p of ``|shift| >= margin`` when none of ``n_units`` units changed at all.
-
-    For an item mean of 0/1 outcomes over equal-size units, ``|shift|`` of one model is at most
-    the share of units with a changed item, and of a difference of ``n_models`` models at most
-    ``n_models`` times the share of units changed in either. A shift of the margin needs that
-    share to be at least ``margin / (100 n_models)``, and a random sample of ``n_units`` units
-    then shows none with probability at most ``(1 - margin / (100 n_models)) ** n_units``.
-    """
-    share = min(margin_pp / (100.0 * n_models), 1.0)
-    return float((1.0 - share) ** n_units)
-
-
 def claim_pvalue(estimate: ClaimEstimate, claim: Claim) -> float:
-    """The equivalence p of one claim (1: this pilot cannot certify it)."""
+    """The equivalence p of one claim (1: this pilot cannot certify it).
+
+    The larger of the bootstrap-t TOST p and the hidden-change floor; a pilot whose outputs
+    equal the reference's has only the floor to go on.
+    """
     if estimate.n_units < MIN_PILOT_UNITS:
         return 1.0
-    if estimate.identical and estimate.shift_pp == 0:
-        return (identical_pvalue(claim.margin_pp, estimate.n_units, claim.n_models)
-                if estimate.discordance_bounded else 1.0)
-    return tost_pvalue(estimate.shift_pp, estimate.shift_se_pp, claim.margin_pp,
-                       estimate.n_units - 1)
+    floor = hidden_change_pvalue(claim.margin_pp, estimate.leverage_pp, estimate.n_units)
+    if estimate.identical:
+        return floor
+    if estimate.t_draws is None:
+        return 1.0
+    return max(floor, bootstrap_t_tost_pvalue(estimate.shift_pp, estimate.shift_se_pp,
+                                              estimate.t_draws, claim.margin_pp))
 
 
 def certify(candidates: Sequence[Candidate], claims: Sequence[Claim], alpha: float,
@@ -191,18 +186,22 @@ def certify(candidates: Sequence[Candidate], claims: Sequence[Claim], alpha: flo
 
 def units_to_certify(candidate: Candidate, claims: Sequence[Claim], alpha_each: float,
                      power: float) -> float:
-    """Pilot units that would certify ``candidate`` with ``power`` were its true shifts 0."""
+    """Pilot units that would certify ``candidate`` with ``power`` were its true shifts 0.
+
+    Per claim the larger of the units whose hidden-change floor is ``alpha_each`` and the
+    normal approximation of the units the equivalence test needs at the pilot's SE.
+    """
     need = []
     for claim in claims:
         est = candidate.estimates[claim.name]
-        if est.identical and est.shift_pp == 0 and est.discordance_bounded:
-            share = min(claim.margin_pp / (100.0 * claim.n_models), 1.0)
-            need.append(math.log(alpha_each) / math.log1p(-share) if share < 1 else 1.0)
-        elif est.shift_se_pp > 0 and np.isfinite(est.shift_se_pp):
-            z = stats.norm.isf(alpha_each) + stats.norm.isf((1 - power) / 2)
-            need.append(est.n_units * (z * est.shift_se_pp / claim.margin_pp) ** 2)
-        else:
-            need.append(math.inf)
+        units = hidden_change_units(claim.margin_pp, est.leverage_pp, alpha_each)
+        if not est.identical:
+            if est.shift_se_pp > 0 and np.isfinite(est.shift_se_pp):
+                z = stats.norm.isf(alpha_each) + stats.norm.isf((1 - power) / 2)
+                units = max(units, est.n_units * (z * est.shift_se_pp / claim.margin_pp) ** 2)
+            else:
+                units = math.inf
+        need.append(units)
     return max(max(need, default=math.inf), MIN_PILOT_UNITS)
 
 
@@ -240,9 +239,8 @@ def recommend(candidates: Sequence[Candidate], claims: Sequence[Claim],
         reasons.append(
             f"no candidate protocol can be certified with this pilot ({pilot_units} natural "
             "units): " + (f"it would need about {needed} units" if needed is not None else
-                          "some claim's shift has no standard error for any candidate (answers "
-                          "identical to the reference's certify only item means such as "
-                          "accuracy, by the exact bound)"))
+                          "some claim's metric does not say which answers an item could get, "
+                          "so no pilot bounds a change it did not see"))
     if chosen is None and options:
         reasons.append("no option is both certified and decidable at every claim's margin: a "
                        "larger subset, a wider margin or a larger pilot is needed")
