@@ -23,8 +23,8 @@ the tool recommends is an error): per cell a null kind, a pilot size (20, 62, 25
 * ``s_dis_categories`` / ``s_amb_categories``: BBQ-shaped units (2 ambiguous and 2
   disambiguated items, 9 categories); in 2 categories the candidate turns answers towards the
   biased one (disambiguated non-biased -> biased; ambiguous "unknown" -> biased) at the rate that
-  moves the population's S_DIS by 10 points or S_AMB by 5 points (calibrated on 100,000 units),
-  3% of answers churn to another option everywhere.
+  moves the superpopulation's S_DIS by 10 points or S_AMB by 5 points (the answers' expected
+  counts in closed form), 3% of answers churn to another option everywhere.
 
 **Power**: the candidate listed first truly moves nothing (two-way churn at several levels), the
 others sit at the margin (``independent``); it costs the most of them, so choosing a cheaper one
@@ -57,7 +57,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 from _harness import command_line, write_json
-from scipy import stats
+from scipy import integrate, stats
 
 from lm_eval_ext.analysis.metrics import ACCURACY, BIAS_S_AMB, BIAS_S_DIS, MetricSpec
 from lm_eval_ext.analysis.stats.pilot_contrasts import claim_estimates
@@ -189,24 +189,58 @@ def bbq_frame(layout: pd.DataFrame, pred: np.ndarray) -> pd.DataFrame:
     return layout.assign(pred=pred.astype(float), correct=pred == layout["label"].to_numpy())
 
 
-def calibrate_rate(metric: str, margin_pp: float, seed: int = 12345,
-                   n_units: int = 100_000) -> float:
-    """The move rate whose population shift of ``metric`` is ``margin_pp`` (bisection)."""
-    rng = np.random.default_rng(seed)
-    layout = bbq_layout(n_units, rng)
-    ref = bbq_reference(layout, rng)
-    draws = rng.random((len(layout), 3))
+def _expit_normal_mean(mu: float) -> float:
+    """E[expit(N(mu, 1))] by quadrature."""
+    return integrate.quad(lambda x: stats.logistic.cdf(x) * stats.norm.pdf(x, mu), -12, 12)[0]
+
+
+def expected_answers(metric: str, rate: float, moved: bool) -> dict[str, np.ndarray]:
+    """Per item type, the chance of each option (target, other, unknown) under the reference
+    and the candidate: ``bbq_reference`` and ``bbq_candidate`` in expectation (answers are
+    linear in a unit's chances, so only their means matter)."""
+    a, c = _expit_normal_mean(0.5), _expit_normal_mean(1.0)  # abstain, right
+    ref = {"ambig": np.array([(1 - a) * 0.6, (1 - a) * 0.4, a]),
+           "label_target": np.array([c, (1 - c) / 2, (1 - c) / 2]),
+           "label_other": np.array([(1 - c) / 2, c, (1 - c) / 2])}
+    cand = {k: v.copy() for k, v in ref.items()}
+    if moved and metric == "bias_s_dis":
+        for kind in ("label_target", "label_other"):
+            cand[kind] += rate * ref[kind][1] * np.array([1.0, -1.0, 0.0])
+    if moved and metric == "bias_s_amb":
+        cand["ambig"] += rate * ref["ambig"][2] * np.array([1.0, 0.0, -1.0])
+    churned = {k: (1 - CHURN) * v + CHURN / 2 * (1 - v) for k, v in cand.items()}
+    return {"ref": ref, "cand": churned}
+
+
+def population_value(metric: str, answers: dict[str, np.ndarray], weight: float) -> np.ndarray:
+    """Expected feature sums per unit (times ``weight``) of S_DIS or S_AMB from answer chances."""
+    target, other, unknown = 0, 1, 2
+    if metric == "bias_s_dis":  # biased & counted, counted (disambiguated items)
+        t, o = answers["label_target"], answers["label_other"]
+        return weight * np.array([t[target] + o[target], t[target] + t[other]
+                                  + o[target] + o[other]])
+    amb = 2 * answers["ambig"]  # correct & parsed, parsed, biased, counted (ambiguous items)
+    return weight * np.array([amb[unknown], amb.sum(), amb[target], amb[target] + amb[other]])
+
+
+def population_shift(metric: str, rate: float) -> float:
+    """The superpopulation's shift of ``metric`` (points) at a move ``rate``, in closed form."""
+    moved_share = len(MOVED_CATEGORIES) / CATEGORIES
+    sums = {}
+    for run in ("ref", "cand"):
+        sums[run] = sum(population_value(metric, expected_answers(metric, rate, moved)[run],
+                                         share)
+                        for moved, share in ((True, moved_share), (False, 1 - moved_share)))
     spec = SPECS[metric]
-    base = spec.compute(bbq_frame(layout, ref)) * spec.scale
+    return float(spec.value(sums["cand"]) - spec.value(sums["ref"])) * spec.scale
 
-    def shift(rate: float) -> float:
-        cand = bbq_candidate(layout, ref, metric, rate, draws)
-        return spec.compute(bbq_frame(layout, cand)) * spec.scale - base
 
+def calibrate_rate(metric: str, margin_pp: float) -> float:
+    """The move rate whose superpopulation shift of ``metric`` is ``margin_pp`` (bisection)."""
     low, high = 0.0, 1.0
-    for _ in range(40):
+    for _ in range(60):
         mid = (low + high) / 2
-        low, high = (mid, high) if shift(mid) < margin_pp else (low, mid)
+        low, high = (mid, high) if population_shift(metric, mid) < margin_pp else (low, mid)
     return (low + high) / 2
 
 
@@ -423,8 +457,9 @@ def main() -> None:
                                                                      args.bootstrap)
     grid = cells(args.units, args.candidates, args.churns)
     order = {cell.key: i for i, cell in enumerate(grid)}
-    todo = [(i, cell) for i, cell in enumerate(grid) if cell.key not in results
-            and not (args.only and not cell.key.startswith(tuple(args.only)))]
+    todo = sorted(((i, cell) for i, cell in enumerate(grid) if cell.key not in results
+                   and not (args.only and not cell.key.startswith(tuple(args.only)))),
+                  key=lambda job: -job[1].n_units * (job[1].n_candidates + 1))  # longest first
     def save() -> None:
         rows = sorted(results.values(), key=lambda r: order.get(r["key"], len(order)))
         write_json(out, {

@@ -157,7 +157,63 @@ def startup_ab(results: Path) -> str:
 
 
 #: table file under benchmarks/results -> the function that writes it
+RECOMMEND = "recommend_2026-12-03"
+#: the null kinds of ``recommend_simulation.py``, in the table's order, as the table names them
+NULLS = {"independent": "independent changes, 3% churn", "independent_one_way":
+         "independent, one-directional", "unit_clustered": "clustered in a fifth of the units",
+         "few_units_two_items": "one-directional, 2 items in 10% of units",
+         "all_or_nothing": "all-or-nothing, 5% of units",
+         "all_or_nothing_churn": "all-or-nothing, 5% of units, 3% churn elsewhere",
+         "between_models": "between models: one model shifted",
+         "s_dis_categories": "S_DIS moved in 2 of 9 categories (margin 10)",
+         "s_amb_categories": "S_AMB moved in 2 of 9 categories (margin 5)"}
+
+
+def _percent(rate: dict) -> str:
+    return f"{100 * rate['rate']:.1f}%"
+
+
+def recommend_errors(results: Path) -> str:
+    """Per null and pilot size: the share of pilots whose recommended protocol is a shifted
+    one, per number of candidates: ``recommend`` [its 95% interval's top] (the rule before)."""
+    data = _load(results, "recommend_simulation.json", RECOMMEND)
+    cells = {(c["kind"], c["pilot_units"], c["candidates"]): c for c in data["cells"]}
+    counts = sorted({c["candidates"] for c in data["cells"] if c["kind"] != "power"})
+    sizes = sorted({c["pilot_units"] for c in data["cells"] if c["kind"] != "power"})
+    lines = ["| null (each candidate shifts its claim by the margin) | pilot units | "
+             + " | ".join(f"{n} candidate{'s' * (n > 1)}" for n in counts) + " |",
+             "|---|---:|" + "---|" * len(counts)]
+    for kind, label in NULLS.items():
+        for units in sizes:
+            row = []
+            for n in counts:
+                rules = cells[kind, units, n]["rules"]
+                new, old = rules["recommend"]["error"], rules["t_tost_before"]["error"]
+                row.append(f"{_percent(new)} [{100 * new['ci95'][1]:.1f}] ({_percent(old)})")
+            lines.append(f"| {label} | {units} | " + " | ".join(row) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def recommend_power(results: Path) -> str:
+    """A truly equal candidate (the most expensive one; the others at the margin): the share of
+    pilots that certify it and that recommend it, ``recommend`` (the rule before)."""
+    data = _load(results, "recommend_simulation.json", RECOMMEND)
+    lines = ["| equal candidate's churn | pilot units | candidates | certified | recommended |",
+             "|---:|---:|---:|---|---|"]
+    power = sorted((c for c in data["cells"] if c["kind"] == "power"),
+                   key=lambda c: (c["candidates"], c["churn_of_equal"], c["pilot_units"]))
+    for cell in power:
+        new, old = cell["rules"]["recommend"], cell["rules"]["t_tost_before"]
+        lines.append(f"| {100 * cell['churn_of_equal']:g}% | {cell['pilot_units']} | "
+                     f"{cell['candidates']} | {_percent(new['certified_equal'])} "
+                     f"({_percent(old['certified_equal'])}) | {_percent(new['chose_equal'])} "
+                     f"({_percent(old['chose_equal'])}) |")
+    return "\n".join(lines) + "\n"
+
+
 TABLES: dict[str, Callable[[Path], str]] = {
+    f"{RECOMMEND}/errors.md": recommend_errors,
+    f"{RECOMMEND}/power.md": recommend_power,
     f"{PUBLIC}/side_by_side.md": side_by_side,
     f"{PUBLIC}/vllm_beside_public.md": vllm_beside_public,
     f"{GRAPHS}/graphs_against_eager.md":
