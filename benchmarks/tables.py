@@ -156,6 +156,36 @@ def startup_ab(results: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
+RANK_FLIPS = "recommend_2026-12-03"
+#: a rank-flip scenario's true gaps a - b over the conditions, by pattern (``g``: its gap)
+RANK_FLIP_GAPS = {"tied": "0 in every condition", "constant_gap": "{g:+g} in every condition",
+                  "boundary_null": "{g:+g}, 0, {g:+g}, 0, ...",
+                  "alternating_flip": "{g:+g}, {m:+g}, {g:+g}, {m:+g}, ...",
+                  "one_condition": "{g:+g}, 0, 0, 0, ..."}
+
+
+def rank_flip_rates(results: Path, test: str, before: str) -> str:
+    """Per pattern and grid: the % of grids ``test`` calls, [Clopper-Pearson 95%] (``before``'s)."""
+    data = json.loads((results / RANK_FLIPS / "rank_flip_simulation.json")
+                      .read_text(encoding="utf-8"))
+    scenarios = {(r["pattern"], r["gap_pp"], r["conditions_correlated"], r["units"],
+                  r["conditions"]): r for r in data["scenarios"]}
+    grids = list(dict.fromkeys(key[3:] for key in scenarios))
+    lines = ["| true gap a - b, pp | conditions | "
+             + " | ".join(f"2 x {conditions}, {units} units" for units, conditions in grids)
+             + " |", "|---|---|" + "---:|" * len(grids)]
+    for pattern, gap, correlated in dict.fromkeys(key[:3] for key in scenarios):
+        cells = []
+        for grid in grids:
+            row = scenarios[(pattern, gap, correlated, *grid)]
+            low, high = row[f"{test}_ci95"]
+            cells.append(f"{100 * row[f'{test}_rate']:.1f} [{100 * low:.1f}, {100 * high:.1f}] "
+                         f"({100 * row[before]:.1f})")
+        lines.append(f"| {RANK_FLIP_GAPS[pattern].format(g=gap, m=-gap)} | "
+                     f"{'correlated' if correlated else 'independent'} | {' | '.join(cells)} |")
+    return "\n".join(lines) + "\n"
+
+
 #: table file under benchmarks/results -> the function that writes it
 RECOMMEND = "recommend_2026-12-03"
 #: the null kinds of ``recommend_simulation.py``, in the table's order, as the table names them
@@ -222,6 +252,10 @@ TABLES: dict[str, Callable[[Path], str]] = {
     f"{STARTUP}/startup.md": startup,
     f"{STARTUP_AB}/ab.md": startup_ab,
     f"{STARTUP_AB}/cpu_headline_ab.md": lambda results: cpu_headline(results, STARTUP_AB),
+    f"{RANK_FLIPS}/gap_varies.md":
+        lambda results: rank_flip_rates(results, "gap_varies", "gap_varies_before_rate"),
+    f"{RANK_FLIPS}/beyond_noise.md":
+        lambda results: rank_flip_rates(results, "beyond_noise", "rule_before_rate"),
 }
 
 

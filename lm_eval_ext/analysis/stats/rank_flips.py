@@ -193,7 +193,8 @@ def rank_flip_intervals(cells: pd.DataFrame, unit_sums: dict[int, pd.DataFrame],
     reverses between conditions (:func:`flip_pvalue`); ``flip_p_holm`` is Holm-adjusted over
     every pair and benchmark, and ``beyond_noise`` is ``flip_p_holm <= 1 - level``.
     ``gap_varies_p`` (and its Holm ``gap_varies_p_holm``) tests the weaker "the gap between the
-    two models differs between conditions" (:func:`gap_varies_pvalue`).
+    two models differs between conditions" (:func:`gap_varies_pvalue`, from the units'
+    influences rather than the resamples).
     """
     rng = as_rng(rng)
     tail = (1 - level) / 2
@@ -211,9 +212,11 @@ def rank_flip_intervals(cells: pd.DataFrame, unit_sums: dict[int, pd.DataFrame],
         models = sorted(set(group["model"]))
         values = np.full((n_resamples, len(configs), len(models)), np.nan)
         observed = np.full((len(configs), len(models)), np.nan)
+        column_of = np.zeros((len(configs), len(models)), int)
         for column, (_, cell) in enumerate(group.iterrows()):
             c, m = configs.index(cell["config"]), models.index(cell["model"])
             values[:, c, m], observed[c, m] = draws[:, column], cell["value"]
+            column_of[c, m] = column
         for a, b in combinations(range(len(models)), 2):
             both = ~np.isnan(observed[:, a]) & ~np.isnan(observed[:, b])
             diff = values[:, both, a] - values[:, both, b]
@@ -224,10 +227,12 @@ def rank_flip_intervals(cells: pd.DataFrame, unit_sums: dict[int, pd.DataFrame],
             noise = float(flipped.mean()) if flipped.size else np.nan
             low, high = np.quantile(rho, [tail, 1 - tail]) if both.any() else (np.nan, np.nan)
             gap = observed[both, a] - observed[both, b]
+            gap_influence = _gap_influence(correct, counts, column_of[both, a],
+                                           column_of[both, b])
             pair_rows.append({"benchmark": benchmark, "model_a": models[a], "model_b": models[b],
                               "rho_flip_ci_low": float(low), "rho_flip_ci_high": float(high),
                               "ordering_noise": noise, "flip_p": flip_pvalue(gap, diff),
-                              "gap_varies_p": gap_varies_pvalue(gap, diff)})
+                              "gap_varies_p": gap_varies_pvalue(gap, gap_influence)})
         complete = ~np.isnan(observed).any(axis=1)
         pairs = list(combinations(np.flatnonzero(complete), 2))
         if pairs and len(models) >= 2:
@@ -265,22 +270,57 @@ def _studentised(values: np.ndarray, resampled: np.ndarray
     return values[usable] / se[usable], np.where(np.isfinite(centred), centred, 0.0)
 
 
-def gap_varies_pvalue(gap: np.ndarray, resampled_gap: np.ndarray) -> float:
+def cell_influence(correct: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """Each unit's linearised influence on each cell's accuracy (cells x units).
+
+    A cell's accuracy is ``sum_u correct / sum_u n``; unit u's influence ``(correct_u - acc *
+    n_u) / mean_u(n)`` averages to 0 over the units, and the influences' covariance over the
+    units, divided by their number, is the accuracies' delta-method (cluster-robust) covariance,
+    which the natural-unit bootstrap estimates.
+    """
+    with np.errstate(invalid="ignore", divide="ignore"):
+        accuracy = correct.sum(axis=1) / counts.sum(axis=1)
+        return (correct - accuracy[:, None] * counts) / counts.mean(axis=1)[:, None]
+
+
+def _gap_influence(correct: np.ndarray, counts: np.ndarray, cells_a: np.ndarray,
+                   cells_b: np.ndarray) -> np.ndarray:
+    """(units, conditions): each unit's influence on the gaps a - b.
+
+    Over the units that hold items in these cells: a unit no run of the pair scored is no
+    observation of the pair.
+    """
+    rows = np.r_[cells_a, cells_b]
+    held = counts[rows].sum(axis=0) > 0
+    influence = cell_influence(correct[rows][:, held], counts[rows][:, held])
+    return (influence[:len(cells_a)] - influence[len(cells_a):]).T
+
+
+def gap_varies_pvalue(gap: np.ndarray, influence: np.ndarray) -> float:
     """The p-value of "the pair's gap differs between conditions" (condition x model interaction).
 
-    The deviations ``e_c = gap_c - mean(gap)`` are studentised by their bootstrap SDs; the
-    statistic ``max_c |e_c| / se_c`` is judged by the centred resamples' ``max_c |e*_rc - e_c| /
-    se_c`` (a simultaneous bootstrap-t that keeps the conditions' correlation). A gap that varies
-    is not yet a flip (+10 and +4 points vary without reversing the order): see
-    :func:`flip_pvalue`.
+    ``gap[c]`` is model a minus model b in condition c, ``influence[u, c]`` unit u's influence on
+    it (:func:`cell_influence` of a minus b's), over the units holding items. Hotelling's
+    one-sample T^2 of the deviations ``e = gap - mean(gap)``: ``T^2 = n e' S^+ e`` with ``S``
+    the covariance of the units' deviation influences, ``k`` its rank (conditions whose gaps
+    move together in every unit, as identical outputs do, add nothing) and ``T^2 (n - k) / (k
+    (n - 1))`` judged by F(k, n - k), exact for normal unit means. The p is 1 with fewer than two
+    conditions or no spread. A gap that varies is not yet a flip (+10 and +4 points vary
+    without reversing the order): see :func:`flip_pvalue`.
     """
-    deviation = gap - gap.mean()
-    both = _studentised(deviation, resampled_gap - resampled_gap.mean(axis=1, keepdims=True))
-    if both is None:
+    influence = influence[np.isfinite(influence).all(axis=1)]
+    units = influence.shape[0]
+    if len(gap) < 2 or units < 2 or not np.isfinite(gap).all():
         return 1.0
-    t, centred = both
-    count = (np.abs(centred).max(axis=1) >= np.abs(t).max()).sum()
-    return float((count + 1) / (centred.shape[0] + 1))
+    spread, axes = np.linalg.eigh(np.cov(influence - influence.mean(axis=1, keepdims=True),
+                                         rowvar=False))
+    kept = spread > 1e-10 * max(spread.max(), 0.0)
+    k = int(kept.sum())
+    if k == 0 or units <= k:
+        return 1.0
+    projected = axes[:, kept].T @ (gap - gap.mean())
+    t2 = units * float(np.sum(projected ** 2 / spread[kept]))
+    return float(stats.f.sf(t2 * (units - k) / (k * (units - 1)), k, units - k))
 
 
 def flip_pvalue(gap: np.ndarray, resampled_gap: np.ndarray) -> float:
