@@ -7,7 +7,7 @@ makes is the one simulated. Units hold 4 items; a model's chance of a right answ
 ``expit(N(0, 1))``.
 
 **Nulls** (every candidate truly shifts its claim's contrast by exactly the margin, so each one
-the tool recommends is an error): per cell a null kind, a pilot size (20, 62, 250 units) and
+the tool recommends is an error): per cell a null kind, a pilot size (20, 40, 62, 100, 250 units) and
 1, 2 or 4 candidates (independent draws of the same null, cheapest first). Kinds, accuracy
 (margin 5 points, shift -5):
 
@@ -18,6 +18,9 @@ the tool recommends is an error): per cell a null kind, a pilot size (20, 62, 25
 * ``all_or_nothing``: 5% of units, right on all 4 items, turn wrong on all 4, nothing else;
 * ``all_or_nothing_churn``: the same plus 3% two-way churn in the other units (a pilot that
   misses the broken units sees a clean, equivalent-looking protocol);
+* ``partly_hidden``: 2% of units break entirely, the other units lose the other 3 points one
+  way (2% churn): a pilot that misses the broken units sees a shift inside the margin;
+  ``partly_hidden_up`` the same upwards; ``partly_hidden_margin10`` 4% of units and margin 10;
 * ``between_models``: two models; model a loses the margin as ``few_units_two_items`` does,
   model b only churns; the claim is ``accuracy@a-b`` (margin 5);
 * ``s_dis_categories`` / ``s_amb_categories``: BBQ-shaped units (2 ambiguous and 2
@@ -112,7 +115,12 @@ ACCURACY_NULLS: dict[str, Callable] = {
     "few_units_two_items": lambda ref, rng: _broken_units(ref, 0.10, 2, rng),
     "all_or_nothing": lambda ref, rng: _broken_units(ref, 0.05, 4, rng),
     "all_or_nothing_churn": lambda ref, rng: _broken_with_churn(ref, rng),
+    "partly_hidden": lambda ref, rng: _partly_hidden(ref, rng, 0.02, 0.05),
+    "partly_hidden_up": lambda ref, rng: _partly_hidden(ref, rng, 0.02, 0.05, +1.0),
+    "partly_hidden_margin10": lambda ref, rng: _partly_hidden(ref, rng, 0.04, 0.10),
 }
+#: accuracy margins other than 5 points, by null kind
+KIND_MARGINS = {"partly_hidden_margin10": 10.0}
 
 
 def _clustered(ref: np.ndarray, rng: np.random.Generator, share: float):
@@ -124,6 +132,16 @@ def _broken_with_churn(ref: np.ndarray, rng: np.random.Generator):
     ref, cand = _broken_units(ref, 0.05, 4, rng)
     broken = ref != cand
     return ref, np.where(np.repeat(broken.reshape(-1, 4).any(1), 4), cand, _churned(ref, rng))
+
+
+def _partly_hidden(ref: np.ndarray, rng: np.random.Generator, share: float, margin: float,
+                   sign: float = -1.0) -> tuple[np.ndarray, np.ndarray]:
+    """A ``share`` of units flips entirely (right -> wrong, or wrong -> right for ``sign`` +1),
+    the other units move one way by the rest of ``margin`` (in expectation) with 2% churn."""
+    hit = np.repeat(rng.random(ref.size // 4) < share, 4)
+    ref = np.where(hit, sign < 0, ref)
+    rest = sign * (margin - share) / (1 - share)
+    return ref, np.where(hit, sign > 0, move_answers(ref, rest, 0.02, rng))
 
 
 def accuracy_frame(correct: np.ndarray) -> pd.DataFrame:
@@ -261,14 +279,27 @@ class Cell:
             self.kind, "accuracy")
 
     @property
+    def margin(self) -> float:
+        return KIND_MARGINS.get(self.kind, MARGINS[self.metric])
+
+    @property
     def claims(self) -> list[Claim]:
         pilots = ("a", "b") if self.kind == "between_models" else ()
-        return [Claim(self.metric, MARGINS[self.metric], pilots)]
+        return [Claim(self.metric, self.margin, pilots)]
 
     @property
     def key(self) -> str:
         churn = f"_churn{self.churn:g}" if self.kind == "power" else ""
         return f"{self.kind}{churn}_{self.n_units}u_{self.n_candidates}c"
+
+
+def _forced_together(ref: np.ndarray, forced: list[np.ndarray]) -> np.ndarray:
+    """One reference for every candidate: each one's forced answers (where its own reference
+    differs from ``ref``) applied together (a null kind forces one way only)."""
+    out = ref.copy()
+    for own in forced:
+        out = np.where(own != ref, own, out)
+    return out
 
 
 def simulate_pilot(cell: Cell, rng: np.random.Generator, rate: float | None
@@ -286,7 +317,7 @@ def simulate_pilot(cell: Cell, rng: np.random.Generator, rate: float | None
     if cell.kind == "between_models":
         ref_a, ref_b = (accuracy_reference(cell.n_units, rng) for _ in range(2))
         moved = [_broken_units(ref_a, 0.10, 2, rng) for _ in names]
-        ref_a = np.logical_or.reduce([r for r, _ in moved]) if moved else ref_a
+        ref_a = _forced_together(ref_a, [r for r, _ in moved])
         a = {"ref": accuracy_frame(ref_a)}
         b = {"ref": accuracy_frame(ref_b)}
         for name, (forced, cand) in zip(names, moved, strict=True):
@@ -302,7 +333,7 @@ def simulate_pilot(cell: Cell, rng: np.random.Generator, rate: float | None
     else:
         shifted = names
         pairs = [ACCURACY_NULLS[cell.kind](ref, rng) for _ in names]
-    forced = np.logical_or.reduce([r for r, _ in pairs])  # every candidate's forced rights
+    forced = _forced_together(ref, [r for r, _ in pairs])
     runs = {"ref": accuracy_frame(forced)}
     for name, (own_ref, cand) in zip(names, pairs, strict=True):
         runs[name] = accuracy_frame(np.where(own_ref != cand, cand, forced))
@@ -379,7 +410,7 @@ def run_cell(cell: Cell, pilots: int, alpha: float, resamples: int, seed: int,
             rules[rule]["certified_equal"] = _rate(counts["certified_equal"], pilots)
             rules[rule]["chose_equal"] = _rate(counts["chose_equal"], pilots)
     return {"key": cell.key, "kind": cell.kind, "metric": cell.metric,
-            "margin_pp": MARGINS[cell.metric], "pilot_units": cell.n_units,
+            "margin_pp": cell.margin, "pilot_units": cell.n_units,
             "candidates": cell.n_candidates, "churn_of_equal": cell.churn
             if cell.kind == "power" else None, "pilots": pilots, "move_rate": rate,
             "claims": [c.name for c in cell.claims], "rules": rules}
@@ -438,9 +469,10 @@ def cells(sizes: list[int], counts: list[int], churns: list[float]) -> list[Cell
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pilots", type=int, default=1000)
-    parser.add_argument("--units", type=int, nargs="+", default=[20, 62, 250])
+    parser.add_argument("--units", type=int, nargs="+", default=[20, 40, 62, 100, 250])
     parser.add_argument("--candidates", type=int, nargs="+", default=[1, 2, 4])
-    parser.add_argument("--churns", type=float, nargs="+", default=[0.01, 0.03, 0.08, 0.15])
+    parser.add_argument("--churns", type=float, nargs="+",
+                        default=[0.005, 0.01, 0.02, 0.03, 0.05, 0.08, 0.15])
     parser.add_argument("--alpha", type=float, default=0.05)
     parser.add_argument("--bootstrap", type=int, default=2000)
     parser.add_argument("--seed", type=int, default=0)

@@ -15,12 +15,27 @@ import recommend_simulation as sim  # noqa: E402
 
 @pytest.mark.parametrize("kind", list(sim.ACCURACY_NULLS))
 def test_each_accuracy_null_shifts_accuracy_by_the_margin(kind):
-    """Over 200,000 units the candidate's accuracy minus the reference's is -5 points (the
-    superpopulation the pilots are drawn from), within 0.15 points (4 SDs or more)."""
+    """Over 200,000 units the candidate's accuracy minus the reference's is the margin (-5
+    points, +5 upwards, -10 for the margin-10 kind; the superpopulation the pilots are drawn
+    from), within 0.15 points (4 SDs or more)."""
     rng = np.random.default_rng(5)
     ref = sim.accuracy_reference(200_000, rng)
     forced, cand = sim.ACCURACY_NULLS[kind](ref, rng)
-    assert 100 * (cand.mean() - forced.mean()) == pytest.approx(-5.0, abs=0.15)
+    margin = sim.Cell(kind, 62, 1).margin * (1 if kind.endswith("_up") else -1)
+    assert 100 * (cand.mean() - forced.mean()) == pytest.approx(margin, abs=0.15)
+
+
+@pytest.mark.parametrize("kind", list(sim.ACCURACY_NULLS))
+def test_every_candidate_of_a_pilot_keeps_its_shift_when_several_share_the_reference(kind):
+    """Four candidates share one reference, which carries every candidate's forced answers:
+    each candidate still shifts accuracy by the margin (30,000 units, within 0.35 points)."""
+    frames, shifted = sim.simulate_pilot(sim.Cell(kind, 30_000, 4), np.random.default_rng(8),
+                                         None)
+    runs = frames["m"]
+    margin = sim.Cell(kind, 62, 1).margin * (1 if kind.endswith("_up") else -1)
+    for name in shifted:
+        shift = 100 * (runs[name]["correct"].mean() - runs["ref"]["correct"].mean())
+        assert shift == pytest.approx(margin, abs=0.35), name
 
 
 @pytest.mark.slow

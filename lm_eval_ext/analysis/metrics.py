@@ -165,8 +165,9 @@ def judge_metric(column: str) -> MetricSpec:
         return _stack(np.where(valid, score, 0.0), valid)
 
     def alternatives(items: pd.DataFrame) -> np.ndarray:
-        n = len(items)
-        return np.stack([_stack(np.full(n, score), np.ones(n)) for score in JUDGE_SCORES], 1)
+        n = len(items)  # the lowest score, the highest, or no valid score at all
+        return np.stack([_stack(np.full(n, score), np.ones(n)) for score in JUDGE_SCORES]
+                        + [np.zeros((n, 2))], 1)
 
     return MetricSpec(column, features, lambda s: _div(s[..., 0], s[..., 1]), scale=1.0,
                       valid_column=column, alternatives=alternatives)

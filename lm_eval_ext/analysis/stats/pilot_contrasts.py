@@ -2,8 +2,10 @@
 
 Input: per pilot (one model each) and protocol (run), the pilot's item frame (lm-eval-ext's
 per-item table). All pilots of a between-model claim must hold the same natural units. One
-natural-unit cluster bootstrap (the same draw of units for every pilot and run, since the same
-units were evaluated everywhere) gives every metric value under every resample; a claim's
+natural-unit cluster bootstrap per set of units (the same draw for every pilot and run on it,
+since the same units were evaluated everywhere) gives every metric value under every resample;
+each run's value is the metric as that run reports it (a judge mean over the items the judge
+scored in that run, not only those scored in every run); a claim's
 contrast is a weighted sum of pilots' values (``+1``: a model's value; ``+1, -1``: model a minus
 model b), so its shift ``contrast(candidate) - contrast(reference)`` keeps every covariance
 between models and protocols.
@@ -26,7 +28,7 @@ import numpy as np
 import pandas as pd
 
 from lm_eval_ext.analysis.metrics import MetricSpec
-from lm_eval_ext.analysis.stats.bootstrap import bootstrap_counts, cluster_sums, resampled
+from lm_eval_ext.analysis.stats.bootstrap import as_rng, bootstrap_counts, cluster_sums, resampled
 from lm_eval_ext.analysis.stats.equivalence import studentised
 from lm_eval_ext.analysis.stats.linearised import gradients
 from lm_eval_ext.analysis.stats.recommend import Claim, ClaimEstimate
@@ -55,18 +57,9 @@ def _weights(claim: Claim, pilots: Sequence[str]) -> dict[str, float]:
     return {claim.pilots[0]: 1.0, claim.pilots[1]: -1.0}
 
 
-def _valid(spec: MetricSpec, runs: Mapping[str, pd.DataFrame]) -> np.ndarray:
-    """Items valid in every run of a pilot (judge scores: NaN marks an invalid score)."""
-    first = next(iter(runs.values()))
-    keep = np.ones(len(first), bool)
-    if spec.valid_column:
-        for items in runs.values():
-            keep &= items[spec.valid_column].notna().to_numpy()
-    return keep
-
-
 def _run(spec: MetricSpec, features: np.ndarray, codes: np.ndarray, n_units: int,
          draw: np.ndarray) -> _Run:
+    """One run's metric on the pilot's units, observed and under every row of ``draw``."""
     sums = cluster_sums(codes, n_units, features)
     totals = draw @ sums
     return _Run(sums, float(spec.value(sums.sum(0))) * spec.scale,
@@ -75,7 +68,7 @@ def _run(spec: MetricSpec, features: np.ndarray, codes: np.ndarray, n_units: int
                 gradients(spec, totals) * spec.scale, features)
 
 
-def unit_leverage(spec: MetricSpec, items: pd.DataFrame, keep: np.ndarray, codes: np.ndarray,
+def unit_leverage(spec: MetricSpec, items: pd.DataFrame, codes: np.ndarray,
                   gradient: np.ndarray) -> float | None:
     """The most the metric moves (points) per share of units changing answers, to first order.
 
@@ -86,9 +79,9 @@ def unit_leverage(spec: MetricSpec, items: pd.DataFrame, keep: np.ndarray, codes
     """
     if spec.alternatives is None:
         return None
-    along = spec.alternatives(items[keep].reset_index(drop=True)) @ gradient  # (n x A)
-    per_unit = np.bincount(codes[keep], along.max(1) - along.min(1))
-    present = np.bincount(codes[keep]) > 0
+    along = spec.alternatives(items.reset_index(drop=True)) @ gradient  # (n x A)
+    per_unit = np.bincount(codes, along.max(1) - along.min(1))
+    present = np.bincount(codes) > 0
     return float(per_unit.max() * present.sum()) if present.any() else None
 
 
@@ -123,35 +116,36 @@ def claim_estimates(frames: Frames, reference: str, claims: Sequence[Claim],
     construction (its level SE is the reference's own).
     """
     pilots = list(frames)
-    units = sorted(set().union(*(set(items["unit_id"].astype(str)) for runs in frames.values()
-                                 for items in runs.values())))
-    index = {u: i for i, u in enumerate(units)}
-    draw = bootstrap_counts(len(units), n_resamples, rng)
+    generator = as_rng(rng)
     runs = list(next(iter(frames.values())))
+    unit_sets: dict[frozenset[str], np.ndarray] = {}  # each set of units, its one draw
     table: dict[tuple[str, str, str], _Run] = {}
     leverage: dict[tuple[str, str], float | None] = {}
-    members: dict[str, np.ndarray] = {}
+    members: dict[str, frozenset[str]] = {}
     for pilot, by_run in frames.items():
         first = by_run[reference]
-        codes = first["unit_id"].astype(str).map(index).to_numpy()
-        members[pilot] = np.bincount(codes, minlength=len(units)) > 0
+        ids = first["unit_id"].astype(str)
+        members[pilot] = frozenset(ids)
+        units = sorted(members[pilot])
+        if members[pilot] not in unit_sets:
+            unit_sets[members[pilot]] = bootstrap_counts(len(units), n_resamples, generator)
+        draw = unit_sets[members[pilot]]
+        codes = ids.map({u: i for i, u in enumerate(units)}).to_numpy()
         for metric in {c.metric for c in claims}:
             spec = specs[metric]
-            keep = _valid(spec, by_run)
             for run in runs:
-                table[pilot, run, metric] = _run(spec, spec.features(by_run[run])[keep],
-                                                 codes[keep], len(units), draw)
-            leverage[pilot, metric] = unit_leverage(spec, first, keep, codes,
+                table[pilot, run, metric] = _run(spec, spec.features(by_run[run]), codes,
+                                                 len(units), draw)
+            leverage[pilot, metric] = unit_leverage(spec, first, codes,
                                                     table[pilot, reference, metric].gradient)
     out: dict[str, dict[str, ClaimEstimate]] = {run: {} for run in runs}
     for claim in claims:
         weights = _weights(claim, pilots)
         involved = list(weights)
-        if len({members[p].tobytes() for p in involved}) > 1:
+        if len({members[p] for p in involved}) > 1:
             raise ValueError(f"claim {claim.name}: the pilots {', '.join(involved)} hold "
                              "different natural units; a between-model claim needs one item set")
-        inside = members[involved[0]]
-        inside_draw = draw if inside.all() else draw[:, inside]
+        draw = unit_sets[members[involved[0]]]
         parts = {p: (w, table[p, reference, claim.metric]) for p, w in weights.items()}
         ref_draws = sum(w * r.draws for w, r in parts.values())
         levers = [leverage[p, claim.metric] for p in involved]
@@ -167,13 +161,13 @@ def claim_estimates(frames: Frames, reference: str, claims: Sequence[Claim],
                 signed = [(w, table[p, run, claim.metric]) for p, (w, _) in parts.items()]
                 signed += [(-w, ref) for w, ref in parts.values()]
                 se, se_draws = _studentising_se(
-                    np.hstack([w * r.sums for w, r in signed])[inside],
+                    np.hstack([w * r.sums for w, r in signed]),
                     np.hstack([r.gradient for _, r in signed]),
-                    np.hstack([r.resampled_gradient for _, r in signed]), inside_draw)
+                    np.hstack([r.resampled_gradient for _, r in signed]), draw)
                 t_draws = studentised(run_draws - ref_draws, float(shift), se_draws)
             out[run][claim.name] = ClaimEstimate(
                 shift_pp=float(shift), shift_se_pp=se,
                 level_se_pp=float(np.nanstd(run_draws, ddof=1)),
-                n_units=int(inside.sum()), identical=same,
+                n_units=draw.shape[1], identical=same,
                 leverage_pp=None if None in levers else float(sum(levers)), t_draws=t_draws)
     return out

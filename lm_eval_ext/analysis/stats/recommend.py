@@ -9,10 +9,11 @@ contrast's **leverage** and the standard error of the contrast's own value under
 (see :mod:`.pilot_contrasts`).
 
 * **Certified** (the error-controlled part): a candidate is certified when every claim's shift
-  is shown to lie inside ``(-margin, +margin)``. A claim's p is the larger of a studentised
-  bootstrap (bootstrap-t) equivalence test and the exact hidden-change floor (see
-  :mod:`.equivalence`: the chance that a pilot of ``n`` units misses every unit of a protocol
-  that shifts the contrast by the margin through the fewest units it can). A candidate's p is
+  is shown to lie inside ``(-margin, +margin)``. A claim's p (see :mod:`.equivalence`) allows
+  for a shift hidden in units the pilot did not draw: for every hidden share ``s``, the chance
+  ``(1 - s) ** n`` of missing it times a studentised bootstrap (bootstrap-t) equivalence test of
+  what the pilot sees against the margin less what ``s`` could carry; at ``s = 0`` the plain
+  bootstrap-t, at the largest ``s`` the exact hidden-change floor. A candidate's p is
   the largest of its claims' (intersection-union: all claims must pass, so no correction over
   claims is needed), and the candidates' p-values are Holm-adjusted, so that with probability
   at least ``1 - alpha`` *no* truly non-equivalent candidate is certified: the guarantee holds
@@ -23,12 +24,13 @@ contrast's **leverage** and the standard error of the contrast's own value under
 
 The floor is exact; the bootstrap-t is a large-sample method whose error at the margin
 ``benchmarks/recommend_simulation.py`` measures over a family of hard nulls (sparse,
-one-directional, unit-clustered and all-or-nothing changes, bias scores, between-model
-contrasts). Pilots under :data:`MIN_PILOT_UNITS` certify nothing. The recommendation is the
-cheapest decidable option among the certified candidates and the reference protocol (which has
-no shift), cost = cost per item x items. Assumptions: SEs scale as 1/sqrt(units) (nested
-natural-unit subsets), the pilot's units are a random sample of the instrument's, the cost per
-item does not depend on the subset size.
+one-directional, unit-clustered, all-or-nothing and partly hidden changes, bias scores,
+between-model contrasts). Pilots under :data:`MIN_PILOT_UNITS` certify nothing. The
+recommendation is the cheapest decidable option among the certified candidates and the
+reference protocol (which has no shift), cost = cost per item x items. Assumptions: SEs scale
+as 1/sqrt(units) (nested natural-unit subsets), the pilot's units are a random sample of the
+instrument's, no unit of the instrument can move a claim more than the pilot's most movable
+unit (BBQ's units all hold 4 items), the cost per item does not depend on the subset size.
 """
 
 from __future__ import annotations
@@ -40,11 +42,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy import stats
 
-from lm_eval_ext.analysis.stats.equivalence import (
-    bootstrap_t_tost_pvalue,
-    hidden_change_pvalue,
-    hidden_change_units,
-)
+from lm_eval_ext.analysis.stats.equivalence import hidden_change_units, hidden_share_pvalue
 from lm_eval_ext.analysis.stats.subgroups import holm
 
 #: below this many natural units the shift's standard error is itself too uncertain to certify
@@ -157,20 +155,12 @@ def level_mde_pp(level_se_pp: float, n_pilot_units: int, n_units: int, alpha: fl
 
 
 def claim_pvalue(estimate: ClaimEstimate, claim: Claim) -> float:
-    """The equivalence p of one claim (1: this pilot cannot certify it).
-
-    The larger of the bootstrap-t TOST p and the hidden-change floor; a pilot whose outputs
-    equal the reference's has only the floor to go on.
-    """
+    """The equivalence p of one claim (1: this pilot cannot certify it; see :mod:`.equivalence`)."""
     if estimate.n_units < MIN_PILOT_UNITS:
         return 1.0
-    floor = hidden_change_pvalue(claim.margin_pp, estimate.leverage_pp, estimate.n_units)
-    if estimate.identical:
-        return floor
-    if estimate.t_draws is None:
-        return 1.0
-    return max(floor, bootstrap_t_tost_pvalue(estimate.shift_pp, estimate.shift_se_pp,
-                                              estimate.t_draws, claim.margin_pp))
+    return hidden_share_pvalue(estimate.shift_pp, estimate.shift_se_pp, estimate.t_draws,
+                               claim.margin_pp, estimate.leverage_pp, estimate.n_units,
+                               identical=estimate.identical)
 
 
 def certify(candidates: Sequence[Candidate], claims: Sequence[Claim], alpha: float,
