@@ -39,8 +39,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     """Print the recommendation; write the card if asked."""
     from lm_eval_ext.analysis.errors import AnalysisInputError
+    from lm_eval_ext.analysis.pilot_checks import check_sizes
     from lm_eval_ext.analysis.recommendation import (
         INSTRUMENT_SIZES_UNITS,
+        ITEMS_PER_UNIT,
         card_markdown,
         recommend_from_pilots,
     )
@@ -53,6 +55,7 @@ def run(args: argparse.Namespace) -> int:
     if not sizes or min(sizes) < 1:
         raise AnalysisInputError(f"recommend: --sizes {args.sizes!r} is not a list of positive "
                                  "natural-unit counts (e.g. --sizes 62,125,250,500)")
+    check_sizes(sizes, max(INSTRUMENT_SIZES_UNITS), ITEMS_PER_UNIT)
     if args.bootstrap < 100:
         raise AnalysisInputError(f"recommend: --bootstrap {args.bootstrap} is too few resamples "
                                  "for a standard error; use at least 100 (default 2000)")
