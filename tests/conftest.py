@@ -141,3 +141,28 @@ def write_pilot(folder: Path, joules: dict[str, float], *, task: str = "bbq_inst
                      mc_draws=10, seed=0, progress=False, labels=names)
     write_outputs(result, folder / "analysis")
     return folder / "analysis"
+
+
+@pytest.fixture()
+def mounted_filesystem(tmp_path):
+    """A factory of real small or read-only file systems (tmpfs; root only, else the test skips).
+
+    ``mounted_filesystem("64k")`` is a folder on a 64 KiB file system (a full disk after 64
+    KiB); ``mounted_filesystem("64k", read_only=True)`` a read-only one. Unmounted afterwards.
+    """
+    if os.geteuid() != 0 or shutil.which("mount") is None:
+        pytest.skip("mounting a small file system needs root")
+    mounted = []
+
+    def mount(size: str, read_only: bool = False) -> Path:
+        folder = tmp_path / f"fs{len(mounted)}"
+        folder.mkdir()
+        options = f"size={size}" + (",ro" if read_only else "")
+        subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(folder)],
+                       check=True)
+        mounted.append(folder)
+        return folder
+
+    yield mount
+    for folder in mounted:
+        subprocess.run(["umount", str(folder)], check=False)

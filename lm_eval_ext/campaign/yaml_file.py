@@ -12,6 +12,7 @@ from typing import Any
 import yaml
 
 from lm_eval_ext.errors import ConfigError
+from lm_eval_ext.files import path_error
 
 
 class _UniqueKeyLoader(yaml.SafeLoader):
@@ -38,6 +39,8 @@ def read_yaml(path: str | Path, what: str = "campaign") -> Any:
         raise ConfigError(f"{what} file {path} does not exist")
     try:
         return yaml.load(path.read_text(encoding="utf-8"), Loader=_UniqueKeyLoader)
+    except (OSError, UnicodeDecodeError) as exc:
+        raise path_error(path, exc, "read", not_text="save it as UTF-8") from None
     except ConfigError as exc:
         raise ConfigError(f"{path}: {exc}") from None
     except yaml.YAMLError as exc:

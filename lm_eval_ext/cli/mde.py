@@ -7,6 +7,7 @@ from pathlib import Path
 
 from lm_eval_ext.cli.options import output_file, positive_float, positive_int, probability, share
 from lm_eval_ext.errors import LmEvalExtError
+from lm_eval_ext.files import write_text_atomic
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -57,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"unattainable: a paired difference is at most 100 pp, so no effect is detectable "
               f"with m={m}; even 50 pp needs m >= {need}")
     if args.card:
-        Path(args.card).write_text(preregistration_card(
+        write_text_atomic(Path(args.card), preregistration_card(
             mde_pp=mde, rho_d=rho_d, m=m, alpha=args.alpha, power=args.power,
             design_effect=deff))
         print(f"wrote {args.card}")

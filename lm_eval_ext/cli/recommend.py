@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
 
-from lm_eval_ext.cli.options import probability
+from lm_eval_ext.cli.options import folder, probability
+from lm_eval_ext.files import write_files_atomic
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -32,7 +32,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     rec.add_argument("--bootstrap", type=int, default=2000, metavar="B",
                      help="natural-unit bootstrap resamples for the pilot's standard errors")
     rec.add_argument("--seed", type=int, default=0)
-    rec.add_argument("--out", type=Path, help="write card.json and card.md into this folder")
+    rec.add_argument("--out", type=folder, help="write card.json and card.md into this folder")
     rec.set_defaults(func=run)
 
 
@@ -64,7 +64,6 @@ def run(args: argparse.Namespace) -> int:
     text = card_markdown(data)
     print(text, end="")
     if args.out:
-        args.out.mkdir(parents=True, exist_ok=True)
-        (args.out / "card.json").write_text(json.dumps(data, indent=2) + "\n")
-        (args.out / "card.md").write_text(text)
+        write_files_atomic(args.out, {"card.json": json.dumps(data, indent=2) + "\n",
+                                      "card.md": text})
     return 0
