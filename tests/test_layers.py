@@ -18,7 +18,8 @@ LAYERS = (
     ("tasks",),
     ("generation", "metering"),  # decoding (public transformers APIs); energy, backend-free
     ("backends",),  # the lm-eval models: hf/, vllm/ and what they share
-    ("registration", "upstream_noise", "command_preflight"),  # how we plug into lm-eval
+    ("registration", "upstream_noise", "command_preflight", "task_names",
+     "saved_outputs"),  # how we plug into lm-eval
     ("analysis",),
     ("cross_harness", "export", "judge"),
     ("campaign",),

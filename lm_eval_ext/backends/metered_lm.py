@@ -24,6 +24,7 @@ from typing import Any
 from lm_eval_ext.backends import embedded_model, packaged_models
 from lm_eval_ext.backends.chat_template import ChatTemplatePolicy
 from lm_eval_ext.backends.model_args import merge_model_args
+from lm_eval_ext.errors import ending_lm_eval_command
 from lm_eval_ext.metering import Metering
 
 
@@ -47,8 +48,13 @@ class MeteredLM:
     # lm-eval's constructors ----------------------------------------------------------------
     @classmethod
     def create_from_arg_obj(cls, arg_dict: dict, additional_config: dict | None = None):
-        """lm-eval's constructor, with ``--model_args`` keys that clash with CLI flags explained."""
-        return cls(**merge_model_args(cls.MODEL_NAME, arg_dict, additional_config))
+        """lm-eval's constructor, with ``--model_args`` keys that clash with CLI flags explained.
+
+        In the stock ``lm_eval`` command a bad model arg ends the run with one line and exit
+        code 2 (:func:`~lm_eval_ext.errors.ending_lm_eval_command`).
+        """
+        with ending_lm_eval_command():
+            return cls(**merge_model_args(cls.MODEL_NAME, arg_dict, additional_config))
 
     @classmethod
     def create_from_arg_string(cls, arg_string: str, additional_config: dict | None = None):
