@@ -215,7 +215,8 @@ def test_batch_size_in_model_args_and_cli_explains_the_clash():
     from lm_eval_ext.backends.hf.metered import HFMeteredLM
 
     with pytest.raises(ConfigError, match="pass it once, as --batch_size 4"):
-        HFMeteredLM.create_from_arg_string("batch_size=4", {"batch_size": 1})
+        HFMeteredLM.create_from_arg_string("batch_size=4", {"batch_size": "1"})  # typed 1
+    # (lm-eval's default, the int 1, is no clash: issue 50, tests/test_advice.py)
     # lm-eval's CLI passes --model_args as a dict (create_from_arg_obj): the same check
     with pytest.raises(ConfigError, match="pass it once, as --batch_size 4"):
         HFMeteredLM.create_from_arg_obj({"batch_size": 4}, {"batch_size": 8, "device": None})
