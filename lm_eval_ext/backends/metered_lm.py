@@ -21,6 +21,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from lm_eval_ext.answers import CONFIG_KEY, AnswerLog
 from lm_eval_ext.backends import embedded_model, packaged_models
 from lm_eval_ext.backends.chat_template import ChatTemplatePolicy
 from lm_eval_ext.backends.model_args import merge_model_args
@@ -44,6 +45,13 @@ class MeteredLM:
     _embedded: bool = False
     _packaged: dict[str, Any] | None = None
     _load_seconds: float | None = None
+
+    @property
+    def answer_log(self) -> AnswerLog:
+        """Every answer this model gave, per task (``config.responses``: :mod:`lm_eval_ext.answers`)."""
+        if "_answer_log" not in self.__dict__:
+            self.__dict__["_answer_log"] = AnswerLog()
+        return self.__dict__["_answer_log"]
 
     # lm-eval's constructors ----------------------------------------------------------------
     @classmethod
@@ -115,9 +123,11 @@ class MeteredLM:
         return self._metered("generate_until", requests, disable_tqdm)
 
     def _metered(self, request_type: str, requests: Sequence[Any], disable_tqdm: bool) -> list:
-        return self.metering.run(request_type, requests,
-                                 lambda group: self.serve(request_type, group, disable_tqdm),
-                                 world_size=self.world_size, extras=self.metering_extras)
+        answers = self.metering.run(request_type, requests,
+                                    lambda group: self.serve(request_type, group, disable_tqdm),
+                                    world_size=self.world_size, extras=self.metering_extras)
+        self.answer_log.add(requests, answers)
+        return answers
 
     def serve(self, request_type: str, requests: list, disable_tqdm: bool) -> list:
         """One task's requests, inside its energy window: the lm-eval model's own method."""
@@ -142,6 +152,7 @@ class MeteredLM:
     def reset_metering(self) -> None:
         """Start fresh windows (several conditions on one loaded model)."""
         self.metering.reset()
+        self.answer_log.reset()
 
     def metering_info(self) -> dict[str, Any]:
         """The ``config.metering`` block (every field: ``docs/hf-metered.md``)."""
@@ -165,6 +176,7 @@ class MeteredLM:
         base = getattr(super(), "get_model_info", None)
         info = dict(base()) if base is not None else {}
         info["metering"] = self.metering_info()
+        info[CONFIG_KEY] = self.answer_log.report()
         if self.INFO_KEY is not None:
             info[self.INFO_KEY] = self.wrapper_info()
         return info
