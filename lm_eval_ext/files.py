@@ -205,18 +205,26 @@ def swap_in(staging: Path, target: Path, replace: bool = True) -> None:
 def folder_written_whole(target: str | Path, replace: bool = True) -> Iterator[Path]:
     """Write a folder's new content into the yielded staging folder; swapped in whole at the end.
 
-    On any error (a full disk, a killed writer, a bug) the staging folder is removed and
+    An empty existing ``target`` is kept (a mount point, the working folder, a folder made for
+    the outputs): the staging folder is made inside it and its entries moved up at the end. On
+    any error (a full disk, a killed writer, a bug) the staging folder is removed and
     ``target`` keeps its earlier content; a file system's error is :func:`path_error`'s one
     line naming ``target``. ``replace`` as :func:`swap_in`'s.
     """
-    target = Path(target)
+    target = Path(os.path.abspath(target))  # "." has a name to stage beside
+    fill = target.is_dir() and not any(target.iterdir())
     try:
-        staging = _own_staging(target)
+        staging = _own_staging(target / ".outputs" if fill else target)
     except OSError as exc:
         raise path_error(target, exc) from None
     try:
         yield staging
-        swap_in(staging, target, replace)
+        if fill:
+            for entry in staging.iterdir():
+                entry.rename(target / entry.name)
+            staging.rmdir()
+        else:
+            swap_in(staging, target, replace)
     except OSError as exc:
         shutil.rmtree(staging, ignore_errors=True)
         raise path_error(target, exc) from None

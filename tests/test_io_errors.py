@@ -173,3 +173,16 @@ def test_a_campaign_file_that_is_not_utf8_is_one_line(tmp_path, capsys):
                      capsys, 2)
     assert line == (f"lm-eval-ext: error: cannot read {spec}: it is not UTF-8 text (byte 0xe9 "
                     "at offset 9); save it as UTF-8")
+
+
+def test_an_empty_out_folder_is_kept_and_filled(runs, tmp_path, monkeypatch, capsys,
+                                                mounted_filesystem):
+    """The working folder (`--out .`) and an empty file system's root are filled in place."""
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    assert cli_main.main(_analyze(runs, ".")) == 0
+    assert (work / "report.md").is_file() and not list(tmp_path.glob(".work*"))
+    disk = mounted_filesystem("16m")
+    assert cli_main.main(_analyze(runs, disk)) == 0
+    assert (disk / "report.md").is_file() and not list(disk.glob(".*"))
