@@ -30,13 +30,8 @@ def _run_models_hook(module: ModuleType) -> None:
     install_one_line_errors()
 
 
-def _is_lm_eval_command() -> bool:
-    """Whether this process is the stock ``lm_eval``/``lm-eval`` command (or ``python -m lm_eval``)."""
-    program = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else ""
-    return program in {"lm_eval", "lm-eval"} or sys.argv[0].endswith(os.path.join("lm_eval", "__main__.py"))
-
-
 def _run_task_manager_hook(module: ModuleType) -> None:
+    from lm_eval_ext.errors import ending_lm_eval_command, stock_lm_eval_command
     from lm_eval_ext.registration import (
         install_one_line_errors,
         narrow_to_command_line,
@@ -44,15 +39,12 @@ def _run_task_manager_hook(module: ModuleType) -> None:
     )
 
     patch_task_manager(module.TaskManager)
-    if _is_lm_eval_command():  # lm-eval imports its task manager before it loads the model
-        from lm_eval_ext.command_preflight import PreflightError, check_command_line
+    if stock_lm_eval_command():  # lm-eval imports its task manager before it loads the model
+        from lm_eval_ext.command_preflight import check_command_line
 
         install_one_line_errors()
-        try:
+        with ending_lm_eval_command():  # one line, exit 2 (1: a full disk), no model loaded
             check_command_line(sys.argv[1:])
-        except PreflightError as exc:  # a usage error: one line, exit 2, no model loaded
-            sys.stderr.write(f"lm_eval: error: {exc}\n")
-            raise SystemExit(2) from None
         narrow_to_command_line(sys.argv[1:])
 
 

@@ -11,10 +11,12 @@ import argparse
 import difflib
 import math
 import os
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from lm_eval_ext.errors import ConfigError, LmEvalExtError
+from lm_eval_ext.errors import ConfigError, EnvironmentProblem, LmEvalExtError
+from lm_eval_ext.files import path_error, probe_writable
 
 
 class PreflightError(LmEvalExtError):
@@ -46,7 +48,11 @@ def check_num_fewshot(value: object, where: str = "--num_fewshot") -> None:
 
 
 def check_output_path(value: str, where: str = "--output_path") -> None:
-    """lm-eval writes a folder there: not an existing file, and somewhere writable."""
+    """lm-eval writes a folder there: not an existing file; created and test-written here.
+
+    A path under ``/proc``, a read-only or a full file system fails before any model loads
+    (exit code 2, or 1 for a full disk or quota).
+    """
     path = Path(value).expanduser()
     if path.is_file() and path.suffix != ".json":
         raise PreflightError(f"{where} {value} is an existing file; lm-eval writes a folder of "
@@ -58,6 +64,16 @@ def check_output_path(value: str, where: str = "--output_path") -> None:
     if existing is not None and not os.access(existing, os.W_OK | os.X_OK):
         raise PreflightError(f"{where} {value}: {existing} is not writable; pass a folder you "
                              "can write to")
+    folder = path.parent if path.suffix == ".json" else path
+    try:  # created and test-written now, so that no model loads for results that cannot be kept
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise path_error(folder, exc) from None
+        probe_writable(folder)
+    except LmEvalExtError as exc:
+        kind = EnvironmentProblem if isinstance(exc, EnvironmentProblem) else PreflightError
+        raise kind(f"{where}: {exc}") from None
 
 
 def check_device(value: str, where: str = "--device") -> None:
@@ -140,10 +156,28 @@ def check_command_line(argv: Sequence[str]) -> None:
         check_device(args.device)
 
 
+def _subset_hint(name: str) -> str | None:
+    """For ``bbq_subset_<membership>[_loglik]`` with no such membership: the ones there are."""
+    from lm_eval_ext.data.instrument import N_REPLICATES, REPLICATED, SUBSETS
+
+    match = re.fullmatch(r"bbq_subset_(.+?)(_loglik)?", name)
+    if match is None:
+        return None
+    replicates = ", ".join(f"{m}_r2..{m}_r{N_REPLICATES}" for m in REPLICATED)
+    return (f"{name} ({match.group(1)} is not a subset of the BBQ instrument; the subsets are "
+            f"{', '.join(m for m, _, _ in sorted(SUBSETS, key=lambda s: s[1]))} and the "
+            f"replicates {replicates}, e.g. "
+            f"bbq_subset_{SUBSETS[-1][0]}{match.group(2) or ''}; the whole instrument is "
+            f"bbq_instrument{match.group(2) or ''})")
+
+
 def unknown_task_message(missing: str, known: Sequence[str]) -> str:
     """One line for lm-eval's "Tasks not found: a, b", with the closest known names."""
     names = [n.strip() for n in missing.split(",") if n.strip()]
-    hints = {n: difflib.get_close_matches(n, known, n=1) for n in names}
-    named = ", ".join(f"{n} (did you mean {hints[n][0]}?)" if hints[n] else n for n in names)
+    typos = {n: difflib.get_close_matches(n, known, n=1, cutoff=0.9) for n in names}
+    hints = {n: typos[n] or difflib.get_close_matches(n, known, n=1) for n in names}
+    named = ", ".join((not typos[n] and _subset_hint(n))
+                      or (f"{n} (did you mean {hints[n][0]}?)" if hints[n] else n)
+                      for n in names)
     return (f"unknown task(s) {named}; `lm-eval ls tasks` lists lm-eval's tasks, docs/tasks.md "
             "this package's")

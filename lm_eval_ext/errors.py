@@ -2,9 +2,26 @@
 
 from __future__ import annotations
 
+import os
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+#: set to 1 to see the full traceback of an error that is otherwise printed as one line
+TRACEBACK_ENV = "LM_EVAL_EXT_TRACEBACK"
+
 
 class LmEvalExtError(Exception):
-    """Base class for lm-eval-ext errors."""
+    """Base class for lm-eval-ext errors: a usage error (exit code 2) unless said otherwise."""
+
+    #: the command's exit code: 2 for a usage error, 1 for a problem of the environment
+    exit_code = 2
+
+
+class EnvironmentProblem(LmEvalExtError):
+    """The machine, not the command, failed: a full disk or quota, an I/O error (exit code 1)."""
+
+    exit_code = 1
 
 
 class DataError(LmEvalExtError):
@@ -33,3 +50,27 @@ def check_choice(name: str, value, allowed, hint: str = ""):
         raise ConfigError(f"{name}={value!r} is not valid; use one of {', '.join(allowed)}"
                           + (f" ({hint})" if hint else ""))
     return value
+
+
+def stock_lm_eval_command() -> bool:
+    """Whether this process is the stock ``lm_eval``/``lm-eval`` command (or ``python -m lm_eval``)."""
+    program = sys.argv[0] if sys.argv and sys.argv[0] else ""
+    return (os.path.basename(program) in {"lm_eval", "lm-eval"}
+            or program.endswith(os.path.join("lm_eval", "__main__.py")))
+
+
+@contextmanager
+def ending_lm_eval_command() -> Iterator[None]:
+    """In the stock ``lm_eval`` command, our error ends the run here: one line, its exit code.
+
+    Used where lm-eval calls our code (model construction, the task manager, its saves):
+    lm-eval would let the error reach Python's top level, whose exit code is always 1. Outside
+    that command (the Python API, ``lm-eval-ext``) the error propagates unchanged.
+    """
+    try:
+        yield
+    except LmEvalExtError as exc:
+        if not stock_lm_eval_command() or os.environ.get(TRACEBACK_ENV):
+            raise
+        sys.stderr.write(f"lm_eval: error: {exc}\n")
+        raise SystemExit(exc.exit_code) from None

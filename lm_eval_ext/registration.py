@@ -14,7 +14,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from lm_eval_ext.errors import LmEvalExtError
+from lm_eval_ext.errors import TRACEBACK_ENV, LmEvalExtError, ending_lm_eval_command
 from lm_eval_ext.paths import package_tasks_dir, user_tasks_dir
 
 #: lm-eval model name -> "module:Class" (must match the class exactly so that the
@@ -26,8 +26,6 @@ MODELS = {
 }
 
 _PATCH_MARK = "_lm_eval_ext_patched"
-#: set to 1 to see the full traceback of an error that is otherwise printed as one line
-TRACEBACK_ENV = "LM_EVAL_EXT_TRACEBACK"
 
 
 def register_models() -> None:
@@ -99,11 +97,13 @@ def patch_task_manager(task_manager_cls=None) -> None:
 
     @functools.wraps(original)
     def __init__(self, *args, **kwargs):
+        _check_command_tasks_once()
         bound = signature.bind(self, *args, **kwargs)
         bound.arguments["include_path"] = _merge_include_paths(
             bound.arguments.get("include_path")
         )
-        check_setting_keys(bound.arguments.get("metadata"))
+        with ending_lm_eval_command():
+            check_setting_keys(bound.arguments.get("metadata"))
         if "include_defaults" not in bound.arguments and lm_eval_index_skipped():
             bound.arguments["include_defaults"] = False
         original(*bound.args, **bound.kwargs)
@@ -130,7 +130,14 @@ def embedded_run_name(model_args) -> str:
 
 
 def patch_output_naming(tracker_cls=None) -> None:
-    """Name the embedded model's output folder by model and precision (not randomly)."""
+    """Name the embedded model's output folder by model and precision (not randomly).
+
+    Also makes lm-eval's saves check the files they write (:mod:`lm_eval_ext.saved_outputs`):
+    the start-up hook calls this function when lm-eval's tracker module is imported.
+    """
+    from lm_eval_ext.saved_outputs import check_saved_outputs
+
+    check_saved_outputs()
     if tracker_cls is None:
         from lm_eval.loggers.evaluation_tracker import GeneralConfigTracker as tracker_cls
     original = tracker_cls.log_experiment_args
@@ -168,15 +175,22 @@ def narrow_task_manager(tasks: list[str], extra_paths: list[str] | tuple = ()):
     lm-eval indexes its whole task tree (about 12 s on 2 cores) for every TaskManager; our
     tasks load from the same YAML files without it. None when a task is not ours.
     """
+    manager = our_task_manager(extra_paths)
+    return manager if tasks and all(task in manager.all_tasks for task in tasks) else None
+
+
+def our_task_manager(extra_paths: list[str] | tuple = ()):
+    """A TaskManager over our task folders (plus ``extra_paths``) alone: lm-eval's index skipped."""
     from lm_eval.tasks import TaskManager
 
     patch_task_manager()
-    manager = TaskManager(include_path=list(extra_paths) or None, include_defaults=False)
-    return manager if tasks and all(task in manager.all_tasks for task in tasks) else None
+    return TaskManager(include_path=list(extra_paths) or None, include_defaults=False)
 
 
 #: (task names, --include_path) of this process's lm-eval command line; see narrow_to_command_line
 _COMMAND_TASKS: tuple[tuple[str, ...], str | None] | None = None
+#: whether those names were checked (:func:`check_known_tasks`, once, before lm-eval's index)
+_TASKS_CHECKED = False
 
 
 def command_line_tasks(argv: Sequence[str]) -> tuple[tuple[str, ...], str | None]:
@@ -198,9 +212,37 @@ def narrow_to_command_line(argv: Sequence[str]) -> None:
     YAML files load, the same tasks run. Decided at the first TaskManager; a command naming any
     other task (or none, e.g. ``--config``) keeps lm-eval's full index.
     """
-    global _COMMAND_TASKS
-    _COMMAND_TASKS = command_line_tasks(argv)
+    global _COMMAND_TASKS, _TASKS_CHECKED
+    _COMMAND_TASKS, _TASKS_CHECKED = command_line_tasks(argv), False
     _command_tasks_are_ours.cache_clear()
+
+
+def _check_command_tasks_once() -> None:
+    """:func:`check_known_tasks` on the command line's tasks, at the first TaskManager."""
+    global _TASKS_CHECKED
+    if _COMMAND_TASKS is None or _TASKS_CHECKED:
+        return
+    _TASKS_CHECKED = True
+    with ending_lm_eval_command():
+        check_known_tasks(*_COMMAND_TASKS)
+
+
+def check_known_tasks(tasks: Sequence[str], include_path: str | None) -> None:
+    """A task name that no task folder mentions is refused now, before lm-eval's index.
+
+    Names in our folders are looked up in our own small index; the rest in the text of every
+    task YAML (:mod:`lm_eval_ext.task_names`, about a second against lm-eval's minute).
+    """
+    from lm_eval_ext.command_preflight import PreflightError, unknown_task_message
+    from lm_eval_ext.task_names import declared_task_names, unknown_task_names
+
+    extra = [include_path] if include_path else []
+    ours = set(our_task_manager(extra).all_tasks)
+    paths = [*task_include_paths(), *extra]
+    unknown = unknown_task_names([t for t in tasks if t not in ours], paths)
+    if unknown:
+        raise PreflightError(unknown_task_message(
+            ",".join(unknown), sorted(ours | set(declared_task_names(paths)))))
 
 
 @functools.cache

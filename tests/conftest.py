@@ -115,3 +115,54 @@ def save_lm_eval_run(lm, task: str, limit: int, out_dir: Path, *, model_args: st
     if log_samples:
         tracker.save_results_samples(task_name=task, samples=samples[task])
     return out_dir
+
+
+def write_pilot(folder: Path, joules: dict[str, float], *, task: str = "bbq_instrument_loglik",
+                membership: str = "instrument") -> Path:
+    """A pilot analysis (``analyze --out``) of runs with one set of simulated answers.
+
+    ``joules`` maps each run's name to its energy, the reference first; the runs are the
+    first 500 items of ``membership`` under ``task``. Returns the analysis folder.
+    """
+    import numpy as np
+
+    from lm_eval_ext.analysis import analyze
+    from lm_eval_ext.analysis.report import write_outputs
+    from lm_eval_ext.analysis.synthetic import simulate_predictions, write_run
+    from lm_eval_ext.data.instrument import load_membership
+
+    rows = load_membership(membership).rows[:500]
+    answers = simulate_predictions(rows, 0.6, np.random.default_rng(3))
+    for name, energy in joules.items():
+        write_run(folder / name, task, rows, answers, model="m", precision=name,
+                  energy_joules=energy, inference_seconds=energy / 100)
+    names = list(joules)
+    result = analyze(folder / names[0], [folder / n for n in names[1:]], n_resamples=100,
+                     mc_draws=10, seed=0, progress=False, labels=names)
+    write_outputs(result, folder / "analysis")
+    return folder / "analysis"
+
+
+@pytest.fixture()
+def mounted_filesystem(tmp_path):
+    """A factory of real small or read-only file systems (tmpfs; root only, else the test skips).
+
+    ``mounted_filesystem("64k")`` is a folder on a 64 KiB file system (a full disk after 64
+    KiB); ``mounted_filesystem("64k", read_only=True)`` a read-only one. Unmounted afterwards.
+    """
+    if os.geteuid() != 0 or shutil.which("mount") is None:
+        pytest.skip("mounting a small file system needs root")
+    mounted = []
+
+    def mount(size: str, read_only: bool = False) -> Path:
+        folder = tmp_path / f"fs{len(mounted)}"
+        folder.mkdir()
+        options = f"size={size}" + (",ro" if read_only else "")
+        subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(folder)],
+                       check=True)
+        mounted.append(folder)
+        return folder
+
+    yield mount
+    for folder in mounted:
+        subprocess.run(["umount", str(folder)], check=False)

@@ -102,7 +102,10 @@ def test_an_invalid_batch_size_in_model_args_is_the_error_not_the_duplicate():
     with pytest.raises(ConfigError, match="batch_size='0' is not valid; use a positive integer"):
         merge_model_args("hf-metered", {"batch_size": "0"}, {"batch_size": 1})
     with pytest.raises(ConfigError, match="pass it once, as --batch_size 4"):
-        merge_model_args("hf-metered", {"batch_size": "4"}, {"batch_size": 1})
+        merge_model_args("hf-metered", {"batch_size": "4"}, {"batch_size": "1"})  # typed 1
+    # lm-eval's default (the int 1) is no clash (issue 50): --model_args' value stands
+    assert merge_model_args("hf-metered", {"batch_size": "4"}, {"batch_size": 1}) == {
+        "batch_size": "4"}
 
 
 def test_sequential_names_the_batch_flag_it_blames(tmp_path):

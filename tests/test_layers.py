@@ -13,12 +13,13 @@ PACKAGE = Path(__file__).resolve().parents[1] / "lm_eval_ext"
 
 #: lowest first; a module may import its own layer and the ones below
 LAYERS = (
-    ("__init__", "errors", "paths", "cards", "files"),
+    ("__init__", "errors", "paths", "cards", "files", "answers"),
     ("data",),
     ("tasks",),
     ("generation", "metering"),  # decoding (public transformers APIs); energy, backend-free
     ("backends",),  # the lm-eval models: hf/, vllm/ and what they share
-    ("registration", "upstream_noise", "command_preflight"),  # how we plug into lm-eval
+    ("registration", "upstream_noise", "command_preflight", "task_names",
+     "saved_outputs"),  # how we plug into lm-eval
     ("analysis",),
     ("cross_harness", "export", "judge"),
     ("campaign",),

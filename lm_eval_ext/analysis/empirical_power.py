@@ -46,3 +46,13 @@ def paired_inputs_from_runs(reference: str | Path, run: str | Path) -> PairedPow
     deff = design_effect(run_items["correct"].to_numpy(float)
                          - ref_items["correct"].to_numpy(float), ref_items["unit_id"])
     return PairedPowerInputs(rho_d, deff, usable_design_effect(deff), alignment.n)
+
+
+def discordance_upper_bound(m: int, alpha: float = 0.05) -> float:
+    """The one-sided ``1 - alpha`` upper confidence bound on rho_d after no discordant item.
+
+    Clopper-Pearson with 0 of ``m``: ``1 - alpha ** (1 / m)`` (about ``3 / m`` at alpha 0.05,
+    the "rule of three"). Two runs that agree on every item give rho_d = 0, for which the MDE
+    is undefined; at this bound it is an upper bound on the MDE.
+    """
+    return 1 - alpha ** (1 / m)

@@ -14,6 +14,9 @@ on each task's lines:
   named;
 * lm-eval's ``task_hashes`` (a hash over every line's three hashes, in order) matches: lines of
   another subset, or reordered, are caught;
+* the answers (``resps``) are the ones the metered model recorded giving
+  (:mod:`lm_eval_ext.answers`, ``config.responses``): a bf16 run's lines under an fp32 run's
+  results file are caught even where every aggregate agrees;
 * the aggregate metrics the results report are what the lines give: every ``mean`` metric of the
   task's ``metric_list`` recomputed from the lines (and, through :func:`check_item_metrics`,
   every metric the analysis recomputes from the items, e.g. BBQ's bias scores): lines of another
@@ -32,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from lm_eval_ext.analysis.errors import AnalysisInputError
+from lm_eval_ext.answers import CONFIG_KEY, samples_fingerprint
 
 #: relative tolerance of a recomputed aggregate (lm-eval sums floats in another order)
 TOLERANCE = 1e-9
@@ -110,6 +114,24 @@ def check_samples(results: Mapping[str, Any], task: str, samples: Sequence[Mappi
             raise _mixed(samples_file, "its items, prompts or their order differ from those the "
                                        "results file hashed (task_hashes)")
     _check_means(results, task, config, samples, samples_file)
+    _check_answers(results, task, samples, samples_file)
+
+
+def _check_answers(results: Mapping[str, Any], task: str, samples: Sequence[Mapping[str, Any]],
+                   samples_file: Path) -> None:
+    """The answers in the lines are the ones the model recorded (``config.responses``).
+
+    Only where the model saw every answer (the counts agree): answers from lm-eval's request
+    cache, or another rank's share of a data-parallel run, never reached it.
+    """
+    recorded = ((results.get("config") or {}).get(CONFIG_KEY) or {}).get(task)
+    if not isinstance(recorded, Mapping):
+        return
+    found = samples_fingerprint(samples)
+    if found["responses"] == recorded.get("responses") and found["sha256"] != recorded.get(
+            "sha256"):
+        raise _mixed(samples_file, "its answers are not the ones the model gave in the run "
+                                   "that wrote the results file (config.responses)")
 
 
 def _check_means(results: Mapping[str, Any], task: str, config: Mapping[str, Any],

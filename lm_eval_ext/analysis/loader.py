@@ -23,6 +23,7 @@ from lm_eval_ext.analysis.items import SampleError, extract_items
 from lm_eval_ext.analysis.metrics import metrics_for
 from lm_eval_ext.cards import CARD_FILE, model_identity, task_card
 from lm_eval_ext.data.store import sha256_of
+from lm_eval_ext.files import path_error
 
 _RESULTS = re.compile(r"^results_(?P<stamp>.+)\.json$")
 
@@ -42,7 +43,9 @@ def read_json(path: Path) -> dict[str, Any]:
     """Parse a results file (bare NaN allowed), with an error that names the file."""
     try:
         return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
+    except (OSError, UnicodeDecodeError) as exc:
+        raise path_error(path, exc, "read") from None
+    except json.JSONDecodeError as exc:
         raise AnalysisInputError(
             f"{path} is not readable JSON ({exc}); the run may have been interrupted while "
             "writing it: rerun the evaluation"
@@ -51,19 +54,25 @@ def read_json(path: Path) -> dict[str, Any]:
 
 def read_samples(path: Path) -> list[dict[str, Any]]:
     """Parse a samples JSONL file; a truncated or broken line is an error naming its number."""
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+    except (OSError, UnicodeDecodeError) as exc:
+        raise path_error(path, exc, "read") from None
     samples = []
-    with open(path, encoding="utf-8") as handle:
-        for line_no, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                samples.append(json.loads(line))
-            except json.JSONDecodeError as exc:
-                raise AnalysisInputError(
-                    f"{path} line {line_no} is not valid JSON ({exc.msg}); the file is truncated "
-                    "or was cut while writing. Rerun the evaluation with --log_samples, or delete "
-                    "the broken line to analyse the remaining items."
-                ) from exc
+    for line_no, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            samples.append(json.loads(line))
+        except json.JSONDecodeError as exc:
+            cut = line_no == len(lines) and not line.endswith("\n")
+            raise AnalysisInputError(
+                f"{path} line {line_no} is not valid JSON ({exc.msg}): "
+                + ("the file was cut while lm-eval wrote it (a full disk or a killed run), so "
+                   "items are missing. Rerun the evaluation with --log_samples" if cut else
+                   "the line was damaged after lm-eval wrote it. Pass the run's own file, or "
+                   "rerun the evaluation with --log_samples")
+            ) from exc
     if not samples:
         raise AnalysisInputError(f"{path} holds no samples; rerun with --log_samples")
     return samples
@@ -81,13 +90,22 @@ def find_results(paths: Iterable[str | Path]) -> list[Path]:
         elif path.is_dir():
             hits = sorted(p for p in path.rglob("results_*.json") if _RESULTS.match(p.name))
             if not hits:
-                raise AnalysisInputError(
-                    f"no lm-eval results_*.json under {path}; pass the --output_path of an "
-                    "lm_eval run (run with --log_samples)")
+                raise AnalysisInputError(_no_results(path))
             found.extend(hits)
         else:
             raise AnalysisInputError(f"{path} does not exist")
     return found
+
+
+def _no_results(folder: Path) -> str:
+    """Why ``folder`` holds no run, and the fix."""
+    samples = next(folder.rglob("samples_*.jsonl"), None)
+    if samples is not None:
+        return (f"{samples.parent} holds lm-eval samples files but no results_*.json: lm-eval "
+                "writes the results file beside them, so the run stopped before writing it or "
+                "the file was moved; pass the folder that holds both, or rerun the evaluation")
+    return (f"no lm-eval results_*.json under {folder}; pass the --output_path of an lm_eval "
+            "run (run with --log_samples)")
 
 
 def results_stamp(results_path: Path) -> str:

@@ -21,6 +21,13 @@ import pandas as pd
 from lm_eval_ext.analysis.errors import AnalysisInputError
 from lm_eval_ext.analysis.loader import split_run_argument
 from lm_eval_ext.analysis.metrics import paired_metrics
+from lm_eval_ext.analysis.pilot_checks import (
+    DESIGN_COLUMNS,
+    check_complete,
+    check_distinct,
+    check_margin,
+    check_same_design,
+)
 from lm_eval_ext.analysis.stats.pilot_contrasts import claim_estimates
 from lm_eval_ext.analysis.stats.recommend import (
     MIN_PILOT_UNITS,
@@ -57,21 +64,14 @@ MEASURED_ERROR = MeasuredError(
 
 
 def _read(folder: Path, name: str) -> pd.DataFrame:
-    if not folder.is_dir():
-        raise AnalysisInputError(f"recommend: pilot folder {folder} not found; pass the folder "
-                                 "that `lm-eval-ext analyze --out` wrote for the pilot")
-    path = folder / name
-    if not path.is_file():
-        raise AnalysisInputError(f"recommend: {folder} has no {name}; pass the folder that "
-                                 "`lm-eval-ext analyze --out` wrote for the pilot (analyse it "
-                                 "again with this version if it is an old one)")
-    return pd.read_csv(path, low_memory=False)
+    return pd.read_csv(folder / name, low_memory=False)
 
 
 class Pilot:
     """One pilot analysis folder: its runs' items (same items, same order), reference, costs."""
 
     def __init__(self, name: str, folder: Path) -> None:
+        check_complete(folder)
         runs, items = _read(folder, "runs.csv"), _read(folder, "items.csv")
         self.name, self.folder = name, folder
         self.reference = str(runs.loc[runs["is_reference"].astype(bool), "run"].iloc[0])
@@ -94,6 +94,13 @@ class Pilot:
         self.seconds = dict(zip(self.runs, pd.to_numeric(runs["inference_seconds"],
                                                          errors="coerce") / n_items, strict=True))
         self.measured_joules = bool((energy > 0).all())
+        files = runs.reindex(columns=["results_sha256", "samples_sha256"]).fillna("")
+        #: each run's files (SHA-256 of results and samples): the pilot's content
+        self.fingerprints = {f"{r}|{s}" for r, s in files.itertuples(index=False) if r or s}
+        reference = runs[runs["run"].astype(str) == self.reference].iloc[0]
+        #: the reference run's task, scoring path and item set (pilots of one study share them)
+        self.design = {column: "" if pd.isna(reference.get(column)) else str(reference[column])
+                       for column in DESIGN_COLUMNS}
         self.metrics = {spec.name: spec for spec in paired_metrics(list(frames.values()))}
 
 
@@ -107,6 +114,8 @@ def read_pilots(folders: Sequence[str | Path]) -> dict[str, Pilot]:
     if len(set(names)) < len(names):
         raise AnalysisInputError("recommend: two pilots have one name; name them NAME=FOLDER")
     pilots = {n: Pilot(n, Path(path)) for n, (_, path) in zip(names, named, strict=True)}
+    check_distinct({name: pilot.fingerprints for name, pilot in pilots.items()})
+    check_same_design({name: pilot.design for name, pilot in pilots.items()})
     references = {p.reference for p in pilots.values()}
     if len(references) > 1:
         raise AnalysisInputError(f"recommend: the pilots' references differ ("
@@ -160,8 +169,11 @@ def parse_claims(texts: Sequence[str], pilots: dict[str, Pilot]) -> list[Claim]:
                 raise AnalysisInputError(
                     f"recommend: claim {text!r}: {contrast!r} is not a pilot (A) or a "
                     f"difference of two pilots (A-B); the pilots are {', '.join(names)}")
+            check_margin(text, pilots[names[0]].metrics[metric], value, len(parts))
             claims.append(Claim(metric, value, parts))
-        elif len(names) > 1:
+            continue
+        check_margin(text, pilots[names[0]].metrics[metric], value, 1)
+        if len(names) > 1:
             claims += [Claim(metric, value, (name,)) for name in names]
         else:
             claims.append(Claim(metric, value))

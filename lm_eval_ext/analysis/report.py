@@ -5,6 +5,7 @@ from __future__ import annotations
 import html
 import json
 import math
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -103,20 +104,23 @@ def _conclusion_lines(deltas: pd.DataFrame, level: float) -> list[str]:
     return lines
 
 
-def check_output_folder(out: Path, overwrite: bool = False) -> bool:
+def check_output_folder(out: Path, overwrite: bool = False, marker: str = "report.md") -> bool:
     """Check ``--out`` before any work; True when it holds an earlier analysis to replace.
 
-    Accepted: a new or empty folder, or (with ``overwrite``) one holding an earlier analysis.
+    Accepted: a new or empty folder, or (with ``overwrite``) one holding an earlier analysis
+    (its ``marker`` file, the report written last).
     A file, a folder holding anything else, or an earlier analysis without ``overwrite`` is
     an error. Nothing is removed here, so a failing analysis loses nothing.
     """
     from lm_eval_ext.analysis.errors import AnalysisInputError
+    from lm_eval_ext.files import probe_writable
 
     if out.exists() and not out.is_dir():
         raise AnalysisInputError(f"--out {out} is a file; pass a folder for the report")
+    probe_writable(out)
     if not out.is_dir() or not any(out.iterdir()):
         return False
-    if not (out / "report.md").is_file():
+    if not (out / marker).is_file():
         raise AnalysisInputError(f"--out {out} is not empty and holds no earlier analysis; "
                                  "choose a new folder")
     if not overwrite:
@@ -125,34 +129,36 @@ def check_output_folder(out: Path, overwrite: bool = False) -> bool:
     return True
 
 
-def prepare_output_folder(out: Path, overwrite: bool = False) -> None:
-    """:func:`check_output_folder`, then remove the earlier analysis it found.
-
-    Called once the new analysis exists, so no stale CSV or figure stays beside the new ones
-    and a folder holding anything else is never emptied.
-    """
-    if check_output_folder(out, overwrite):
-        import shutil
-
-        shutil.rmtree(out)
-
-
 def analyze_to_folder(reference, runs, out: str | Path, *, overwrite: bool = False,
                       **settings) -> tuple[Any, dict[str, Path]]:
     """``lm-eval-ext analyze`` as a function: analyse, then write every output into ``out``.
 
     ``out`` is checked before the work (a new or empty folder, or an earlier analysis with
-    ``overwrite``) and the earlier analysis is removed only once the new one exists, so a
-    failing analysis loses nothing. ``settings`` are :func:`~lm_eval_ext.analysis.analyze`'s.
-    Returns the result and the written paths.
+    ``overwrite``); the outputs are written beside it and swapped in whole
+    (:func:`~lm_eval_ext.files.folder_written_whole`), so a failing analysis, a full disk or a
+    killed process leaves the earlier folder as it was, never a mix. ``settings`` are
+    :func:`~lm_eval_ext.analysis.analyze`'s. Returns the result and the written paths.
     """
     from lm_eval_ext.analysis.pipeline import analyze
 
     out = Path(out)
     check_output_folder(out, overwrite=overwrite)
     result = analyze(reference, runs, **settings)
-    prepare_output_folder(out, overwrite=overwrite)
-    return result, write_outputs(result, out)
+    return result, write_folder(out, overwrite, lambda staging: write_outputs(result, staging))
+
+
+def write_folder(out: Path, overwrite: bool, write: Callable[[Path], dict[str, Path]],
+                 marker: str = "report.md") -> dict[str, Path]:
+    """``write(folder)`` into a staging folder swapped in as ``out`` whole; paths under ``out``.
+
+    ``out`` is checked again (:func:`check_output_folder`) in case it changed during the work.
+    """
+    from lm_eval_ext.files import folder_written_whole
+
+    check_output_folder(out, overwrite=overwrite, marker=marker)
+    with folder_written_whole(out) as staging:
+        paths = write(staging)
+    return {name: out / path.relative_to(staging) for name, path in paths.items()}
 
 
 def write_outputs(result, out: Path) -> dict[str, Path]:

@@ -21,9 +21,11 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from lm_eval_ext.answers import CONFIG_KEY, AnswerLog
 from lm_eval_ext.backends import embedded_model, packaged_models
 from lm_eval_ext.backends.chat_template import ChatTemplatePolicy
 from lm_eval_ext.backends.model_args import merge_model_args
+from lm_eval_ext.errors import ending_lm_eval_command
 from lm_eval_ext.metering import Metering
 
 
@@ -44,11 +46,23 @@ class MeteredLM:
     _packaged: dict[str, Any] | None = None
     _load_seconds: float | None = None
 
+    @property
+    def answer_log(self) -> AnswerLog:
+        """Every answer this model gave, per task (``config.responses``: :mod:`lm_eval_ext.answers`)."""
+        if "_answer_log" not in self.__dict__:
+            self.__dict__["_answer_log"] = AnswerLog()
+        return self.__dict__["_answer_log"]
+
     # lm-eval's constructors ----------------------------------------------------------------
     @classmethod
     def create_from_arg_obj(cls, arg_dict: dict, additional_config: dict | None = None):
-        """lm-eval's constructor, with ``--model_args`` keys that clash with CLI flags explained."""
-        return cls(**merge_model_args(cls.MODEL_NAME, arg_dict, additional_config))
+        """lm-eval's constructor, with ``--model_args`` keys that clash with CLI flags explained.
+
+        In the stock ``lm_eval`` command a bad model arg ends the run with one line and exit
+        code 2 (:func:`~lm_eval_ext.errors.ending_lm_eval_command`).
+        """
+        with ending_lm_eval_command():
+            return cls(**merge_model_args(cls.MODEL_NAME, arg_dict, additional_config))
 
     @classmethod
     def create_from_arg_string(cls, arg_string: str, additional_config: dict | None = None):
@@ -109,9 +123,11 @@ class MeteredLM:
         return self._metered("generate_until", requests, disable_tqdm)
 
     def _metered(self, request_type: str, requests: Sequence[Any], disable_tqdm: bool) -> list:
-        return self.metering.run(request_type, requests,
-                                 lambda group: self.serve(request_type, group, disable_tqdm),
-                                 world_size=self.world_size, extras=self.metering_extras)
+        answers = self.metering.run(request_type, requests,
+                                    lambda group: self.serve(request_type, group, disable_tqdm),
+                                    world_size=self.world_size, extras=self.metering_extras)
+        self.answer_log.add(requests, answers)
+        return answers
 
     def serve(self, request_type: str, requests: list, disable_tqdm: bool) -> list:
         """One task's requests, inside its energy window: the lm-eval model's own method."""
@@ -136,6 +152,7 @@ class MeteredLM:
     def reset_metering(self) -> None:
         """Start fresh windows (several conditions on one loaded model)."""
         self.metering.reset()
+        self.answer_log.reset()
 
     def metering_info(self) -> dict[str, Any]:
         """The ``config.metering`` block (every field: ``docs/hf-metered.md``)."""
@@ -159,6 +176,7 @@ class MeteredLM:
         base = getattr(super(), "get_model_info", None)
         info = dict(base()) if base is not None else {}
         info["metering"] = self.metering_info()
+        info[CONFIG_KEY] = self.answer_log.report()
         if self.INFO_KEY is not None:
             info[self.INFO_KEY] = self.wrapper_info()
         return info

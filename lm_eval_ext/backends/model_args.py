@@ -194,12 +194,16 @@ def merge_model_args(model: str, args: dict[str, Any],
     The stock path fails with "got multiple values for keyword argument" when a key such as
     ``batch_size`` is in both ``--model_args`` and lm-eval's own flags (``--batch_size``
     always has a value): the same value given twice is taken once, different values are an
-    error naming the fix.
+    error naming the fix. lm-eval's own default ``--batch_size`` (the int 1) is no value given,
+    so ``--model_args batch_size=8`` alone runs at 8.
     """
     args = dict(args)
     extra = {k: v for k, v in (additional_config or {}).items() if v is not None}
     if "batch_size" in args:  # a bad value is the error, whichever flag also gives one
         check_batch_size(model, args["batch_size"])
+        if "batch_size" in extra and explicit_batch_size(extra["batch_size"]) is None \
+                and not str(extra["batch_size"]).startswith("auto"):
+            del extra["batch_size"]  # lm-eval's default of 1, not a choice: --model_args' stands
     for key in sorted(set(args) & set(extra)):
         if str(args[key]) != str(extra[key]):
             flag = f"--{key}"

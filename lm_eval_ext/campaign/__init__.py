@@ -29,7 +29,7 @@ def campaign_source(spec_path: str | None, *, grid: bool = False, preset: str | 
     options = dict(preset_options or {})
     if grid:
         from lm_eval_ext.campaign.grid import grid_campaign
-        from lm_eval_ext.campaign.spec import read_yaml
+        from lm_eval_ext.campaign.yaml_file import read_yaml
 
         raw = grid_campaign(read_yaml(spec_path, "grid"))
         return build_spec(raw), yaml.safe_dump(raw, sort_keys=False)

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from lm_eval_ext.campaign.yaml_file import read_yaml
 from lm_eval_ext.command_preflight import (
     PreflightError,
     check_gen_kwargs,
@@ -250,6 +251,23 @@ def _comparison(name: str, raw: Any, conditions: list[str]) -> Comparison:
     return Comparison(name, raw["reference"], runs)
 
 
+def _check_cell_ids(cells: list[Cell]) -> None:
+    """Each cell its own id (and folder): a clash is named as what it is."""
+    seen: dict[str, Cell] = {}
+    for cell in cells:
+        other = seen.setdefault(cell.cell_id, cell)
+        if other is cell:
+            continue
+        if (other.model_label, other.condition) == (cell.model_label, cell.condition):
+            raise ConfigError(f"conditions.{cell.condition}: task {cell.task!r} is listed "
+                              "twice; list each task once")
+        raise ConfigError(
+            f"model {other.model_label!r} with condition {other.condition!r} and model "
+            f"{cell.model_label!r} with condition {cell.condition!r} both make cell "
+            f"{cell.cell_id!r} (labels are joined with '__'); rename a label so that it "
+            "holds no '__'")
+
+
 def build_spec(raw: Mapping[str, Any]) -> CampaignSpec:
     """Validate a campaign mapping (from YAML or a preset) and expand its cells."""
     if not isinstance(raw, Mapping):
@@ -271,8 +289,11 @@ def build_spec(raw: Mapping[str, Any]) -> CampaignSpec:
         base_args = parse_model_args(model_args, f"models.{model_label}")
         for condition, settings in conditions.items():
             _check_label("condition", condition)
-            settings = dict(settings or {})
             where = f"conditions.{condition}"
+            if settings is not None and not isinstance(settings, Mapping):
+                raise ConfigError(f"{where}: expected a mapping of lm_eval options (e.g. "
+                                  f"{condition}: {{batch_size: 8}}), got {settings!r}")
+            settings = dict(settings or {})
             tasks = _tasks(settings.pop("tasks"), where) if "tasks" in settings else default_tasks
             if tasks is None:
                 raise ConfigError(f"{where}: no tasks (set campaign tasks: or the condition's)")
@@ -282,9 +303,7 @@ def build_spec(raw: Mapping[str, Any]) -> CampaignSpec:
                 cell_id = f"{model_label}__{condition}__{task}"
                 cells.append(Cell(cell_id, model_label, condition, task,
                                   _join_model_args(args), options))
-    ids = [c.cell_id for c in cells]
-    if len(set(ids)) != len(ids):
-        raise ConfigError("two cells share an id (a task listed twice in one condition?)")
+    _check_cell_ids(cells)
     labels = list(conditions)
     compare = raw.get("compare")
     if compare is None:
@@ -298,22 +317,6 @@ def build_spec(raw: Mapping[str, Any]) -> CampaignSpec:
     subsets = _comparison("subsets", raw["subsets"], labels) if raw.get("subsets") else None
     name = str(raw.get("name") or "campaign")
     return CampaignSpec(name, tuple(cells), comparisons, subsets, dict(raw))
-
-
-def read_yaml(path: str | Path, what: str = "campaign") -> Any:
-    """A campaign or grid file's content, with errors that name the file."""
-    import yaml
-
-    path = Path(path)
-    if not path.is_file():
-        raise ConfigError(f"{what} file {path} does not exist")
-    try:
-        return yaml.safe_load(path.read_text(encoding="utf-8"))
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = getattr(exc, "problem", None) or type(exc).__name__
-        raise ConfigError(f"{path} is not valid YAML{where}: {problem}") from None
 
 
 def load_spec(path: str | Path) -> CampaignSpec:

@@ -23,15 +23,16 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Compare, write the report, print the total difference per harness and metric."""
-    from lm_eval_ext.analysis.report import check_output_folder, prepare_output_folder
+    from lm_eval_ext.analysis.report import check_output_folder, write_folder
     from lm_eval_ext.cross_harness import compare_harnesses, read_harness_runs, write_harness_report
 
-    check_output_folder(Path(args.out), overwrite=args.overwrite)
+    out, marker = Path(args.out), "harness_report.md"
+    check_output_folder(out, overwrite=args.overwrite, marker=marker)
     runs = read_harness_runs(args.harness_runs)
     comparison = compare_harnesses(runs, n_resamples=args.bootstrap, seed=args.seed,
                                    level=args.level)
-    prepare_output_folder(Path(args.out), overwrite=args.overwrite)
-    report = write_harness_report(comparison, runs, args.out)
+    report = write_folder(out, args.overwrite, lambda staging: {
+        "report": write_harness_report(comparison, runs, staging)}, marker)["report"]
     print("\n".join(comparison.total_lines()))
     print(f"report: {report}")
     return 0

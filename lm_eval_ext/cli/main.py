@@ -18,6 +18,7 @@ Subcommands (one module each in this package):
 from __future__ import annotations
 
 import argparse
+import errno
 import os
 import sys
 import warnings
@@ -37,8 +38,8 @@ from lm_eval_ext.cli import (
     sequential,
 )
 from lm_eval_ext.cli.options import CommandParser
-from lm_eval_ext.errors import LmEvalExtError
-from lm_eval_ext.registration import TRACEBACK_ENV
+from lm_eval_ext.errors import TRACEBACK_ENV, LmEvalExtError
+from lm_eval_ext.files import path_error
 
 COMMANDS = (run, data, model, analyze, compare_harness, mde, recommend, sequential, campaign,
             judge, export_upstream)
@@ -76,6 +77,14 @@ def _notes_for_data_warnings() -> None:
     warnings.showwarning = show
 
 
+def unnamed_path_error(error: OSError | UnicodeDecodeError) -> LmEvalExtError:
+    """One line for a file system error that reached the command: the path it names, the cause."""
+    if isinstance(error, OSError):
+        writing = error.errno in (errno.EROFS, errno.ENOSPC, errno.EDQUOT)
+        return path_error(error.filename or "a file", error, "write" if writing else "use")
+    return path_error("a file", error, "read")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``lm-eval-ext``."""
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -92,7 +101,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return args.func(args)
     except LmEvalExtError as exc:
         print(f"lm-eval-ext: error: {exc}", file=sys.stderr)
-        return 2
+        return exc.exit_code
+    except (OSError, UnicodeDecodeError) as exc:  # a user's path that no reader named itself
+        if args.func is run.run or os.environ.get(TRACEBACK_ENV):
+            raise
+        error = unnamed_path_error(exc)
+        print(f"lm-eval-ext {argv[0]}: error: {error}", file=sys.stderr)
+        return error.exit_code
     except Exception as exc:  # a bug of ours, or lm-eval's own error inside `run`
         if args.func is run.run or os.environ.get(TRACEBACK_ENV):
             raise

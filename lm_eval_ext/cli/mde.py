@@ -7,6 +7,7 @@ from pathlib import Path
 
 from lm_eval_ext.cli.options import output_file, positive_float, positive_int, probability, share
 from lm_eval_ext.errors import LmEvalExtError
+from lm_eval_ext.files import write_text_atomic
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -28,9 +29,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     """Print the MDE (from the given inputs or two runs); write the card if asked."""
     from lm_eval_ext.analysis import paired_mde, preregistration_card, required_items
-    from lm_eval_ext.analysis.empirical_power import paired_inputs_from_runs
+    from lm_eval_ext.analysis.empirical_power import (
+        discordance_upper_bound,
+        paired_inputs_from_runs,
+    )
 
-    m, rho_d, deff = args.m, args.rho_d, args.design_effect
+    m, rho_d, deff, bounded = args.m, args.rho_d, args.design_effect, False
     if args.card and not Path(args.card).parent.is_dir():
         raise LmEvalExtError(f"--card {args.card}: folder {Path(args.card).parent} does not "
                              "exist; create it or write the card elsewhere")
@@ -44,20 +48,29 @@ def run(args: argparse.Namespace) -> int:
         print(f"empirical rho_d = {inputs.rho_d:.4f}, design effect = "
               f"{inputs.design_effect:.3f}{floored} over {inputs.m} paired items")
         rho_d, deff, m = inputs.rho_d, inputs.usable_design_effect, m or inputs.m
+        bounded = rho_d == 0
+        if bounded:
+            rho_d = discordance_upper_bound(inputs.m)
+            print(f"no discordant items: the runs agree on all {inputs.m} paired items, so "
+                  f"rho_d = 0 gives no MDE; the MDE is bounded by the MDE at rho_d = "
+                  f"{rho_d:.4f}, the 95% upper confidence bound after 0 of {inputs.m} "
+                  "discordant items (design effect taken as 1)")
+            deff = 1.0
     if m is None or rho_d is None:
         raise LmEvalExtError("mde needs --m and --rho-d (or --runs REFERENCE RUN)")
     try:
         mde = 100 * paired_mde(m, rho_d, args.alpha, args.power, design_effect=deff)
     except ValueError as exc:
         raise LmEvalExtError(str(exc)) from exc
-    print(f"paired MDE = {mde:.2f} pp (m={m}, rho_d={rho_d:g}, design effect={deff:g}, "
+    print(f"paired MDE {'<=' if bounded else '='} {mde:.2f} pp (m={m}, rho_d={rho_d:g}, "
+          f"design effect={deff:g}, "
           f"alpha={args.alpha:g}, power={args.power:g})")
     if mde > 100:
         need = required_items(0.5, rho_d, args.alpha, args.power, design_effect=deff)
         print(f"unattainable: a paired difference is at most 100 pp, so no effect is detectable "
               f"with m={m}; even 50 pp needs m >= {need}")
     if args.card:
-        Path(args.card).write_text(preregistration_card(
+        write_text_atomic(Path(args.card), preregistration_card(
             mde_pp=mde, rho_d=rho_d, m=m, alpha=args.alpha, power=args.power,
             design_effect=deff))
         print(f"wrote {args.card}")

@@ -20,14 +20,17 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run_prepare(args: argparse.Namespace) -> int:
-    """Convert (once) and print the cached checkpoint's folder."""
+    """Name each model, convert it (once) and print its cached checkpoint's folder."""
     from lm_eval_ext.backends import embedded_model, packaged_models
 
     names = [args.model] if args.model != "all" else ["embedded", *packaged_models.installed()]
     for name in names:
         if name == "embedded":
+            print(f"{embedded_model.MODEL_NAME} (the embedded model, used when --model_args "
+                  "has no pretrained=):", flush=True)
             print(embedded_model.ensure_checkpoint())
         else:
             packaged_models.check_available(name)
+            print(f"{PACKAGED[name].model} (--model_args pretrained={name}):", flush=True)
             print(packaged_models.ensure_checkpoint(name))
     return 0

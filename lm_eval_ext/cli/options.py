@@ -90,6 +90,19 @@ def non_negative_int(text: str) -> int:
     return value
 
 
+def batch_size(text: str) -> str:
+    """lm-eval's ``--batch_size``: a positive integer, ``auto`` or ``auto:N``."""
+    from lm_eval_ext.backends.model_args import check_batch_size
+    from lm_eval_ext.errors import ConfigError
+
+    try:
+        check_batch_size("lm_eval", text)
+    except ConfigError:
+        raise argparse.ArgumentTypeError(f"{text} is not a batch size; give a positive integer, "
+                                         "auto or auto:N (e.g. 8)") from None
+    return text
+
+
 def folder(text: str) -> Path:
     """An output folder: new or existing, but not an existing file."""
     path = Path(text)

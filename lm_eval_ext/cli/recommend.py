@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
 
-from lm_eval_ext.cli.options import probability
+from lm_eval_ext.cli.options import folder, probability
+from lm_eval_ext.files import write_files_atomic
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -32,15 +32,17 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     rec.add_argument("--bootstrap", type=int, default=2000, metavar="B",
                      help="natural-unit bootstrap resamples for the pilot's standard errors")
     rec.add_argument("--seed", type=int, default=0)
-    rec.add_argument("--out", type=Path, help="write card.json and card.md into this folder")
+    rec.add_argument("--out", type=folder, help="write card.json and card.md into this folder")
     rec.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     """Print the recommendation; write the card if asked."""
     from lm_eval_ext.analysis.errors import AnalysisInputError
+    from lm_eval_ext.analysis.pilot_checks import check_sizes
     from lm_eval_ext.analysis.recommendation import (
         INSTRUMENT_SIZES_UNITS,
+        ITEMS_PER_UNIT,
         card_markdown,
         recommend_from_pilots,
     )
@@ -53,6 +55,7 @@ def run(args: argparse.Namespace) -> int:
     if not sizes or min(sizes) < 1:
         raise AnalysisInputError(f"recommend: --sizes {args.sizes!r} is not a list of positive "
                                  "natural-unit counts (e.g. --sizes 62,125,250,500)")
+    check_sizes(sizes, max(INSTRUMENT_SIZES_UNITS), ITEMS_PER_UNIT)
     if args.bootstrap < 100:
         raise AnalysisInputError(f"recommend: --bootstrap {args.bootstrap} is too few resamples "
                                  "for a standard error; use at least 100 (default 2000)")
@@ -61,7 +64,6 @@ def run(args: argparse.Namespace) -> int:
     text = card_markdown(data)
     print(text, end="")
     if args.out:
-        args.out.mkdir(parents=True, exist_ok=True)
-        (args.out / "card.json").write_text(json.dumps(data, indent=2) + "\n")
-        (args.out / "card.md").write_text(text)
+        write_files_atomic(args.out, {"card.json": json.dumps(data, indent=2) + "\n",
+                                      "card.md": text})
     return 0

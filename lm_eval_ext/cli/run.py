@@ -34,7 +34,9 @@ def run(args: argparse.Namespace) -> int:
     narrow_to_command_line(args.lm_eval_args)
     from lm_eval.__main__ import cli_evaluate
 
-    sys.argv = ["lm_eval", *args.lm_eval_args]
+    # lm-eval parses sys.argv[1:]; argv[0] stays ours, so our errors are this command's
+    # (errors.stock_lm_eval_command: no "lm_eval: error:", the exit code from main)
+    sys.argv = ["lm-eval-ext", *args.lm_eval_args]
     try:
         cli_evaluate()
     except ValueError as exc:

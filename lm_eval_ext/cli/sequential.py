@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from lm_eval_ext.cli.options import folder, positive_float, probability
+from lm_eval_ext.cli.options import batch_size, folder, positive_float, probability
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -14,8 +14,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                                             "settled (group-sequential paired comparison)")
     seq.add_argument("--reference-args", required=True, help="hf-metered --model_args")
     seq.add_argument("--candidate-args", required=True, help="hf-metered --model_args")
-    seq.add_argument("--reference-batch", default="1", help="lm-eval --batch_size of the reference")
-    seq.add_argument("--candidate-batch", default="1", help="lm-eval --batch_size of the candidate")
+    seq.add_argument("--reference-batch", type=batch_size, default="1",
+                     help="lm-eval --batch_size of the reference")
+    seq.add_argument("--candidate-batch", type=batch_size, default="1",
+                     help="lm-eval --batch_size of the candidate")
     seq.add_argument("--metric", default="accuracy", choices=("accuracy", "bias_s_dis", "bias_s_amb"),
                      help="the pre-registered metric")
     seq.add_argument("--margin", type=positive_float, default=2.0,

@@ -244,6 +244,14 @@ def compare_harnesses(runs: Sequence[HarnessRun], n_resamples: int = 10_000, see
             f"compare-harness: the name {twice} is given twice; compare different runs, each "
             "named once (HARNESS:NAME=PATH names a second run of one harness)")
     ref_run, others = runs[0], runs[1:]
+    ours = set(ref_run.items["benchmark"])
+    for run in others:
+        theirs = set(run.items["benchmark"])
+        if not ours & theirs:
+            raise AnalysisInputError(
+                f"compare-harness: {run.name} evaluated {', '.join(sorted(theirs))} and "
+                f"{ref_run.name} {', '.join(sorted(ours))}: no benchmark in common, so there "
+                "is nothing to compare; give runs of the same benchmark")
     scores, agreement, attribution = [], [], []
     notes = [f"{r.name}: {note}" for r in runs for note in r.notes]
     for benchmark in sorted(set(ref_run.items["benchmark"])):

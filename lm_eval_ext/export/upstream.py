@@ -31,7 +31,7 @@ import yaml
 
 from lm_eval_ext import __version__
 from lm_eval_ext.errors import ConfigError
-from lm_eval_ext.files import staging_folder, swap_in
+from lm_eval_ext.files import folder_written_whole
 from lm_eval_ext.paths import package_tasks_dir
 
 #: the vendored modules, in dependency order, ending with the export glue
@@ -270,24 +270,23 @@ def _write_export(spec: ExportSpec, out: Path, overwrite: bool) -> ExportedTask:
     folder or the new one, never a mix.
     """
     target = out / spec.task
-    folder = staging_folder(target)
-    items_file = f"{spec.task}_items.csv"
-    with open(folder / items_file, "w", encoding="utf-8", newline="") as handle:
-        writer = csv.writer(handle)
-        writer.writerow(spec.item_header)
-        writer.writerows(spec.item_rows)
-    (folder / "utils.py").write_text(vendored_utils(
-        spec.modules, {"PROMPT_TEMPLATE": spec.template, "ITEMS_FILE": items_file},
-        spec.utils_title), encoding="utf-8")
-    _write_yaml(folder / f"{spec.task}.yaml", {
-        "task": spec.task, **spec.data, "process_docs": _Function("process_docs"),
-        "output_type": "generate_until", "doc_to_text": "{{prompt}}", **spec.yaml})
-    (folder / "README.md").write_text(_readme(
-        spec.task, spec.title, spec.paper, spec.citation, spec.description,
-        "lm-eval-ext's test suite runs this folder with `--include_path` and compares every "
-        "item with lm-eval-ext's own task (`tests/test_export_upstream.py`)."),
-        encoding="utf-8")
-    swap_in(folder, target)
+    with folder_written_whole(target, replace=overwrite) as folder:
+        items_file = f"{spec.task}_items.csv"
+        with open(folder / items_file, "w", encoding="utf-8", newline="") as handle:
+            writer = csv.writer(handle)
+            writer.writerow(spec.item_header)
+            writer.writerows(spec.item_rows)
+        (folder / "utils.py").write_text(vendored_utils(
+            spec.modules, {"PROMPT_TEMPLATE": spec.template, "ITEMS_FILE": items_file},
+            spec.utils_title), encoding="utf-8")
+        _write_yaml(folder / f"{spec.task}.yaml", {
+            "task": spec.task, **spec.data, "process_docs": _Function("process_docs"),
+            "output_type": "generate_until", "doc_to_text": "{{prompt}}", **spec.yaml})
+        (folder / "README.md").write_text(_readme(
+            spec.task, spec.title, spec.paper, spec.citation, spec.description,
+            "lm-eval-ext's test suite runs this folder with `--include_path` and compares every "
+            "item with lm-eval-ext's own task (`tests/test_export_upstream.py`)."),
+            encoding="utf-8")
     return ExportedTask(spec.task, target, len(spec.item_rows))
 
 
@@ -416,5 +415,4 @@ def export_upstream(tasks: Sequence[str], out: str | Path, template_tier: str | 
     if existing and not overwrite:
         raise ConfigError(f"export-upstream: {out} already holds {', '.join(existing)} (an "
                           "earlier export); pass --overwrite to replace it, or choose another --out")
-    out.mkdir(parents=True, exist_ok=True)
     return [_write_export(spec, out, overwrite) for spec in specs]

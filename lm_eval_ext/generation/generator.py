@@ -22,6 +22,7 @@ from lm_eval.models.utils import (
     normalize_gen_kwargs,
     postprocess_generated_text,
 )
+from tqdm import tqdm
 from transformers.generation.stopping_criteria import StopStringCriteria
 
 from lm_eval_ext.errors import check_choice
@@ -173,24 +174,33 @@ class FastGenerator:
             key = json.dumps(request.args[1], sort_keys=True, default=str)
             groups.setdefault(key, []).append(index)
         results: list[str] = [""] * len(requests)
-        for indices in groups.values():
-            texts = self._group(lm, [requests[i] for i in indices], disable_tqdm, standard)
-            for index, text in zip(indices, texts, strict=True):
-                results[index] = text
+        # lm-eval's own bar and its switches (disable_tqdm, other ranks); ``disable`` is passed
+        # only to hide it, so that tqdm's TQDM_DISABLE=1 (a default) still turns it off
+        hidden = {"disable": True} if disable_tqdm or getattr(lm, "rank", 0) != 0 else {}
+        with tqdm(total=len(requests), desc="Running generate_until requests (fast path)",
+                  **hidden) as bar:
+            for indices in groups.values():
+                texts = self._group(lm, [requests[i] for i in indices], disable_tqdm, standard,
+                                    bar)
+                for index, text in zip(indices, texts, strict=True):
+                    results[index] = text
         return results
 
     def _group(self, lm: GeneratingModel, group: list, disable_tqdm: bool,
-               standard: Standard) -> list[str]:
-        """One set of generation kwargs: fast when greedy, else lm-eval's loop."""
+               standard: Standard, bar: tqdm) -> list[str]:
+        """One set of generation kwargs: fast when greedy (counted on ``bar``), else lm-eval's."""
         gen_kwargs = group[0].args[1]
         kwargs = normalize_gen_kwargs(copy.deepcopy(gen_kwargs), lm.max_gen_toks)
         eos = lm.tok_decode(lm.eot_token_id, skip_special_tokens=False)
         until = handle_stop_sequences(kwargs.pop("until", None), eos=eos)
         max_gen_toks = kwargs.pop("max_gen_toks")
         if problem := kwargs_problem(kwargs):
-            return self._standard(problem, group, disable_tqdm, standard)
+            texts = self._standard(problem, group, disable_tqdm, standard)
+            bar.update(len(group))
+            return texts
         contexts = [request.args[0] for request in group]
-        tokens = self._generate(lm, contexts, max_gen_toks, [u for u in until if u != eos])
+        tokens = self._generate(lm, contexts, max_gen_toks, [u for u in until if u != eos],
+                                bar.update)
         think_end = lm.think_end_token if isinstance(lm.think_end_token, str) else None
         texts = []
         for context, new_tokens in zip(contexts, tokens, strict=True):
@@ -202,7 +212,7 @@ class FastGenerator:
         return texts
 
     def _generate(self, lm: GeneratingModel, contexts: list[str], max_gen_toks: int,
-                  stop_strings: list[str]) -> list[list[int]]:
+                  stop_strings: list[str], progress: Callable[[int], Any]) -> list[list[int]]:
         """The new tokens of each context (greedy), longest contexts first.
 
         On a CPU all batches run as one pool (a batch's rows join the previous one's last
@@ -220,7 +230,7 @@ class FastGenerator:
             planned = self.stats.batch_size_asked is None and self.max_batch_size is None
             rows = generate(lm, [[inputs[i] for i in c] for c in chunks], max_gen_toks,
                             stop_strings, share_prefix=True,
-                            admit_at=CPU_ADMIT_AT if planned else 0)
+                            admit_at=CPU_ADMIT_AT if planned else 0, progress=progress)
             self.stats.eager_batches += len(chunks)
             out.update(zip([i for c in chunks for i in c], rows, strict=True))
             return [out[i] for i in range(len(inputs))]
@@ -239,6 +249,7 @@ class FastGenerator:
                 self.stats.out_of_memory_retries += 1
                 continue
             out.update(zip(chunk, rows, strict=True))
+            progress(len(chunk))
             start += len(chunk)
         return [out[i] for i in range(len(inputs))]
 
@@ -334,16 +345,17 @@ def _stop(lm: GeneratingModel, stop_strings: list[str]) -> StopStringCriteria | 
 
 
 def generate(lm: GeneratingModel, batches: list[list[list[int]]], max_gen_toks: int,
-             stop_strings: list[str], share_prefix: bool = False, admit_at: int = 0
-             ) -> list[list[int]]:
+             stop_strings: list[str], share_prefix: bool = False, admit_at: int = 0,
+             progress: Callable[[int], Any] | None = None) -> list[list[int]]:
     """Greedy new tokens for every row of ``batches`` in one timed decode from dynamic caches.
 
-    ``share_prefix`` and ``admit_at`` are :func:`~lm_eval_ext.generation.greedy.greedy_decode`'s.
+    ``share_prefix``, ``admit_at`` and ``progress`` are
+    :func:`~lm_eval_ext.generation.greedy.greedy_decode`'s.
     """
     return lm.metering.timed(greedy_decode, lm.model, [_padded(lm, rows) for rows in batches],
                              max_gen_toks, eos_token_ids(lm.model, lm.tokenizer),
                              _stop(lm, stop_strings), share_prefix=share_prefix,
-                             admit_at=admit_at)
+                             admit_at=admit_at, progress=progress)
 
 
 def generate_static(lm: GeneratingModel, rows: list[list[int]], max_gen_toks: int,

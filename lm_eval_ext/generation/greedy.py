@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
@@ -186,8 +186,8 @@ def _prefill(forward: DecodeForward, input_ids: torch.Tensor, attention_mask: to
 
 
 def _step(forward: DecodeForward, state: _Running, max_new_tokens: int, eos: torch.Tensor,
-          stop: Any, out: dict[int, list[int]]) -> None:
-    """One greedy token per row; ended rows recorded in ``out``, and the batch compacted."""
+          stop: Any, out: dict[int, list[int]], progress: Callable[[int], Any] | None) -> None:
+    """One greedy token per row; ended rows recorded in ``out`` and counted, the batch compacted."""
     token = state.logits.float().argmax(-1)
     state.generated = torch.cat([state.generated, token[:, None]], dim=1)
     state.counts += 1
@@ -198,6 +198,8 @@ def _step(forward: DecodeForward, state: _Running, max_new_tokens: int, eos: tor
     finished = done.nonzero().flatten().tolist()
     for j in finished:
         out[int(state.present[j])] = state.generated[j, -int(state.counts[j]):].tolist()
+    if finished and progress is not None:
+        progress(len(finished))
     state.ended |= done
     running = int((~state.ended).sum())
     if running == 0:
@@ -216,7 +218,8 @@ def _step(forward: DecodeForward, state: _Running, max_new_tokens: int, eos: tor
 @torch.inference_mode()
 def greedy_decode(model: Any, batches: Sequence[tuple[torch.Tensor, torch.Tensor]],
                   max_new_tokens: int, eos_ids: Sequence[int], stop: Any = None,
-                  share_prefix: bool = False, admit_at: int = 0) -> list[list[int]]:
+                  share_prefix: bool = False, admit_at: int = 0,
+                  progress: Callable[[int], Any] | None = None) -> list[list[int]]:
     """The new tokens of every row of ``batches`` (numbered in order), the stopping token included.
 
     Args:
@@ -229,6 +232,7 @@ def greedy_decode(model: Any, batches: Sequence[tuple[torch.Tensor, torch.Tensor
             row still sees what it would see alone; it saves prompt compute on a CPU).
         admit_at: Once at most this many rows run, the next batch's rows join them (plain
             layers only); 0: each batch is decoded to its end first.
+        progress: Called with the number of rows that just ended (a progress bar's update).
     """
     forward = DecodeForward(model)
     eos = torch.tensor(list(eos_ids), device=batches[0][0].device, dtype=torch.long)
@@ -245,7 +249,7 @@ def greedy_decode(model: Any, batches: Sequence[tuple[torch.Tensor, torch.Tensor
             else:
                 state.keep(forward, (~state.ended).nonzero().flatten(), cut=False)
                 state.join(forward, new)
-        _step(forward, state, max_new_tokens, eos, stop, out)
+        _step(forward, state, max_new_tokens, eos, stop, out, progress)
         if bool(state.ended.all()):
             state = None
     return [out[i] for i in range(first_row)]

@@ -1,0 +1,101 @@
+"""``recommend``'s input checks, before any statistic: one line naming the input and the fix.
+
+A card certifies what its inputs say, so input that would make a certificate meaningless is
+refused here: a margin no protocol can exceed, the same pilot twice, pilots of different
+designs, sizes beyond the instrument, and analysis folders that ``analyze`` did not finish.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from lm_eval_ext.analysis.errors import AnalysisInputError
+from lm_eval_ext.analysis.metrics import MetricSpec
+
+#: the files of a finished ``analyze --out`` folder (report.md is written last)
+ANALYSIS_FILES = ("runs.csv", "items.csv", "report.md")
+#: the columns of runs.csv that make a pilot's design: pilots of one study share them
+DESIGN_COLUMNS = {"tasks": "task", "scoring_path": "scoring path",
+                  "membership_sha256": "item set (membership_sha256)"}
+
+
+def check_complete(folder: Path) -> None:
+    """``folder`` is a finished ``analyze --out`` folder (every file, report.md last)."""
+    if not folder.is_dir():
+        raise AnalysisInputError(f"recommend: pilot folder {folder} not found; pass the folder "
+                                 "that `lm-eval-ext analyze --out` wrote for the pilot")
+    missing = [name for name in ANALYSIS_FILES if not (folder / name).is_file()]
+    if missing == ["report.md"]:
+        raise AnalysisInputError(f"recommend: {folder} is an unfinished analysis (no report.md: "
+                                 "`analyze` stopped while writing it, e.g. on a full disk); "
+                                 "rerun `lm-eval-ext analyze` into it with --overwrite")
+    if missing:
+        raise AnalysisInputError(f"recommend: {folder} has no {missing[0]}; pass the folder that "
+                                 "`lm-eval-ext analyze --out` wrote for the pilot (analyse it "
+                                 "again with this version if it is an old one)")
+
+
+def metric_span_pp(spec: MetricSpec) -> float | None:
+    """The widest possible shift of a metric in points, or None where it has no known range.
+
+    A share (a mean of 0/1 outcomes) moves at most 100 points; a BBQ bias score lies in
+    [-1, 1], so it moves at most 200.
+    """
+    if spec.binary:
+        return spec.scale
+    if spec.name.startswith("bias_s_"):
+        return 2 * spec.scale
+    return None
+
+
+def check_margin(text: str, spec: MetricSpec, margin_pp: float, n_models: int) -> None:
+    """A finite margin that the claim's contrast can exceed (``n_models`` 2: a difference)."""
+    if not math.isfinite(margin_pp):
+        raise AnalysisInputError(f"recommend: claim {text!r}: the margin must be a finite "
+                                 "number of points (e.g. --claim accuracy=2)")
+    span = metric_span_pp(spec)
+    if span is not None and margin_pp >= span * n_models:
+        what = ("a difference of two models' " if n_models > 1 else "") + spec.name
+        raise AnalysisInputError(
+            f"recommend: claim {text!r}: {what} cannot move by {margin_pp:g} points or more "
+            f"(it spans {span * n_models:g}), so every protocol would keep it; give the "
+            f"largest shift you could tolerate, below {span * n_models:g} (e.g. "
+            f"--claim {text.partition('=')[0]}=2)")
+
+
+def check_distinct(fingerprints: Mapping[str, set[str]]) -> None:
+    """No run (by its files' SHA-256) in two pilots: one pilot given twice is not two models."""
+    names = list(fingerprints)
+    for i, first in enumerate(names):
+        for second in names[i + 1:]:
+            if fingerprints[first] & fingerprints[second]:
+                raise AnalysisInputError(
+                    f"recommend: pilots {first} and {second} hold the same run (identical "
+                    "results and samples files): one pilot given twice would count its costs "
+                    "twice and its model against itself; give each model's own pilot once")
+
+
+def check_same_design(designs: Mapping[str, Mapping[str, str]]) -> None:
+    """Every pilot evaluates the same tasks, scoring path and items (one protocol for all)."""
+    first, *others = designs
+    for name in others:
+        for column, what in DESIGN_COLUMNS.items():
+            mine, theirs = designs[name].get(column, ""), designs[first].get(column, "")
+            if mine != theirs:
+                raise AnalysisInputError(
+                    f"recommend: pilots {first} and {name} differ in {what} ({theirs or 'none'} "
+                    f"against {mine or 'none'}); a recommendation covers pilots of one design: "
+                    "run every model's pilot on the same task, scoring path and items, or "
+                    "recommend for each design separately")
+
+
+def check_sizes(sizes: Sequence[int], instrument_units: int, items_per_unit: int) -> None:
+    """Subset sizes between 1 natural unit and the whole instrument."""
+    beyond = [size for size in sizes if size > instrument_units]
+    if beyond:
+        raise AnalysisInputError(
+            f"recommend: --sizes {beyond[0]} is beyond the instrument, which has "
+            f"{instrument_units} natural units ({instrument_units * items_per_unit} items); "
+            f"give sizes up to {instrument_units} (e.g. --sizes 62,125,250,{instrument_units})")

@@ -1,0 +1,50 @@
+"""Campaign and grid files: YAML read strictly, so no line of the file is dropped unseen.
+
+YAML's own rule keeps the last of two equal keys in a mapping (PyYAML does so silently), so
+two ``M0:`` conditions would run one. Here a repeated key is an error naming both lines.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from lm_eval_ext.errors import ConfigError
+from lm_eval_ext.files import path_error
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, refusing a key that a mapping already holds."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        """Build the mapping; a repeated key raises one error with both line numbers."""
+        first: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=True)
+            line = key_node.start_mark.line + 1
+            if key in first:
+                raise ConfigError(f"key {key!r} appears twice in one mapping (lines "
+                                  f"{first[key]} and {line}); YAML would keep only the "
+                                  "second: give each its own name, or remove one")
+            first[key] = line
+        return super().construct_mapping(node, deep=deep)
+
+
+def read_yaml(path: str | Path, what: str = "campaign") -> Any:
+    """A campaign or grid file's content, with errors that name the file."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"{what} file {path} does not exist")
+    try:
+        return yaml.load(path.read_text(encoding="utf-8"), Loader=_UniqueKeyLoader)
+    except (OSError, UnicodeDecodeError) as exc:
+        raise path_error(path, exc, "read", not_text="save it as UTF-8") from None
+    except ConfigError as exc:
+        raise ConfigError(f"{path}: {exc}") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or type(exc).__name__
+        raise ConfigError(f"{path} is not valid YAML{where}: {problem}") from None

@@ -1,0 +1,175 @@
+"""Issue 50: advice that works when followed; each message is checked by doing what it says.
+
+A cut samples file was told to "delete the broken line" (then the line count failed); a samples
+folder without its results file was told to pass an lm_eval output folder (it was one).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from lm_eval_ext.analysis import AnalysisInputError
+from lm_eval_ext.analysis.loader import load_runs
+from lm_eval_ext.analysis.synthetic import simulate_predictions, write_run
+from lm_eval_ext.data.instrument import load_membership
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory, data_dir):
+    rows = load_membership("12p5pct").rows
+    preds = simulate_predictions(rows, 0.5, np.random.default_rng(0))
+    return write_run(tmp_path_factory.mktemp("run") / "run", "bbq_subset_12p5pct_loglik", rows,
+                     preds)
+
+
+def test_a_samples_file_cut_while_written_is_told_to_rerun(run, tmp_path):
+    folder = tmp_path / "cut"
+    shutil.copytree(run.parent, folder)
+    samples = next(folder.glob("samples_*.jsonl"))
+    data = samples.read_bytes()
+    samples.write_bytes(data[:8192])  # what a full disk left (lm-eval writes in 8 KiB blocks)
+    with pytest.raises(AnalysisInputError) as error:
+        load_runs([folder])
+    message = str(error.value)
+    assert "was cut while lm-eval wrote it (a full disk or a killed run)" in message
+    assert "Rerun the evaluation with --log_samples" in message
+    assert "delete" not in message
+    # the old advice, followed: the remaining items fail the count check, so it was wrong
+    samples.write_bytes(data[:8192].rpartition(b"\n")[0] + b"\n")
+    with pytest.raises(AnalysisInputError, match="holds 3 samples but its results file reports 248"):
+        load_runs([folder])
+
+
+def test_a_samples_folder_without_its_results_file_says_so(run, tmp_path):
+    folder = tmp_path / "no_results"
+    shutil.copytree(run.parent, folder)
+    next(folder.glob("results_*.json")).unlink()
+    with pytest.raises(AnalysisInputError) as error:
+        load_runs([tmp_path])
+    assert str(error.value) == (
+        f"{folder} holds lm-eval samples files but no results_*.json: lm-eval writes the "
+        "results file beside them, so the run stopped before writing it or the file was "
+        "moved; pass the folder that holds both, or rerun the evaluation")
+
+
+@pytest.mark.parametrize(("tasks", "advice"), [
+    ("hellaswg", "unknown task(s) hellaswg (did you mean hellaswag?)"),
+    ("bbq_subset_13pct,arc_easy", "unknown task(s) bbq_subset_13pct (13pct is not a subset of "
+     "the BBQ instrument; the subsets are 12p5pct, 25pct, 37p5pct, 50pct, 75pct and the "
+     "replicates 50pct_r2..50pct_r5, 12p5pct_r2..12p5pct_r5, e.g. bbq_subset_12p5pct; the whole "
+     "instrument is bbq_instrument)"),
+])
+def test_an_unknown_task_is_refused_before_lm_evals_index(tasks, advice, tmp_path):
+    """lm-eval reported it after indexing its whole tree (60-94 s on 2 busy cores, exit 1)."""
+    import time
+
+    from conftest import run_cli
+
+    start = time.monotonic()
+    proc = run_cli(["lm_eval", "--model", "hf-metered", "--tasks", tasks, "--limit", "1",
+                    "--output_path", str(tmp_path / "out")])
+    elapsed = time.monotonic() - start
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith(f"lm_eval: error: {advice}"), last
+    assert elapsed < 40, elapsed  # lm-eval's index alone took longer than this
+
+
+def test_the_subset_advice_names_a_task_that_runs():
+    """Following the advice: the task it names exists (our own index)."""
+    from lm_eval_ext.registration import our_task_manager
+
+    assert {"bbq_subset_12p5pct", "bbq_instrument", "bbq_subset_12p5pct_r5_loglik",
+            "bbq_subset_50pct_r2"} <= set(our_task_manager().all_tasks)
+
+
+def test_sequential_batch_sizes_are_checked_as_the_flag_is_read(tmp_path, capsys):
+    """`--reference-batch 0` ran the reference for 50 s, then suggested `--batch_size 8`, a flag
+    `sequential` does not have."""
+    from lm_eval_ext.cli import main as cli_main
+
+    with pytest.raises(SystemExit) as exit_info:
+        cli_main.main(["sequential", "--reference-args", "idle_seconds=0", "--candidate-args",
+                       "idle_seconds=0", "--reference-batch", "0", "--out", str(tmp_path / "o")])
+    assert exit_info.value.code == 2
+    assert capsys.readouterr().err.strip() == (
+        "lm-eval-ext sequential: error: argument --reference-batch: 0 is not a batch size; give "
+        "a positive integer, auto or auto:N (e.g. 8) (see lm-eval-ext sequential --help)")
+    assert not (tmp_path / "o").exists()
+
+
+def test_lm_evals_default_batch_size_is_no_conflict():
+    """`--model_args batch_size=8` alone was refused as a conflict with lm-eval's default 1."""
+    from lm_eval_ext.backends.model_args import merge_model_args
+    from lm_eval_ext.errors import ConfigError
+
+    lm_eval_default = {"batch_size": 1, "max_batch_size": None, "device": None}
+    assert merge_model_args("hf-metered", {"batch_size": "8"}, lm_eval_default) == {
+        "batch_size": "8"}
+    typed = {"batch_size": "1", "max_batch_size": None, "device": None}  # --batch_size 1
+    with pytest.raises(ConfigError, match="batch_size='8' in --model_args conflicts with "
+                                          r"lm-eval's --batch_size \('1'\)"):
+        merge_model_args("hf-metered", {"batch_size": "8"}, typed)
+
+
+def test_mde_of_runs_with_identical_answers_gives_its_bound(run, tmp_path, capsys):
+    """The README's b1/b4 agree on every item: "rho_d must be in (0, 1], got 0.0" was the
+    answer, a value the user never gave."""
+    from lm_eval_ext.analysis.empirical_power import discordance_upper_bound
+    from lm_eval_ext.analysis.stats.power import paired_mde
+    from lm_eval_ext.cli import main as cli_main
+
+    rows = load_membership("12p5pct").rows
+    preds = simulate_predictions(rows, 0.5, np.random.default_rng(0))
+    same = write_run(tmp_path / "b4", "bbq_subset_12p5pct_loglik", rows, preds, batch_size=4)
+    assert cli_main.main(["mde", "--runs", str(run.parents[1]), str(same.parents[1])]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    bound = 1 - 0.05 ** (1 / 248)  # Clopper-Pearson, 0 of 248 (about 3/248)
+    assert discordance_upper_bound(248) == pytest.approx(bound) and bound == pytest.approx(
+        0.0120069, rel=1e-5)
+    assert lines[1] == ("no discordant items: the runs agree on all 248 paired items, so rho_d "
+                        "= 0 gives no MDE; the MDE is bounded by the MDE at rho_d = 0.0120, the "
+                        "95% upper confidence bound after 0 of 248 discordant items (design "
+                        "effect taken as 1)")
+    assert lines[2].startswith(f"paired MDE <= {100 * paired_mde(248, bound):.2f} pp (m=248")
+
+
+def test_the_fast_path_shows_lm_evals_progress_bar_and_obeys_its_switches(embedded_lm, capsys):
+    """67 s of silence on 2 busy cores: lm-eval's own loop shows a bar, the fast path showed
+    none. The bar counts the requests as their rows end; it is off where lm-eval's is."""
+    assert embedded_lm.fast_generation.stats.requested == "fast"
+    embedded_lm.generate_until(_generation_requests())
+    err = capsys.readouterr().err
+    assert "Running generate_until requests (fast path): 100%" in err and "3/3" in err
+    embedded_lm.generate_until(_generation_requests(), disable_tqdm=True)
+    assert "Running generate_until" not in capsys.readouterr().err
+
+
+def _generation_requests():
+    from lm_eval.api.instance import Instance
+
+    return [Instance("generate_until", {}, (p, {"until": ["\n"], "max_gen_toks": 4}), i,
+                     ("t", i, 1)) for i, p in enumerate(["One.", "Two, three.", "Four"])]
+
+
+@pytest.mark.slow
+def test_the_fast_paths_bar_is_off_under_tqdm_disable(embedded_checkpoint):
+    """tqdm reads TQDM_DISABLE when it is imported: a fresh process, as a user would run it."""
+    import subprocess
+    import sys
+
+    code = ("from test_advice import _generation_requests\n"
+            "from lm_eval_ext.backends.hf.metered import HFMeteredLM\n"
+            "lm = HFMeteredLM(device='cpu', idle_seconds=0)\n"
+            "print(lm.generate_until(_generation_requests()))")
+    for disabled in ("1", ""):
+        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                              cwd=Path(__file__).parent, timeout=600,
+                              env={**os.environ, "TQDM_DISABLE": disabled})
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        assert ("fast path" in proc.stderr) == (disabled == ""), (disabled, proc.stderr[-500:])

@@ -1,0 +1,71 @@
+"""Issue 50 (item 6): a run's samples with another run's answers are refused, aggregates or not.
+
+A bf16 run's samples under an fp32 run's results file passed every check when the aggregates
+agreed (answer agreement 0.833 reported where the real fp32 run has 1.0). The metered models
+now record a fingerprint of every answer (``config.responses``); the loader compares it.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+from conftest import save_lm_eval_run
+
+from lm_eval_ext.analysis.errors import AnalysisInputError
+from lm_eval_ext.analysis.loader import load_runs
+
+TASK = "crows_pairs_ext_loglik"
+
+
+def _samples_file(folder):
+    return next(folder.rglob(f"samples_{TASK}_*.jsonl"))
+
+
+@pytest.fixture(scope="module")
+def fp32_run(embedded_lm, tmp_path_factory):
+    embedded_lm.reset_metering()
+    return save_lm_eval_run(embedded_lm, TASK, 4, tmp_path_factory.mktemp("fp32") / "run")
+
+
+def test_a_real_run_records_its_answers_and_loads(fp32_run):
+    results = json.loads(next(fp32_run.rglob("results_*.json")).read_text())
+    assert results["config"]["responses"][TASK]["responses"] == 8  # 4 pairs x 2 sentences
+    [run] = load_runs([fp32_run])
+    assert len(run.items) == 4
+
+
+def test_other_answers_with_the_same_aggregates_are_refused(fp32_run, tmp_path):
+    """A log-likelihood moved by 0.001: every pick, hash and aggregate stays the same."""
+    copy = tmp_path / "run"
+    shutil.copytree(fp32_run, copy)
+    samples = _samples_file(copy)
+    lines = [json.loads(line) for line in samples.read_text().splitlines()]
+    loglik = lines[0]["resps"][0][0][0]
+    lines[0]["resps"][0][0][0] = str(float(loglik) - 0.001)
+    samples.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    with pytest.raises(AnalysisInputError, match="its answers are not the ones the model gave "
+                                                 r"in the run that wrote the results file "
+                                                 r"\(config.responses\)"):
+        load_runs([copy])
+
+
+@pytest.mark.slow
+def test_a_bf16_runs_samples_under_an_fp32_results_file_are_refused(embedded_lm, tmp_path):
+    """The issue's case, with real fp32 and bf16 runs of the same BBQ items."""
+    from lm_eval_ext.backends.hf.metered import HFMeteredLM
+
+    task = "bbq_subset_12p5pct_loglik"
+    embedded_lm.reset_metering()
+    fp32 = save_lm_eval_run(embedded_lm, task, 4, tmp_path / "fp32")
+    bf16 = save_lm_eval_run(HFMeteredLM(device="cpu", batch_size=4, precision="bf16",
+                                        idle_seconds=0), task, 4, tmp_path / "bf16")
+    reports = [json.loads(next(run.rglob("results_*.json")).read_text())["results"][task]
+               for run in (fp32, bf16)]
+    assert {k: v for k, v in reports[0].items() if k.endswith(",none")} == {
+        k: v for k, v in reports[1].items() if k.endswith(",none")}  # the aggregates agree
+    target = next(fp32.rglob(f"samples_{task}_*.jsonl"))
+    shutil.copyfile(next(bf16.rglob(f"samples_{task}_*.jsonl")), target)  # the fp32 stamp
+    with pytest.raises(AnalysisInputError, match="its answers are not the ones the model gave"):
+        load_runs([fp32])

@@ -1,0 +1,94 @@
+"""Issue 50: `recommend` refuses input that would make its card's guarantee meaningless.
+
+Each case is one line and exit code 2, and no card is written: a margin no protocol can
+exceed, one pilot given twice (by name or as a copy), pilots of different tasks, sizes beyond
+the instrument, and an analysis folder that `analyze` did not finish.
+"""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+from conftest import write_pilot
+
+from lm_eval_ext.cli import main as cli_main
+
+
+@pytest.fixture(scope="module")
+def pilot(tmp_path_factory):
+    return write_pilot(tmp_path_factory.mktemp("pilot"), {"ref": 4000.0, "int8": 1000.0})
+
+
+def _refused(argv: list[str], capsys, out) -> str:
+    """Run ``recommend`` in process; return its one line (exit 2, no card written)."""
+    assert cli_main.main(["recommend", *argv, "--out", str(out)]) == 2
+    captured = capsys.readouterr()
+    lines = captured.err.strip().splitlines()
+    assert len(lines) == 1 and captured.out == "", captured
+    assert not out.exists()
+    return lines[0]
+
+
+@pytest.mark.parametrize(("claim", "message"), [
+    ("accuracy=100", "accuracy cannot move by 100 points or more (it spans 100)"),
+    ("accuracy=250", "accuracy cannot move by 250 points or more"),
+    ("accuracy=inf", "the margin must be a finite number of points"),
+    ("bias_s_dis=200", "bias_s_dis cannot move by 200 points or more (it spans 200)"),
+    ("bias_s_amb=1e9", "bias_s_amb cannot move by 1e+09 points or more"),
+])
+def test_a_margin_no_protocol_can_exceed_is_refused(pilot, claim, message, capsys, tmp_path):
+    line = _refused([str(pilot), "--claim", claim], capsys, tmp_path / "card")
+    assert message in line and line.startswith("lm-eval-ext: error: recommend: claim")
+
+
+def test_a_margin_within_the_range_is_carded(pilot, capsys, tmp_path):
+    """The largest margins the ranges allow still give a card (the checks refuse no more)."""
+    assert cli_main.main(["recommend", str(pilot), "--claim", "accuracy=99.9", "--claim",
+                          "bias_s_dis=199", "--out", str(tmp_path / "card")]) == 0
+    assert (tmp_path / "card" / "card.md").is_file()
+
+
+def test_a_difference_of_two_models_may_move_twice_as_far(pilot, tmp_path, capsys):
+    other = write_pilot(tmp_path / "other", {"ref": 2000.0, "int8": 500.0},
+                        task="bbq_instrument_loglik")
+    # the same answers, but other runs (other joules): two models' pilots
+    line = _refused([f"a={pilot}", f"b={other}", "--claim", "accuracy@a-b=200"], capsys,
+                    tmp_path / "card")
+    assert "a difference of two models' accuracy cannot move by 200 points" in line
+    assert cli_main.main(["recommend", f"a={pilot}", f"b={other}", "--claim",
+                          "accuracy@a-b=150"]) == 0
+
+
+def test_one_pilot_under_two_names_or_as_a_copy_is_refused(pilot, capsys, tmp_path):
+    twice = _refused([f"a={pilot}", f"b={pilot}", "--claim", "accuracy=5"], capsys,
+                     tmp_path / "card")
+    assert "pilots a and b hold the same run" in twice
+    copy = tmp_path / "copy"
+    shutil.copytree(pilot, copy)
+    line = _refused([f"a={pilot}", f"b={copy}", "--claim", "accuracy@a-b=5"], capsys,
+                    tmp_path / "card")
+    assert "pilots a and b hold the same run" in line
+
+
+def test_pilots_of_different_tasks_are_refused(pilot, capsys, tmp_path):
+    subset = write_pilot(tmp_path / "subset", {"ref": 1000.0, "int8": 250.0},
+                         task="bbq_subset_25pct_loglik", membership="25pct")
+    line = _refused([f"a={pilot}", f"b={subset}", "--claim", "accuracy=5"], capsys,
+                    tmp_path / "card")
+    assert ("pilots a and b differ in task (bbq_instrument_loglik against "
+            "bbq_subset_25pct_loglik)") in line
+
+
+def test_sizes_beyond_the_instrument_are_refused(pilot, capsys, tmp_path):
+    line = _refused([str(pilot), "--claim", "accuracy=5", "--sizes", "125,100000"], capsys,
+                    tmp_path / "card")
+    assert "--sizes 100000 is beyond the instrument, which has 500 natural units" in line
+
+
+def test_an_unfinished_analysis_folder_is_refused(pilot, capsys, tmp_path):
+    cut = tmp_path / "cut"
+    shutil.copytree(pilot, cut)
+    (cut / "report.md").unlink()  # what a full disk left before report.md was written
+    line = _refused([str(cut), "--claim", "accuracy=5"], capsys, tmp_path / "card")
+    assert f"{cut} is an unfinished analysis (no report.md" in line

@@ -1,0 +1,109 @@
+"""Issue 50: `lm_eval` never exits 0 with a lost or cut results or samples file.
+
+lm-eval catches its own errors while saving and logs a warning. Checked here on real file
+systems (conftest's ``mounted_filesystem``): lm-eval's ``EvaluationTracker`` saving into a full
+disk in process, the preflight of ``--output_path``, and (slow) the real command.
+"""
+
+from __future__ import annotations
+
+import pytest
+from conftest import run_cli
+
+from lm_eval_ext.command_preflight import PreflightError, check_output_path
+from lm_eval_ext.errors import EnvironmentProblem
+from lm_eval_ext.saved_outputs import OutputsLost, check_saved_outputs
+
+
+def _samples(count: int) -> list[dict]:
+    """Samples as lm-eval's evaluator hands them to the tracker (about 2 KB each)."""
+    return [{"doc_id": i, "doc": {"text": "x" * 2000}, "target": 0,
+             "arguments": [("context", " a")], "resps": [[(-1.0, False)]],
+             "filtered_resps": [(-1.0, False)], "filter": "none", "metrics": ["acc"],
+             "doc_hash": "d", "prompt_hash": "p", "target_hash": "t", "acc": 1.0}
+            for i in range(count)]
+
+
+def _tracker(folder):
+    from lm_eval.loggers import EvaluationTracker
+
+    check_saved_outputs()
+    return EvaluationTracker(output_path=str(folder / "out"))
+
+
+def test_a_samples_file_cut_by_a_full_disk_is_an_error(mounted_filesystem):
+    folder = mounted_filesystem("16k")
+    tracker = _tracker(folder)
+    samples = _samples(8)
+    tracker.save_results_aggregated(results={"results": {"t": {"acc,none": 1.0}}},
+                                    samples={"t": samples})
+    with pytest.raises(OutputsLost) as error:
+        tracker.save_results_samples(task_name="t", samples=samples)
+    cut = next((folder / "out").rglob("samples_t_*.jsonl"))
+    lines = cut.read_text().count("\n")
+    assert 0 < lines < 8 and str(error.value) == (
+        f"the samples file {cut} was cut at {cut.stat().st_size:,} bytes ({lines} of 8 lines) "
+        "(No space left on device): the run's per-item outputs are incomplete, so it cannot be "
+        "analysed; the disk or quota is full: free space and rerun")
+    assert error.value.exit_code == 1
+
+
+def test_a_results_file_lost_or_cut_is_an_error(mounted_filesystem):
+    from lm_eval.loggers import EvaluationTracker
+
+    lost = EvaluationTracker(output_path="/proc/x/out")  # the API has no preflight
+    with pytest.raises(OutputsLost, match=r"the results file /proc/x/out/None/results_.*\.json "
+                                          r"was not written \(No such file or directory\)"):
+        lost.save_results_aggregated(results={"results": {}})
+    tracker = _tracker(mounted_filesystem("4k"))
+    with pytest.raises(OutputsLost, match=r"the results file .*results_.*\.json is incomplete "
+                                          r"\(4,096 bytes\) \(No space left on device\): nothing "
+                                          "of this run was kept; the disk or quota is full"):
+        tracker.save_results_aggregated(results={"results": {"t": {"x": "y" * 10_000}}})
+
+
+def test_whole_files_pass(tmp_path):
+    tracker = _tracker(tmp_path)
+    samples = _samples(8)
+    tracker.save_results_aggregated(results={"results": {"t": {"acc,none": 1.0}}},
+                                    samples={"t": samples})
+    tracker.save_results_samples(task_name="t", samples=samples)
+    assert len(next(tmp_path.rglob("samples_t_*.jsonl")).read_text().splitlines()) == 8
+
+
+def test_the_preflight_creates_and_test_writes_the_output_path(tmp_path, mounted_filesystem):
+    with pytest.raises(PreflightError, match="--output_path: cannot write /proc/x/out: No such "
+                                             "file or directory"):
+        check_output_path("/proc/x/out")
+    read_only = mounted_filesystem("16k", read_only=True)
+    with pytest.raises(PreflightError, match="is not writable; pass a folder you can write to"):
+        check_output_path(str(read_only / "out"))
+    full = mounted_filesystem("4k")
+    (full / "filler").write_bytes(b"x" * 4096)
+    with pytest.raises(EnvironmentProblem, match=f"cannot write {full}/out: No space left"):
+        check_output_path(str(full / "out"))
+    check_output_path(str(tmp_path / "new" / "out"))
+    assert (tmp_path / "new" / "out").is_dir() and not list((tmp_path / "new" / "out").iterdir())
+
+
+def test_lm_eval_into_proc_stops_before_the_model_loads():
+    proc = run_cli(["lm_eval", "--model", "hf-metered", "--tasks", "bbq_subset_12p5pct_loglik",
+                    "--output_path", "/proc/x/out", "--limit", "1"])
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines()[-1] == (
+        "lm_eval: error: --output_path: cannot write /proc/x/out: No such file or directory; a "
+        "folder on the path does not exist and cannot be made there: pass another path")
+    assert "[hf-metered]" not in proc.stderr  # no model was loaded
+
+
+@pytest.mark.slow
+def test_lm_eval_on_a_nearly_full_disk_exits_non_zero(mounted_filesystem, embedded_checkpoint):
+    """The issue's case: results written, the samples file cut at 8,192 bytes, exit code 0."""
+    disk = mounted_filesystem("24k")
+    proc = run_cli(["lm_eval", "--model", "hf-metered", "--model_args", "idle_seconds=0",
+                    "--tasks", "bbq_subset_12p5pct_loglik", "--limit", "4", "--output_path",
+                    str(disk / "out"), "--log_samples"], env={"LMEVAL_LOG_LEVEL": "WARNING"})
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("lm_eval: error: the samples file ") and "Traceback" not in proc.stderr
+    assert "was cut at 8,192 bytes (2 of 4 lines) (No space left on device)" in last
