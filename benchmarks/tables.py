@@ -194,6 +194,9 @@ NULLS = {"independent": "independent changes, 3% churn", "independent_one_way":
          "few_units_two_items": "one-directional, 2 items in 10% of units",
          "all_or_nothing": "all-or-nothing, 5% of units",
          "all_or_nothing_churn": "all-or-nothing, 5% of units, 3% churn elsewhere",
+         "partly_hidden": "partly hidden: 2% of units broken, 3 points one-way elsewhere",
+         "partly_hidden_up": "the same, upwards",
+         "partly_hidden_margin10": "partly hidden at margin 10: 4% broken, 6 points one-way",
          "between_models": "between models: one model shifted",
          "s_dis_categories": "S_DIS moved in 2 of 9 categories (margin 10)",
          "s_amb_categories": "S_AMB moved in 2 of 9 categories (margin 5)"}
