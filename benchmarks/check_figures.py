@@ -2,10 +2,15 @@
 
 A figure is a number with a unit (%, pp, s, min, J, W, MB, GB, items/s, tokens/s, x) or a bare
 decimal with two or more places, in prose or tables (code blocks and inline code are commands and
-examples, not claims). Each paragraph, list or table holding figures carries its sources in an
-HTML comment on the line right under it (invisible when rendered), its figures in order::
+examples, not claims); the settings in :data:`SETTINGS` (alpha, an interval's level, the
+instrument's nested subset sizes) are not figures. Each paragraph, list or table holding
+figures names its block on the line right under it, in an HTML comment (invisible when
+rendered), and the page's sidecar ``docs/sources/PAGE.yaml`` lists that block's figures in
+order, one ``PRINTED = SOURCE`` each::
 
-    <!-- sources: 187.9 s = generation_public_2026-12-02/cpu_headline_ab.json runs.3.wall_seconds -->
+    <!-- sources: cpu-headline -->                      (in docs/measurements-cpu-and-scoring.md)
+    cpu-headline:                               (in docs/sources/measurements-cpu-and-scoring.yaml)
+    - 187.9 s = generation_public_2026-12-02/cpu_headline_ab.json runs.3.wall_seconds
 
 * ``PRINTED = FILE KEY [xSCALE]``: measured; FILE under ``benchmarks/results`` (``FILE@COMMIT``:
   that file as git holds it at COMMIT, for results no longer in the tree); KEY a dotted JSON path
@@ -16,7 +21,7 @@ HTML comment on the line right under it (invisible when rendered), its figures i
   form or a citation, not a measurement.
 
 Copy-edits of the prose need no other change; a figure that changes, appears or goes must change
-its paragraph's sources too.
+its block's sources too. A sidecar block that no page names is a problem as well.
 
 A table written by ``benchmarks/tables.py`` is included whole between ``<!-- generated: FILE -->``
 and ``<!-- /generated -->`` (FILE under ``benchmarks/results``): its figures need no sources;
@@ -42,11 +47,16 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+import yaml
+
 from _pages import END_GENERATED, GENERATED, documents
 
 NOT_MEASURED = ("parameter", "definition", "closed form", "citation", "example", "tested bound",
                 "superseded")
 SOURCES = re.compile(r"^<!-- sources: (.*) -->\s*$")
+#: printed settings that are never measurements on these pages: alpha, an interval's level, the
+#: instrument's nested subset sizes
+SETTINGS = frozenset({"0.05", "95%", "12.5%", "37.5%", "50%", "75%"})
 _UNIT = r"(?:\s?(?:%|pp\b|s\b|ms\b|min\b|J/item\b|kJ\b|J\b|W\b|MB\b|GB\b|GiB\b|items/s\b|" \
         r"new tokens/s\b|tokens/s\b|x\b))"
 #: a version number is not a figure ("transformers 5.17", "torch 2.11", "vLLM 0.24")
@@ -122,19 +132,32 @@ def blocks(path: Path) -> list[Block]:
         prose = re.sub(r"`[^`]*`", " ", "`" + line if in_span else line)
         in_span = in_span != (line.count("`") % 2 == 1)
         prose = re.sub(r"\]\([^)]*\)", "]", prose)  # link targets
-        current.figures += [(number, m.group(0).strip()) for m in FIGURE.finditer(prose)]
+        current.figures += [(number, m.group(0).strip()) for m in FIGURE.finditer(prose)
+                            if m.group(0).strip() not in SETTINGS]
     return found
 
 
-def parse_sources(text: str) -> list[tuple[str, str]]:
-    """``PRINTED = SOURCE; ...`` as (printed, source) pairs."""
+def sidecar(page: Path) -> Path:
+    """The file holding a page's sources: ``docs/sources/PAGE.yaml`` (README's too)."""
+    root = page.parent if page.parent.name == "docs" else page.parent / "docs"
+    return root / "sources" / f"{page.stem}.yaml"
+
+
+def read_sidecar(page: Path) -> dict[str, list[str]]:
+    """Block name -> its ``PRINTED = SOURCE`` entries ({} when the page has no sidecar)."""
+    path = sidecar(page)
+    if not path.is_file():
+        return {}
+    data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    return {str(k): [str(e) for e in (v or [])] for k, v in data.items()}
+
+
+def parse_sources(entries: list[str]) -> list[tuple[str, str]]:
+    """``PRINTED = SOURCE`` entries as (printed, source) pairs."""
     pairs = []
-    for entry in (e.strip() for e in text.split(";")):
+    for entry in (e.strip() for e in entries):
         printed, sep, source = entry.partition(" = ")
-        if entry and sep:
-            pairs.append((printed.strip(), source.strip()))
-        elif entry:
-            pairs.append((entry, ""))
+        pairs.append((printed.strip(), source.strip()) if sep else (entry, ""))
     return pairs
 
 
@@ -206,19 +229,30 @@ def check(root: Path, history: Path | None = None, skip_history: bool = False
     figures, problems = [], []
     for path in documents(root):
         doc = str(path.relative_to(root))
+        entries, named = read_sidecar(path), set()
         for block in blocks(path):
             if not block.figures and block.sources is None:
                 continue
             printed = [text for _, text in block.figures]
             first = block.figures[0][0] if block.figures else block.sources_line
             where = f"{doc}:{first}"
+            side = sidecar(path).relative_to(root)
             if block.sources is None:
-                problems.append(f"{where}: {', '.join(printed)}: no sources for this paragraph "
-                                "(add a line <!-- sources: FIGURE = FILE KEY; ... --> under it)")
+                problems.append(f"{where}: {', '.join(printed)}: no sources for this block (add "
+                                f"<!-- sources: NAME --> under it and NAME's list to {side})")
                 continue
-            listed = parse_sources(block.sources)
+            name = block.sources.strip()
+            if " = " in name:
+                problems.append(f"{where}: sources written in the page: name the block "
+                                f"(<!-- sources: NAME -->) and list them under NAME in {side}")
+                continue
+            if name not in entries:
+                problems.append(f"{where}: block {name!r} is not in {side}")
+                continue
+            named.add(name)
+            listed = parse_sources(entries[name])
             if [p for p, _ in listed] != printed:
-                problems.append(f"{where}: figures {printed} but its sources list "
+                problems.append(f"{where}: figures {printed} but {side}:{name} lists "
                                 f"{[p for p, _ in listed]}")
                 continue
             for (number, text), (_, source) in zip(block.figures, listed, strict=True):
@@ -228,6 +262,8 @@ def check(root: Path, history: Path | None = None, skip_history: bool = False
                 figures.append(Figure(doc, number, text,
                                       _check_one(root, f"{doc}:{number}", text, source, problems,
                                                  history)))
+        problems += [f"{sidecar(path).relative_to(root)}: block {name!r} is on no line of {doc}"
+                     for name in sorted(set(entries) - named)]
     return figures, problems + generated_problems(root)
 
 

@@ -4,7 +4,7 @@ Each table is a function of committed files under ``benchmarks/results`` and is 
 them as markdown. A page includes one between ``<!-- generated: FILE -->`` and
 ``<!-- /generated -->``; ``check_figures.py`` fails when the block differs from FILE or FILE
 differs from what this script writes now (so a page's table cannot drift from its source),
-and the figures inside such a block need no sources comment.
+and the figures inside such a block need no sources.
 
     python benchmarks/tables.py            # (re)write every table
     python benchmarks/tables.py --paste    # ... and paste each into the pages that include it

@@ -65,9 +65,9 @@ def test_a_changed_figure_and_a_figure_without_a_source_fail(tmp_path):
         + "\nA run (`bench.py --size\n8b`, `x.json`): 9.75 s with `y`.\n", encoding="utf-8")
     proc = _check(root)
     assert proc.returncode == 1
-    assert re.search(r"docs/analysis\.md:\d+: figures \[.*'95\.2%'.*\] but its sources list "
-                     r"\[.*'93\.3%'.*\]", proc.stderr)
-    assert re.search(r"docs/tasks\.md:\d+: 12\.5 s: no sources for this paragraph", proc.stderr)
+    assert re.search(r"docs/analysis\.md:\d+: figures \[.*'95\.2%'.*\] but "
+                     r"docs/sources/analysis\.yaml:\S+ lists \[.*'93\.3%'.*\]", proc.stderr)
+    assert re.search(r"docs/tasks\.md:\d+: 12\.5 s: no sources for this block", proc.stderr)
     assert re.search(r"docs/tasks\.md:\d+: 4,321 new tokens/s: no sources", proc.stderr)
     # a throughput with its metric's name between number and unit
     assert re.search(r"docs/tasks\.md:\d+: 9\.75 s: no sources", proc.stderr)
@@ -85,7 +85,7 @@ def test_a_copy_edit_passes_and_sources_are_checked_value_by_value(tmp_path):
     analysis.write_text(text.replace("covered the true delta in 93.3%",
                                      "covered the real delta in 93.3%"), encoding="utf-8")
     assert _check(root).returncode == 0
-    page = root / "docs" / "measurements-gpu-generation.md"
+    page = root / "docs" / "sources" / "measurements-gpu-generation.yaml"
     page_text = page.read_text(encoding="utf-8")
     cited = "2.32 J/item = gen_2026-12-01/fast_decode_ab_h200.json@7d6eb86 runs.6.j_per_item"
     assert cited in page_text
@@ -97,6 +97,32 @@ def test_a_copy_edit_passes_and_sources_are_checked_value_by_value(tmp_path):
     page.write_text(page_text.replace("@7d6eb86 runs.6", "@0000000 runs.6"), encoding="utf-8")
     proc = _check(root)
     assert proc.returncode == 1 and "is not in commit 0000000" in proc.stderr
+
+
+def test_sources_live_beside_the_page_and_settings_need_none(tmp_path):
+    """A block names its sources; the page's sidecar lists them. Settings (alpha 0.05, a 95%
+    interval, the 12.5% subset) are not figures; a sidecar block no page names, a name the
+    sidecar lacks, and sources written in the page all fail."""
+    root = _copy(tmp_path)
+    tasks = root / "docs" / "tasks.md"
+    base = tasks.read_text(encoding="utf-8")
+    tasks.write_text(base + "\nAt alpha 0.05 with a 95% interval on the 12.5% subset.\n",
+                     encoding="utf-8")
+    assert _check(root).returncode == 0
+    tasks.write_text(base + "\nIt took 5.8 s.\n<!-- sources: speed -->\n", encoding="utf-8")
+    proc = _check(root)
+    assert proc.returncode == 1 and "block 'speed' is not in docs/sources/tasks.yaml" in proc.stderr
+    side = root / "docs" / "sources" / "tasks.yaml"
+    side.write_text(side.read_text(encoding="utf-8")
+                    + "speed:\n- 5.8 s = analysis_speed.json seconds_total\n", encoding="utf-8")
+    assert _check(root).returncode == 0
+    tasks.write_text(base, encoding="utf-8")
+    proc = _check(root)
+    assert proc.returncode == 1 and "block 'speed' is on no line of docs/tasks.md" in proc.stderr
+    tasks.write_text(base + "\nIt took 5.8 s.\n<!-- sources: 5.8 s = analysis_speed.json "
+                     "seconds_total -->\n", encoding="utf-8")
+    proc = _check(root)
+    assert proc.returncode == 1 and "sources written in the page" in proc.stderr
 
 
 def test_a_results_file_that_changed_fails(tmp_path):
