@@ -48,7 +48,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
-
 from _pages import END_GENERATED, GENERATED, documents
 
 NOT_MEASURED = ("parameter", "definition", "closed form", "citation", "example", "tested bound",
