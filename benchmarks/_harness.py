@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import json
 import os
 import platform
@@ -23,6 +25,27 @@ def task_manager():
     from lm_eval_ext.paths import package_tasks_dir
 
     return TaskManager(include_path=str(package_tasks_dir()), include_defaults=False)
+
+
+def use_generation(lm, **changes: Any):
+    """``lm`` (hf-metered) generates under its settings with ``changes`` from now on.
+
+    The knobs of :class:`lm_eval_ext.generation.settings.GenerationSettings`: ``requested``,
+    ``batch_size_asked``, ``max_batch_size``, ``cuda_graphs`` (False: eager steps),
+    ``admit_at``, ``decoders`` (another decode). Counts start afresh; returns the generator
+    before.
+    """
+    return lm.use_generation(dataclasses.replace(lm.generation_settings(), **changes))
+
+
+@contextlib.contextmanager
+def generating(lm, **changes: Any):
+    """While the block runs, ``lm`` generates with ``changes`` (:func:`use_generation`)."""
+    before = use_generation(lm, **changes)
+    try:
+        yield
+    finally:
+        lm.use_generation(before.settings)
 
 
 def build_requests(task_name: str, limit: int | None) -> list:

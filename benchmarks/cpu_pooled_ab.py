@@ -2,8 +2,8 @@
 
 One loaded model (embedded, fp32, CPU), the headline task through ``lm_eval.simple_evaluate``,
 alternating per round between ``sequential`` (a batch's last long answers are decoded alone
-before the next batch starts: ``CPU_ADMIT_AT = 0``) and ``pooled`` (the next batch's rows join
-once at most ``CPU_ADMIT_AT`` rows still run: the default). Per run: inference and evaluation
+before the next batch starts: the generator's ``admit_at=0``) and ``pooled`` (the next batch's
+rows join once at most ``CPU_ADMIT_AT`` rows still run: the default). Per run: inference and evaluation
 seconds; per pair: identical texts.
 
     python benchmarks/cpu_pooled_ab.py --rounds 1 --out benchmarks/results/cpu_pooled_ab.json
@@ -14,7 +14,14 @@ from __future__ import annotations
 import argparse
 import time
 
-from _harness import alternating, command_line, environment, task_manager, write_json
+from _harness import (
+    alternating,
+    command_line,
+    environment,
+    task_manager,
+    use_generation,
+    write_json,
+)
 
 TASK = "bbq_subset_25pct"
 
@@ -28,17 +35,17 @@ def main() -> None:
     from lm_eval import simple_evaluate
 
     from lm_eval_ext.backends.hf.metered import HFMeteredLM
-    from lm_eval_ext.generation import generator as fast_generation
+    from lm_eval_ext.generation.settings import CPU_ADMIT_AT, CPU_BATCH
 
-    pooled_at = fast_generation.CPU_ADMIT_AT
+    pooled_at = CPU_ADMIT_AT
     variants = {"sequential": 0, "pooled": pooled_at}
     lm = HFMeteredLM(device="cpu", precision="fp32")
     runs, texts = [], {}
     payload = {"command": command_line("cpu_pooled_ab.py", args), "environment": environment(),
-               "task": TASK, "cpu_batch": fast_generation.CPU_BATCH, "admit_at": pooled_at,
+               "task": TASK, "cpu_batch": CPU_BATCH, "admit_at": pooled_at,
                "runs": runs}
     for round_index, name in alternating(list(variants), args.rounds):
-        fast_generation.CPU_ADMIT_AT = variants[name]
+        use_generation(lm, admit_at=variants[name])
         lm.reset_metering()
         started = time.perf_counter()
         results = simple_evaluate(model=lm, tasks=[TASK], task_manager=task_manager(),
@@ -57,7 +64,6 @@ def main() -> None:
             payload["identical_texts"] = sum(a == b for a, b in zip(*texts.values(),
                                                                     strict=True))
         write_json(args.out, payload)
-    fast_generation.CPU_ADMIT_AT = pooled_at
 
 
 if __name__ == "__main__":

@@ -25,7 +25,7 @@ def main() -> None:
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
     from lm_eval_ext.backends.hf.metered import HFMeteredLM
-    from lm_eval_ext.generation.generator import CPU_BATCH
+    from lm_eval_ext.generation.settings import CPU_BATCH
 
     lm = HFMeteredLM(device="cpu", precision="fp32")
     requests = build_requests(TASK, args.items)

@@ -26,7 +26,14 @@ import shutil
 import time
 from pathlib import Path
 
-from _harness import Deadline, command_line, environment, task_manager, write_json
+from _harness import (
+    Deadline,
+    command_line,
+    environment,
+    task_manager,
+    use_generation,
+    write_json,
+)
 
 LABEL = "random weights: speed and energy only"
 #: architecture fields of real models' configs (vocabulary: the embedded tokenizer's)
@@ -99,10 +106,8 @@ def measure(lm, task: str, limit: int, batch: int, gen_kwargs: str | None,
     """
     from lm_eval import simple_evaluate
 
-    from lm_eval_ext.generation.generator import FastGenerator
-
     lm.batch_size_per_gpu = batch
-    lm.fast_generation = FastGenerator(generation, lm.MODEL_NAME, batch)
+    use_generation(lm, requested=generation, batch_size_asked=batch, max_batch_size=None)
     simple_evaluate(model=lm, tasks=[task], task_manager=task_manager(),  # warm-up, untimed
                     limit=max(2, min(limit, batch)), gen_kwargs=gen_kwargs, bootstrap_iters=0)
     lm.reset_metering()

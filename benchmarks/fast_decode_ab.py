@@ -35,7 +35,7 @@ def main() -> None:
 
     lm = HFMeteredLM(device=args.device, precision=args.precision, cuda_graphs=False)
     requests = build_requests("bbq_subset_25pct", args.limit)
-    variants = {"generate": generate_as_decode, "shrinking": contextlib.nullcontext}
+    variants = {"generate": lambda: generate_as_decode(lm), "shrinking": contextlib.nullcontext}
     rows, texts = [], {}
     payload = {"command": command_line("fast_decode_ab.py", args), "environment": environment(),
                "runs": rows}

@@ -30,6 +30,7 @@ from _harness import (
     environment,
     save_run,
     task_manager,
+    use_generation,
     write_json,
 )
 from energy_sizes import random_init_checkpoint
@@ -54,16 +55,15 @@ def run_once(lm, path: str, batch_size: int | str, limit: int | None,
     from lm_eval import simple_evaluate
 
     from lm_eval_ext.backends.model_args import explicit_batch_size
-    from lm_eval_ext.generation.generator import FastGenerator
 
     plain = path == "fast_eager" or path in PLAIN_GENERATE
     mode, graphs = ("fast", False) if plain else (path, True)
-    lm.fast_generation = FastGenerator(mode, lm.MODEL_NAME, explicit_batch_size(str(batch_size)),
-                                       cuda_graphs=graphs)
+    use_generation(lm, requested=mode, batch_size_asked=explicit_batch_size(str(batch_size)),
+                   max_batch_size=None, cuda_graphs=graphs)
     lm.batch_size_per_gpu = batch_size
     lm.reset_metering()
     started = time.perf_counter()
-    swap = (generate_as_decode(PLAIN_GENERATE[path]) if path in PLAIN_GENERATE
+    swap = (generate_as_decode(lm, PLAIN_GENERATE[path]) if path in PLAIN_GENERATE
             else contextlib.nullcontext())
     with swap:
         results = simple_evaluate(model=lm, tasks=[TASK], task_manager=task_manager(),

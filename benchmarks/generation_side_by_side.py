@@ -14,6 +14,9 @@ batching, stop sequences and lm-eval's post-processing are the same for all:
 * ``eager``: the fast path without its CUDA-graph decode (the dynamic cache, one eager forward
   per step, finished rows leaving: the path of ``cuda_graphs=false``).
 
+Each variant is a setting of the generator (``GenerationSettings``: ``cuda_graphs``,
+``decoders``), changed on the one loaded model, not a patch of the package.
+
 Variants alternate over ``--rounds``; each run records inference seconds, J/item, idle and
 forward share, and the texts identical to the first variant's. The JSON is rewritten after
 every run.
@@ -41,6 +44,7 @@ from _harness import (
     build_requests,
     command_line,
     environment,
+    generating,
     metered_generation,
     write_json,
 )
@@ -70,48 +74,13 @@ def load_previous(folder: Path) -> Any:
     return importlib.import_module("previous_static_decode")
 
 
-@contextlib.contextmanager
-def previous_path(static: Any):
-    """While the block runs, the fast path decodes with the previous modules."""
-    from lm_eval_ext.generation import generator
+def previous_decoders(static: Any):
+    """The previous path's decode functions (``static``: its ``static_decode`` module)."""
+    from lm_eval_ext.generation.settings import Decoders
 
     greedy = sys.modules["previous_greedy_decode"]
-    names = {"static_greedy_decode": static.static_greedy_decode,
-             "DecodeGraphs": static.DecodeGraphs,
-             "static_decode_problem": static.static_decode_problem,
-             "greedy_decode": greedy.pooled_greedy_decode}
-    saved = {name: getattr(generator, name) for name in names}
-    for name, value in names.items():
-        setattr(generator, name, value)
-    try:
-        yield
-    finally:
-        for name, value in saved.items():
-            setattr(generator, name, value)
-
-
-@contextlib.contextmanager
-def graphs_off(reason: str):
-    """While the block runs, the CUDA-graph decode is turned away (``reason``): eager steps."""
-    from lm_eval_ext.generation import generator
-
-    saved = generator.static_decode_problem
-    generator.static_decode_problem = lambda model: reason
-    try:
-        yield
-    finally:
-        generator.static_decode_problem = saved
-
-
-@contextlib.contextmanager
-def generate_path(cache_implementation: str | None = None):
-    """While the block runs, each planned batch is decoded by ``model.generate``.
-
-    ``plain_generate.generate_as_decode`` swaps the dynamic-cache decode; the CUDA-graph decode
-    is turned away so that it is the one that runs on a GPU too.
-    """
-    with graphs_off("benchmark: model.generate"), generate_as_decode(cache_implementation):
-        yield
+    return Decoders(eager=greedy.pooled_greedy_decode, graphed=static.static_greedy_decode,
+                    graph_problem=static.static_decode_problem, graphs=static.DecodeGraphs)
 
 
 def main() -> None:
@@ -139,14 +108,14 @@ def main() -> None:
         pretrained, model = random_init_checkpoint(args.size, args.workdir, args.device)
     from lm_eval_ext.backends.hf.metered import HFMeteredLM
 
-    variants = {"public": contextlib.nullcontext, "generate": generate_path,
-                "generate_static": lambda: generate_path(cache_implementation="static"),
-                "eager": lambda: graphs_off("benchmark: eager steps")}
-    if args.previous:
-        static = load_previous(args.previous)
-        variants["previous"] = lambda: previous_path(static)
     lm = HFMeteredLM(pretrained=pretrained, device=args.device, precision=args.precision,
                      batch_size=args.batch_size)
+    variants = {"public": contextlib.nullcontext, "generate": lambda: generate_as_decode(lm),
+                "generate_static": lambda: generate_as_decode(lm, "static"),
+                "eager": lambda: generating(lm, cuda_graphs=False)}
+    if args.previous:
+        static = load_previous(args.previous)
+        variants["previous"] = lambda: generating(lm, decoders=previous_decoders(static))
     requests = build_requests("bbq_subset_25pct", args.limit)
     rows, texts = [], {}
     payload = {"command": command_line("generation_side_by_side.py", args),

@@ -2,43 +2,44 @@
 
 The fast path's planning, encoding and stop-sequence cut stay; only the decode of each batch is
 one ``model.generate`` call (the fast path's earlier design, and the issue's "plain
-transformers" modes). Run with ``cuda_graphs=false``: the swap replaces the dynamic-cache decode
-(and the CPU's pooled one), not the CUDA-graph decode.
+transformers" modes). It replaces the eager decode (dynamic cache, and the CPU's pooled one)
+through the generator's ``decoders`` setting, with the CUDA-graph decode turned off
+(``cuda_graphs=False``) so that it is the one that runs on a GPU too.
 """
 
 from __future__ import annotations
 
-import contextlib
 import functools
 
+from _harness import generating
 
-def generate_decode(lm, rows, max_gen_toks, stop_strings, cache_implementation=None):
-    """One model.generate for the batch ``rows`` (left-padded), timed by the metering.
 
+def generate_decode(model, batches, max_new_tokens, eos_ids, stop=None, *, tokenizer,
+                    cache_implementation=None, **pool):
+    """Each left-padded batch through one ``model.generate``: the new tokens of every row.
+
+    The arguments are ``greedy_decode``'s (its pooling options, ``pool``, do not apply);
     ``cache_implementation="static"``: transformers' static cache (``generate`` compiles the
     forward for it on a GPU).
     """
-    batch = lm.tokenizer.pad({"input_ids": rows}, padding_side="left", return_tensors="pt")
-    extra = {"stop_strings": stop_strings, "tokenizer": lm.tokenizer} if stop_strings else {}
+    from transformers import StoppingCriteriaList
+
+    extra = {"stopping_criteria": StoppingCriteriaList([stop])} if stop is not None else {}
     if cache_implementation:
         extra["cache_implementation"] = cache_implementation
-    out = lm.metering.timed(lm.model.generate, input_ids=batch["input_ids"].to(lm.device),
-                            attention_mask=batch["attention_mask"].to(lm.device),
-                            max_new_tokens=max_gen_toks, do_sample=False,
-                            pad_token_id=lm.tokenizer.pad_token_id, use_cache=True, **extra)
-    return out[:, batch["input_ids"].shape[1]:].tolist()
+    rows = []
+    for input_ids, attention_mask in batches:
+        out = model.generate(input_ids=input_ids, attention_mask=attention_mask,
+                             max_new_tokens=max_new_tokens, do_sample=False,
+                             pad_token_id=tokenizer.pad_token_id, use_cache=True, **extra)
+        rows += out[:, input_ids.shape[1]:].tolist()
+    return rows
 
 
-@contextlib.contextmanager
-def generate_as_decode(cache_implementation: str | None = None):
-    """While the block runs, the fast path decodes every batch with ``generate_decode``."""
-    from lm_eval_ext.generation import generator as fast_generation
+def generate_as_decode(lm, cache_implementation: str | None = None):
+    """While the block runs, ``lm``'s fast path decodes every batch with ``generate_decode``."""
+    from lm_eval_ext.generation.settings import Decoders
 
-    saved = fast_generation.generate
-    one = functools.partial(generate_decode, cache_implementation=cache_implementation)
-    fast_generation.generate = lambda lm, batches, tokens, stop, **pool: [
-        row for rows in batches for row in one(lm, rows, tokens, stop)]
-    try:
-        yield
-    finally:
-        fast_generation.generate = saved
+    eager = functools.partial(generate_decode, tokenizer=lm.tokenizer,
+                              cache_implementation=cache_implementation)
+    return generating(lm, cuda_graphs=False, decoders=Decoders(eager=eager))

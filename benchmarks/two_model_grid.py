@@ -17,7 +17,15 @@ from __future__ import annotations
 import argparse
 import gc
 
-from _harness import Deadline, command_line, environment, save_run, task_manager, write_json
+from _harness import (
+    Deadline,
+    command_line,
+    environment,
+    save_run,
+    task_manager,
+    use_generation,
+    write_json,
+)
 
 TASKS = ["bbq_instrument_loglik"]
 MODELS = {"smollm2-135m-instruct": None, "gemma3-270m": "gemma3-270m"}
@@ -73,7 +81,6 @@ def main() -> None:
     import torch
 
     from lm_eval_ext.backends.hf.metered import HFMeteredLM
-    from lm_eval_ext.generation.generator import FastGenerator
 
     rows: list[dict] = []
     stopped: list[str] = []
@@ -93,8 +100,8 @@ def main() -> None:
                         lm = HFMeteredLM(pretrained=MODELS[label], precision=precision,
                                          device=args.device, batch_size=str(batch))
                     lm.batch_size_per_gpu = batch  # typed or auto, for both request types
-                    lm.fast_generation = FastGenerator(
-                        "fast", lm.MODEL_NAME, None if batch == "auto" else batch)
+                    use_generation(lm, requested="fast", max_batch_size=None,
+                                   batch_size_asked=None if batch == "auto" else batch)
                     row = {"model": label, "precision": precision, "batch_size": batch,
                            **run_task(lm, task, args.limit,
                                       f"{args.runs}/{task}/{label}_{condition}")}

@@ -30,6 +30,7 @@ from _harness import (
     environment,
     save_run,
     task_manager,
+    use_generation,
     write_json,
 )
 from energy_sizes import random_init_checkpoint
@@ -151,7 +152,6 @@ def main() -> None:
         pretrained, model = random_init_checkpoint(args.size, args.workdir, args.device)
     from lm_eval_ext.backends.hf.metered import HFMeteredLM
     from lm_eval_ext.backends.vllm.metered import VLLMMeteredLM
-    from lm_eval_ext.generation.generator import FastGenerator
 
     started = time.perf_counter()  # the engine first: it starts before this process uses CUDA
     vllm = VLLMMeteredLM(pretrained=pretrained, precision="bf16", batch_size=str(args.batch),
@@ -165,8 +165,8 @@ def main() -> None:
     meters["hf"].wrap(hf)
 
     def use(path: str):
-        hf.fast_generation = FastGenerator(path, hf.MODEL_NAME, None if path == "fast"
-                                           else args.batch)
+        use_generation(hf, requested=path, max_batch_size=None,
+                       batch_size_asked=None if path == "fast" else args.batch)
         return hf
 
     conditions = {"hf_standard": lambda: use("standard"), "hf_fast": lambda: use("fast"),

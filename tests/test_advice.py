@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import generation_requests
 
 from lm_eval_ext.analysis import AnalysisInputError
 from lm_eval_ext.analysis.loader import load_runs
@@ -68,7 +69,7 @@ def test_an_unknown_task_is_refused_before_lm_evals_index(tasks, advice, tmp_pat
     """lm-eval reported it after indexing its whole tree (60-94 s on 2 busy cores, exit 1)."""
     import time
 
-    from conftest import run_cli
+    from helpers import run_cli
 
     start = time.monotonic()
     proc = run_cli(["lm_eval", "--model", "hf-metered", "--tasks", tasks, "--limit", "1",
@@ -82,7 +83,7 @@ def test_an_unknown_task_is_refused_before_lm_evals_index(tasks, advice, tmp_pat
 
 def test_the_subset_advice_names_a_task_that_runs():
     """Following the advice: the task it names exists (our own index)."""
-    from lm_eval_ext.registration import our_task_manager
+    from lm_eval_ext.plugin.registration import our_task_manager
 
     assert {"bbq_subset_12p5pct", "bbq_instrument", "bbq_subset_12p5pct_r5_loglik",
             "bbq_subset_50pct_r2"} <= set(our_task_manager().all_tasks)
@@ -139,22 +140,19 @@ def test_mde_of_runs_with_identical_answers_gives_its_bound(run, tmp_path, capsy
     assert lines[2].startswith(f"paired MDE <= {100 * paired_mde(248, bound):.2f} pp (m=248")
 
 
+#: three short generation requests (a 4-token cap)
+SHORT = (["One.", "Two, three.", "Four"], {"until": ["\n"], "max_gen_toks": 4})
+
+
 def test_the_fast_path_shows_lm_evals_progress_bar_and_obeys_its_switches(embedded_lm, capsys):
     """67 s of silence on 2 busy cores: lm-eval's own loop shows a bar, the fast path showed
     none. The bar counts the requests as their rows end; it is off where lm-eval's is."""
-    assert embedded_lm.fast_generation.stats.requested == "fast"
-    embedded_lm.generate_until(_generation_requests())
+    assert embedded_lm.generation_settings().requested == "fast"
+    embedded_lm.generate_until(generation_requests(*SHORT))
     err = capsys.readouterr().err
     assert "Running generate_until requests (fast path): 100%" in err and "3/3" in err
-    embedded_lm.generate_until(_generation_requests(), disable_tqdm=True)
+    embedded_lm.generate_until(generation_requests(*SHORT), disable_tqdm=True)
     assert "Running generate_until" not in capsys.readouterr().err
-
-
-def _generation_requests():
-    from lm_eval.api.instance import Instance
-
-    return [Instance("generate_until", {}, (p, {"until": ["\n"], "max_gen_toks": 4}), i,
-                     ("t", i, 1)) for i, p in enumerate(["One.", "Two, three.", "Four"])]
 
 
 @pytest.mark.slow
@@ -163,10 +161,10 @@ def test_the_fast_paths_bar_is_off_under_tqdm_disable(embedded_checkpoint):
     import subprocess
     import sys
 
-    code = ("from test_advice import _generation_requests\n"
+    code = ("from helpers import generation_requests\n"
             "from lm_eval_ext.backends.hf.metered import HFMeteredLM\n"
             "lm = HFMeteredLM(device='cpu', idle_seconds=0)\n"
-            "print(lm.generate_until(_generation_requests()))")
+            f"print(lm.generate_until(generation_requests(*{SHORT!r})))")
     for disabled in ("1", ""):
         proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                               cwd=Path(__file__).parent, timeout=600,

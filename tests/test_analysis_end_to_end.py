@@ -7,7 +7,7 @@ import shutil
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import run_cli, save_lm_eval_run
+from helpers import run_cli, save_lm_eval_run
 
 from lm_eval_ext.analysis import AnalysisInputError, analyze
 from lm_eval_ext.analysis.loader import load_runs

@@ -5,7 +5,7 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import run_cli
+from helpers import run_cli
 from scipy import stats
 
 from lm_eval_ext.analysis import (

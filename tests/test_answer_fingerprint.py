@@ -11,7 +11,7 @@ import json
 import shutil
 
 import pytest
-from conftest import save_lm_eval_run
+from helpers import save_lm_eval_run
 
 from lm_eval_ext.analysis.errors import AnalysisInputError
 from lm_eval_ext.analysis.loader import load_runs

@@ -5,10 +5,10 @@ import os
 import subprocess
 from collections import Counter, defaultdict
 
+from helpers import PAPER_SAMPLE_SHA256
+
 from lm_eval_ext.data.bbq import load_bbq_rows
 from lm_eval_ext.data.external_manifest import manifest_fingerprint
-
-PAPER_SAMPLE_SHA256 = "69633d39a5318756acb55745bbd606395cbccc1371402f8adc2855a8a34499df"
 
 
 def test_all_rows_prepared(data_dir):

@@ -4,7 +4,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import package_task_manager
+from helpers import package_task_manager
 from lm_eval import simple_evaluate
 from lm_eval.tasks._index import TaskIndex
 
@@ -127,7 +127,7 @@ def test_lm_evals_custom_dataset_advice_is_not_shown_for_our_tasks(task_manager,
     """lm-eval advises --metadata kwargs for every custom-dataset task; ours take none."""
     import logging
 
-    from lm_eval_ext.upstream_noise import drop_metadata_hint
+    from lm_eval_ext.plugin.upstream_noise import drop_metadata_hint
 
     def advice(tasks: list[str]) -> int:
         caplog.clear()

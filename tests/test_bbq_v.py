@@ -9,7 +9,7 @@ import json
 
 import pytest
 from bbq_v_fixture import build_tiny_vlm, write_bbq_v_folder
-from conftest import package_task_manager
+from helpers import package_task_manager
 from lm_eval import simple_evaluate
 
 from lm_eval_ext.data.bbq_v import fingerprint, load_bbq_v

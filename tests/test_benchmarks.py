@@ -6,7 +6,7 @@ import re
 import warnings
 
 import pytest
-from conftest import package_task_manager
+from helpers import package_task_manager
 from lm_eval import simple_evaluate
 
 from lm_eval_ext.errors import DataMissingError
@@ -149,7 +149,7 @@ def test_few_shot_examples_come_from_outside_the_evaluated_set(shots, tasks):
 
 @pytest.mark.slow
 def test_sampled_decoding_is_recorded_for_the_analysis(embedded_lm, tmp_path, data_dir):
-    from conftest import save_lm_eval_run
+    from helpers import save_lm_eval_run
 
     from lm_eval_ext.analysis.loader import load_runs
 

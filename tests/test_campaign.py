@@ -13,27 +13,13 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
-from conftest import run_cli
+from helpers import QUICK_ANALYSIS, SMALL_CAMPAIGN, run_cli
 
 from lm_eval_ext.campaign import build_spec, shard_cells
 from lm_eval_ext.campaign.presets import preset
 from lm_eval_ext.campaign.store import HOST, CampaignFolder
 from lm_eval_ext.cli.main import main
 from lm_eval_ext.errors import ConfigError
-
-#: three real cells: two batch sizes and a second subset membership (idle_seconds=0: no idle
-#: power to measure on the CPU; limit 5: small)
-SMALL = {
-    "name": "small",
-    "models": {"smollm2": "idle_seconds=0"},
-    "tasks": ["bbq_subset_12p5pct_loglik"],
-    "lm_eval": {"limit": 5},
-    "conditions": {"M0": {"batch_size": 1}, "M1": {"batch_size": 4},
-                   "M4_r2": {"batch_size": 1, "tasks": ["bbq_subset_12p5pct_r2_loglik"]}},
-    "compare": {"batching": {"reference": "M0", "runs": ["M1"]}},
-    "subsets": {"reference": "M0", "runs": ["M4_r2"]},
-}
-ANALYSIS = ["--bootstrap", "200", "--mc-draws", "20"]
 
 
 def test_paper_preset_has_the_papers_19_cells():
@@ -82,13 +68,13 @@ def test_a_shard_beyond_the_cells_is_refused_before_anything_is_made(tmp_path):
 ])
 def test_bad_campaign_files_are_refused_with_the_fix(change, message):
     with pytest.raises(ConfigError, match=message):
-        build_spec({**SMALL, **change})
+        build_spec({**SMALL_CAMPAIGN, **change})
 
 
 def test_changed_configuration_is_refused_naming_the_keys(tmp_path):
     folder = CampaignFolder(tmp_path / "c")
-    folder.bind(build_spec(SMALL), yaml.safe_dump(SMALL))
-    changed = {**SMALL, "conditions": {**SMALL["conditions"], "M1": {"batch_size": 8}}}
+    folder.bind(build_spec(SMALL_CAMPAIGN), yaml.safe_dump(SMALL_CAMPAIGN))
+    changed = {**SMALL_CAMPAIGN, "conditions": {**SMALL_CAMPAIGN["conditions"], "M1": {"batch_size": 8}}}
     with pytest.raises(ConfigError) as error:
         folder.bind(build_spec(changed), "")
     assert "cells.smollm2__M1__bbq_subset_12p5pct_loglik.options.batch_size: 4 -> 8" in str(
@@ -96,7 +82,7 @@ def test_changed_configuration_is_refused_naming_the_keys(tmp_path):
     (tmp_path / "other").mkdir()
     (tmp_path / "other" / "x.txt").write_text("not a campaign")
     with pytest.raises(ConfigError, match="not a campaign folder"):
-        CampaignFolder(tmp_path / "other").bind(build_spec(SMALL), "")
+        CampaignFolder(tmp_path / "other").bind(build_spec(SMALL_CAMPAIGN), "")
 
 
 def _items(cell_dir: Path) -> pd.DataFrame:
@@ -110,13 +96,13 @@ def _items(cell_dir: Path) -> pd.DataFrame:
 def test_killed_sharded_campaign_resumes_and_equals_an_uninterrupted_run(tmp_path, capsys,
                                                                           embedded_checkpoint):
     spec_path = tmp_path / "small.yaml"
-    spec_path.write_text(yaml.safe_dump(SMALL))
+    spec_path.write_text(yaml.safe_dump(SMALL_CAMPAIGN))
     # the uninterrupted reference of the cell that will be killed: the same cell (same id and
     # configuration) in a campaign of its own
     alone = tmp_path / "alone.yaml"
-    alone.write_text(yaml.safe_dump({**{k: v for k, v in SMALL.items()
+    alone.write_text(yaml.safe_dump({**{k: v for k, v in SMALL_CAMPAIGN.items()
                                         if k not in ("compare", "subsets")},
-                                     "conditions": {"M4_r2": SMALL["conditions"]["M4_r2"]}}))
+                                     "conditions": {"M4_r2": SMALL_CAMPAIGN["conditions"]["M4_r2"]}}))
     whole = run_cli(["lm-eval-ext", "campaign", str(alone), "--out", str(tmp_path / "whole"),
                      "--quiet", "--no-analyze"])
     assert whole.returncode == 0, whole.stdout + whole.stderr
@@ -124,7 +110,7 @@ def test_killed_sharded_campaign_resumes_and_equals_an_uninterrupted_run(tmp_pat
     # shard 1/2 (cells M0 and M4_r2) killed, whole process group, while M4_r2 runs
     out = tmp_path / "killed"
     command = [sys.executable, "-m", "lm_eval_ext.cli.main", "campaign", str(spec_path),
-               "--out", str(out), "--shard", "1/2", "--quiet", *ANALYSIS]
+               "--out", str(out), "--shard", "1/2", "--quiet", *QUICK_ANALYSIS]
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                start_new_session=True)
     deadline = time.monotonic() + 300
@@ -144,10 +130,10 @@ def test_killed_sharded_campaign_resumes_and_equals_an_uninterrupted_run(tmp_pat
     assert "1 done, 1 interrupted, 1 pending" in status, status
 
     other = run_cli(["lm-eval-ext", "campaign", str(spec_path), "--out", str(out), "--shard",
-                     "2/2", "--quiet", *ANALYSIS])
+                     "2/2", "--quiet", *QUICK_ANALYSIS])
     assert other.returncode == 0 and "1 cells run" in other.stdout and "incomplete" in other.stdout
     resumed = run_cli(["lm-eval-ext", "campaign", str(spec_path), "--out", str(out), "--shard",
-                       "1/2", "--quiet", *ANALYSIS])
+                       "1/2", "--quiet", *QUICK_ANALYSIS])
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     assert "1 cells run, 1 already done" in resumed.stdout and "report:" in resumed.stdout
     assert json.loads((out / "cells" / first_cell / "cell.json").read_text()) == first  # kept
@@ -171,12 +157,12 @@ def test_killed_sharded_campaign_resumes_and_equals_an_uninterrupted_run(tmp_pat
 
     capsys.readouterr()
     assert main(["campaign", str(spec_path), "--out", str(out), "--analyze-only", "--quiet",
-                 *ANALYSIS]) == 0
+                 *QUICK_ANALYSIS]) == 0
     again = capsys.readouterr().out
     assert "0 cells run, 3 already done" in again, again
 
     changed = tmp_path / "changed.yaml"
-    changed.write_text(yaml.safe_dump({**SMALL, "lm_eval": {"limit": 4}}))
+    changed.write_text(yaml.safe_dump({**SMALL_CAMPAIGN, "lm_eval": {"limit": 4}}))
     assert main(["campaign", str(changed), "--out", str(out)]) == 2
     refused = capsys.readouterr().err
     assert "options.limit: 5 -> 4" in refused and "Nothing was run" in refused
@@ -185,7 +171,7 @@ def test_killed_sharded_campaign_resumes_and_equals_an_uninterrupted_run(tmp_pat
 @pytest.mark.slow
 def test_dry_run_lists_cells_with_items_and_a_calibrated_estimate(tmp_path, embedded_checkpoint):
     spec_path = tmp_path / "small.yaml"
-    spec_path.write_text(yaml.safe_dump({**SMALL, "lm_eval": {"limit": 200}}))
+    spec_path.write_text(yaml.safe_dump({**SMALL_CAMPAIGN, "lm_eval": {"limit": 200}}))
     result = run_cli(["lm-eval-ext", "campaign", str(spec_path), "--out", str(tmp_path / "d"),
                       "--dry-run", "--calibration-limit", "2", "--shard", "1/2"])
     assert result.returncode == 0, result.stdout + result.stderr
@@ -200,7 +186,7 @@ def test_dry_run_lists_cells_with_items_and_a_calibrated_estimate(tmp_path, embe
 
 
 def test_cell_locks_share_work_and_take_over_from_killed_holders(tmp_path):
-    spec = build_spec(SMALL)
+    spec = build_spec(SMALL_CAMPAIGN)
     folder = CampaignFolder(tmp_path / "c")
     folder.bind(spec, "")
     cell = spec.cells[0]
@@ -223,7 +209,7 @@ def test_cell_locks_share_work_and_take_over_from_killed_holders(tmp_path):
 def test_a_copy_that_kept_only_the_records_resumes(tmp_path):
     """A folder copied without its hidden folders (e.g. only campaign.json and cell.json files)
     is bound again and its cells can be claimed (the layout folders are recreated)."""
-    spec = build_spec(SMALL)
+    spec = build_spec(SMALL_CAMPAIGN)
     folder = CampaignFolder(tmp_path / "c")
     folder.bind(spec, "")
     for hidden in (".locks", ".inflight"):
@@ -240,7 +226,7 @@ def test_the_analysis_plans_from_one_table_of_records_and_names_a_cell_that_is_n
     cell is a skipped comparison or an error naming it, not an assert (gone under python -O)."""
     from lm_eval_ext.campaign.subsets import subset_summary
 
-    spec = build_spec(SMALL)
+    spec = build_spec(SMALL_CAMPAIGN)
     folder = CampaignFolder(tmp_path / "out")
     folder.bind(spec, "")
     assert folder.records(spec) == {}

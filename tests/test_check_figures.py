@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import needs_results
+from helpers import needs_results
 
 pytestmark = needs_results
 

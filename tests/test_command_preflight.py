@@ -5,10 +5,11 @@ from __future__ import annotations
 import re
 
 import pytest
-from conftest import run_cli
+from helpers import run_cli
 
 from lm_eval_ext.campaign.spec import build_spec
-from lm_eval_ext.command_preflight import (
+from lm_eval_ext.errors import ConfigError
+from lm_eval_ext.plugin.command_preflight import (
     PreflightError,
     check_command_line,
     check_limit,
@@ -16,7 +17,6 @@ from lm_eval_ext.command_preflight import (
     check_output_path,
     unknown_task_message,
 )
-from lm_eval_ext.errors import ConfigError
 
 
 @pytest.mark.parametrize("value", ["0", "-5", "0.0", "nan", "inf", "ten", "2.5"])

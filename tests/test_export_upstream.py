@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import run_cli
+from helpers import run_cli
 
 from lm_eval_ext.errors import ConfigError
 from lm_eval_ext.export.upstream import export_upstream

@@ -3,41 +3,30 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import types
 
 import pytest
 import torch
-from conftest import package_task_manager
-from lm_eval.api.instance import Instance
+from helpers import PROMPTS, generation_requests, package_task_manager
 
 from lm_eval_ext.backends.model_args import explicit_batch_size
 from lm_eval_ext.generation.generator import (
     CPU_BATCH,
     MEMORY_SHARE,
-    FastGenerator,
     planned_batch_size,
 )
 
 
 @contextlib.contextmanager
-def generation_mode(lm, mode: str):
-    """The shared CPU model with another generation path, restored afterwards."""
-    saved = lm.fast_generation
-    lm.fast_generation = FastGenerator(mode, lm.MODEL_NAME, saved.stats.batch_size_asked,
-                                       saved.max_batch_size)
+def generation_mode(lm, mode: str, **changes):
+    """The shared CPU model generating under changed settings, restored afterwards."""
+    before = lm.use_generation(dataclasses.replace(lm.generation_settings(), requested=mode,
+                                                   **changes))
     try:
         yield lm.fast_generation.stats
     finally:
-        lm.fast_generation = saved
-
-
-def _requests(prompts: list[str], gen_kwargs: dict) -> list[Instance]:
-    return [Instance("generate_until", {}, (p, dict(gen_kwargs)), i, ("t", i, 1))
-            for i, p in enumerate(prompts)]
-
-
-PROMPTS = ["Name three colours of the rainbow.", "What is 12 times 12? Explain briefly.",
-           "Write one sentence about the sea.", "List two prime numbers."]
+        lm.use_generation(before.settings)
 
 
 @pytest.mark.slow
@@ -64,7 +53,7 @@ def test_fast_text_equals_the_standard_loop_on_the_headline_task(embedded_lm):
 def test_reset_metering_starts_the_generation_counts_afresh(embedded_lm):
     greedy = {"until": ["\n"], "max_gen_toks": 4, "do_sample": False}
     with generation_mode(embedded_lm, "fast") as stats:
-        embedded_lm.generate_until(_requests(PROMPTS[:2], greedy), disable_tqdm=True)
+        embedded_lm.generate_until(generation_requests(PROMPTS[:2], greedy), disable_tqdm=True)
         assert (stats.fast_requests, stats.batch_sizes) == (2, [2])
         embedded_lm.reset_metering()
         fresh = embedded_lm.metering_info()["generation"]
@@ -75,13 +64,13 @@ def test_reset_metering_starts_the_generation_counts_afresh(embedded_lm):
 def test_stop_sequences_cut_the_same_text_and_sampling_falls_back(embedded_lm):
     greedy = {"until": ["\n", "."], "max_gen_toks": 24, "do_sample": False}
     with generation_mode(embedded_lm, "standard"):
-        standard = embedded_lm.generate_until(_requests(PROMPTS, greedy), disable_tqdm=True)
+        standard = embedded_lm.generate_until(generation_requests(PROMPTS, greedy), disable_tqdm=True)
     with generation_mode(embedded_lm, "fast") as stats:
-        fast = embedded_lm.generate_until(_requests(PROMPTS, greedy), disable_tqdm=True)
+        fast = embedded_lm.generate_until(generation_requests(PROMPTS, greedy), disable_tqdm=True)
         assert fast == standard and not any("\n" in t or "." in t for t in fast)
         assert (stats.fast_requests, stats.standard_requests) == (4, 0)
         sampled = {"until": ["\n"], "max_gen_toks": 4, "do_sample": True, "temperature": 0.7}
-        embedded_lm.generate_until(_requests(PROMPTS[:1], sampled), disable_tqdm=True)
+        embedded_lm.generate_until(generation_requests(PROMPTS[:1], sampled), disable_tqdm=True)
         assert stats.standard_requests == 1
         assert stats.fallback_reasons == ["sampling (do_sample/temperature)"]
 
@@ -141,30 +130,25 @@ def test_auto_batch_for_lm_evals_loop_is_planned_from_the_real_prompts(embedded_
     it), and the text is the loop's own at that batch."""
     greedy = {"until": ["\n"], "max_gen_toks": 8, "do_sample": False}
     with generation_mode(embedded_lm, "standard"):
-        fixed = embedded_lm.generate_until(_requests(PROMPTS, greedy), disable_tqdm=True)
+        fixed = embedded_lm.generate_until(generation_requests(PROMPTS, greedy), disable_tqdm=True)
         embedded_lm.batch_size_per_gpu, probed = "auto", embedded_lm._probed_batch_sizes
         embedded_lm._probed_batch_sizes = []
         try:
-            auto = embedded_lm.generate_until(_requests(PROMPTS, greedy), disable_tqdm=True)
-            embedded_lm._max_batch_size_given = 2
-            embedded_lm.generate_until(_requests(PROMPTS, greedy), disable_tqdm=True)
+            auto = embedded_lm.generate_until(generation_requests(PROMPTS, greedy), disable_tqdm=True)
+            with generation_mode(embedded_lm, "standard", max_batch_size=2):
+                embedded_lm.generate_until(generation_requests(PROMPTS, greedy), disable_tqdm=True)
             assert embedded_lm._probed_batch_sizes == [4, 2]
         finally:
             embedded_lm.batch_size_per_gpu, embedded_lm._probed_batch_sizes = 4, probed
-            embedded_lm._max_batch_size_given = None
     assert auto == fixed
 
 
 def test_a_max_batch_size_given_with_auto_caps_the_fast_path(embedded_lm):
     """--batch_size auto --max_batch_size 2: the plan (CPU: 16) is capped at 2."""
     greedy = {"until": ["\n"], "max_gen_toks": 4, "do_sample": False}
-    saved = embedded_lm.fast_generation
-    embedded_lm.fast_generation = FastGenerator("fast", embedded_lm.MODEL_NAME, None, 2)
-    try:
-        embedded_lm.generate_until(_requests(PROMPTS, greedy), disable_tqdm=True)
-        assert embedded_lm.fast_generation.stats.batch_sizes == [2]
-    finally:
-        embedded_lm.fast_generation = saved
+    with generation_mode(embedded_lm, "fast", batch_size_asked=None, max_batch_size=2) as stats:
+        embedded_lm.generate_until(generation_requests(PROMPTS, greedy), disable_tqdm=True)
+        assert stats.batch_sizes == [2]
 
 
 def test_finished_sequences_leave_the_batch_and_the_others_match_generate(embedded_lm):

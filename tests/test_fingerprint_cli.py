@@ -2,8 +2,7 @@
 
 
 import pytest
-from conftest import run_cli
-from test_bbq_data import PAPER_SAMPLE_SHA256
+from helpers import PAPER_SAMPLE_SHA256, run_cli
 
 
 def test_prints_the_paper_fingerprint(data_dir):

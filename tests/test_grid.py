@@ -8,8 +8,7 @@ import json
 import pandas as pd
 import pytest
 import yaml
-from conftest import run_cli
-from test_campaign import ANALYSIS
+from helpers import QUICK_ANALYSIS, run_cli
 
 from lm_eval_ext.campaign import build_spec
 from lm_eval_ext.campaign.grid import grid_campaign
@@ -48,7 +47,7 @@ def test_two_by_two_grid_gives_rank_flips_that_match_the_cells(tmp_path, embedde
     path = tmp_path / "grid.yaml"
     path.write_text(yaml.safe_dump(grid))
     result = run_cli(["lm-eval-ext", "grid", str(path), "--out", str(tmp_path / "g"), "--quiet",
-                      *ANALYSIS])
+                      *QUICK_ANALYSIS])
     assert result.returncode == 0, result.stdout + result.stderr
     # --quiet: no warning with its source line (numpy's, matplotlib's) reaches the user
     assert "Warning:" not in result.stderr and "warnings.warn" not in result.stderr, \

@@ -9,15 +9,13 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import shutil
-import subprocess
 from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import BIN, REPO, run_cli
 from helm_fixture import rehydrate
+from helpers import INSPECT_CAP, LM_CAP, REPO, inspect_eval, run_cli
 
 from lm_eval_ext.analysis import metrics as m
 from lm_eval_ext.analysis.errors import AnalysisInputError
@@ -144,22 +142,6 @@ def test_readers_reject_foreign_and_truncated_outputs_naming_the_file(helm_run, 
         read_harness_run(f"helmx={helm_run}")
 
 
-#: the same generation cap on both sides (the tasks' own is 128 tokens): shorter runs, the same
-#: greedy prefixes
-LM_CAP = ["--gen_kwargs", "max_gen_toks=48"]
-INSPECT_CAP = ["--max-tokens", "48"]
-
-
-def _inspect(args: list[str], env: dict[str, str]) -> Path:
-    log_dir = Path(env["LOG_DIR"])
-    proc = subprocess.run([str(BIN / "inspect"), "eval", *args, "--log-dir", str(log_dir),
-                           "--display", "plain"], capture_output=True, text=True,
-                          env={**os.environ, **env}, timeout=600)
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
-    [log] = log_dir.glob("*.eval")
-    return log
-
-
 @pytest.mark.slow
 def test_one_model_through_three_harnesses(helm_run, tmp_path, data_dir, embedded_checkpoint,
                                            capsys):
@@ -184,13 +166,13 @@ def test_one_model_through_three_harnesses(helm_run, tmp_path, data_dir, embedde
     assert lm.returncode == 0, lm.stderr[-3000:]
     model = ["--model", "hf/local", "-M", f"model_path={embedded_checkpoint}", "-M",
              "device=cpu", "-M", "do_sample=false", *INSPECT_CAP]
-    ours = _inspect(["lm_eval_ext/bbq_ext", "-T", f"manifest={manifest}", *model],
+    ours = inspect_eval(["lm_eval_ext/bbq_ext", "-T", f"manifest={manifest}", *model],
                     {**env, "LOG_DIR": str(tmp_path / "inspect")})
     ie_cache = tmp_path / "ie" / "bbq_dataset" / "bbq"  # inspect_evals reads data/*.jsonl here
     ie_cache.mkdir(parents=True)
     (ie_cache / "data").symlink_to(data_dir / "bbq" / "data")
     ids = ",".join(f"{k.split(':')[1]}_{int(k.split(':')[2]):05d}" for k in keys)
-    theirs = _inspect(["inspect_evals/bbq", "-T", "subsets=Age",
+    theirs = inspect_eval(["inspect_evals/bbq", "-T", "subsets=Age",
                        "--sample-id", ids, *model],
                       {"INSPECT_EVALS_CACHE_DIR": str(tmp_path / "ie"),
                        "HF_HOME": str(tmp_path / "hf"), "LOG_DIR": str(tmp_path / "ie_logs")})

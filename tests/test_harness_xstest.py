@@ -4,8 +4,7 @@ test_harness_compare.py so that its two long runs can go to different workers)."
 from __future__ import annotations
 
 import pytest
-from conftest import run_cli
-from test_harness_compare import INSPECT_CAP, LM_CAP, _inspect
+from helpers import INSPECT_CAP, LM_CAP, inspect_eval, run_cli
 
 from lm_eval_ext.cross_harness.compare import compare_harnesses
 from lm_eval_ext.cross_harness.readers import read_harness_run
@@ -18,7 +17,7 @@ def test_xstest_through_lm_eval_and_inspect_gives_the_same_classes(tmp_path, dat
                   "idle_seconds=0", "--tasks", "xstest_ext", "--limit", "2", "--output_path",
                   str(tmp_path / "lm"), "--log_samples", *LM_CAP])
     assert lm.returncode == 0, lm.stderr[-3000:]
-    log = _inspect(["lm_eval_ext/xstest_ext", "--limit", "2", "--model", "hf/local", "-M",
+    log = inspect_eval(["lm_eval_ext/xstest_ext", "--limit", "2", "--model", "hf/local", "-M",
                     f"model_path={embedded_checkpoint}", "-M", "device=cpu", "-M",
                     "do_sample=false", *INSPECT_CAP], {"LOG_DIR": str(tmp_path / "inspect")})
     runs = [read_harness_run(f"lm_eval={tmp_path / 'lm'}"), read_harness_run(f"inspect={log}")]

@@ -4,7 +4,7 @@ import json
 import re
 
 import pytest
-from conftest import package_task_manager, run_cli
+from helpers import package_task_manager, run_cli
 from lm_eval import simple_evaluate
 from lm_eval.models.huggingface import HFLM
 

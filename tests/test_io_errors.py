@@ -12,7 +12,7 @@ import subprocess
 
 import numpy as np
 import pytest
-from conftest import run_cli, save_lm_eval_run
+from helpers import run_cli, save_lm_eval_run
 
 from lm_eval_ext.analysis.synthetic import simulate_predictions, write_run
 from lm_eval_ext.cli import main as cli_main
@@ -111,7 +111,7 @@ def test_a_card_on_a_full_disk_is_one_line(capsys):
 
 
 def test_recommend_out_that_is_a_file_or_on_a_full_disk(tmp_path, capsys, mounted_filesystem):
-    from conftest import write_pilot
+    from helpers import write_pilot
 
     pilot = write_pilot(tmp_path / "pilot", {"ref": 4000.0, "int8": 1000.0})
     file = tmp_path / "card.txt"

@@ -7,7 +7,7 @@ import json
 import math
 
 import pytest
-from conftest import save_lm_eval_run
+from helpers import save_lm_eval_run
 
 from lm_eval_ext.errors import ConfigError
 from lm_eval_ext.judge.parse import is_non_substantive, parse_reply

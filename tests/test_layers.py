@@ -1,4 +1,5 @@
-"""Data flows one way: no module imports a package of a higher layer, no import cycles.
+"""Data flows one way: no module imports a package of a higher layer, no import cycles; test
+files import their shared helpers from one module, not from each other.
 
 Read from the source with ``ast`` (imports inside functions count too), so the check needs
 nothing installed: ``python -m pytest tests/test_layers.py``.
@@ -18,12 +19,11 @@ LAYERS = (
     ("tasks",),
     ("generation", "metering"),  # decoding (public transformers APIs); energy, backend-free
     ("backends",),  # the lm-eval models: hf/, vllm/ and what they share
-    ("registration", "upstream_noise", "command_preflight", "task_names",
-     "saved_outputs"),  # how we plug into lm-eval
+    ("plugin",),  # how we plug into lm-eval: every write into it (plugin/__init__.py lists them)
     ("analysis",),
     ("cross_harness", "export", "judge"),
     ("campaign",),
-    ("cli", "_autoload"),  # entry points: the command line and the start-up hook
+    ("cli",),  # the command line
 )
 RANK = {name: rank for rank, names in enumerate(LAYERS) for name in names}
 
@@ -86,3 +86,16 @@ def test_no_import_cycles_between_modules():
         if node not in state:
             visit(node, [node])
     assert cycles == []
+
+
+def test_test_files_import_their_helpers_not_each_other():
+    """What several test files share lives in ``tests/helpers.py`` (or a fixture builder)."""
+    tests = Path(__file__).resolve().parent
+    names = {p.stem for p in tests.glob("test_*.py")}
+    imported = {f"{path.name} -> {node.module if isinstance(node, ast.ImportFrom) else a.name}"
+                for path in sorted(tests.glob("test_*.py"))
+                for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+                if isinstance(node, ast.Import | ast.ImportFrom)
+                for a in node.names
+                if (node.module if isinstance(node, ast.ImportFrom) else a.name) in names}
+    assert sorted(imported) == []

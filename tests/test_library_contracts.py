@@ -16,8 +16,12 @@ import torch
 import transformers
 from transformers import DynamicCache, LlamaConfig, LlamaForCausalLM, StaticCache
 
-from lm_eval_ext.generation.graphed import attention_kernel
-from lm_eval_ext.generation.greedy import DecodeForward, layer_tensors, plain_layers
+from lm_eval_ext.generation.attention import (
+    DecodeForward,
+    attention_kernel,
+    layer_tensors,
+    plain_layers,
+)
 
 
 def contract(holds: bool, api: str, library: str = "transformers") -> None:

@@ -2,9 +2,9 @@
 
 import os
 import warnings
-from types import SimpleNamespace
 
 import pytest
+from helpers import Clock, FakeNvml, meter_for
 
 from lm_eval_ext.metering import (
     EnergyMeter,
@@ -14,55 +14,6 @@ from lm_eval_ext.metering import (
     UnavailableSource,
     select_source,
 )
-
-
-class FakeNvml:
-    """Stand-in for pynvml: scripted cumulative counters (mJ) per handle."""
-
-    def __init__(self, counters, processes=None):
-        self.counters = {h: list(values) for h, values in counters.items()}
-        self.processes = processes or {}
-        self.reads = 0
-
-    def nvmlInit(self):
-        pass
-
-    def nvmlDeviceGetHandleByIndex(self, index):
-        return f"idx{index}"
-
-    def nvmlDeviceGetHandleByUUID(self, uuid):
-        return uuid
-
-    def nvmlDeviceGetTotalEnergyConsumption(self, handle):
-        self.reads += 1
-        values = self.counters[handle]
-        return values.pop(0) if len(values) > 1 else values[0]
-
-    def nvmlDeviceGetComputeRunningProcesses(self, handle):
-        return [SimpleNamespace(pid=p) for p in self.processes.get(handle, [os.getpid()])]
-
-    def nvmlDeviceGetName(self, handle):
-        return b"NVIDIA H200"
-
-    def nvmlDeviceGetUUID(self, handle):
-        return f"GPU-{handle}"
-
-
-class Clock:
-    def __init__(self, *times):
-        self.times = list(times)
-
-    def __call__(self):
-        return self.times.pop(0)
-
-
-def meter_for(counters, times, processes=None, sync=True):
-    nvml = FakeNvml(counters, processes)
-    source = NvmlSource([0], nvml=nvml, uuid_of=lambda i: None)
-    calls = []
-    meter = EnergyMeter(source, sync=(lambda: calls.append(1)) if sync else None,
-                        clock=Clock(*times))
-    return meter, calls
 
 
 def test_window_energy_time_and_sync_at_both_edges():

@@ -4,9 +4,9 @@ import subprocess
 import sys
 
 import pytest
+from helpers import Clock, FakeNvml
 from lm_eval.api.instance import Instance
 from lm_eval.models.dummy import DummyLM
-from test_metering import Clock, FakeNvml
 
 from lm_eval_ext.backends.metered_lm import MeteredLM
 from lm_eval_ext.metering import EnergyMeter, Metering, NvmlSource

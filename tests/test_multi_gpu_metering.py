@@ -7,8 +7,8 @@ import math
 
 import pytest
 import torch.multiprocessing as mp
+from helpers import meter_for
 from lm_eval.api.instance import Instance
-from test_metering import meter_for
 
 from lm_eval_ext.metering import InferenceLedger
 from lm_eval_ext.metering.ranks import (
@@ -134,7 +134,7 @@ def test_two_gloo_ranks_report_the_sum_of_their_windows(tmp_path):
 def test_model_parallel_meters_and_syncs_every_gpu_holding_parameters(monkeypatch):
     """A model split over two GPUs (devices mocked: no GPU here): both synced, both summed."""
     import torch
-    from test_metering import Clock, FakeNvml
+    from helpers import Clock, FakeNvml
 
     from lm_eval_ext.backends.hf.base import parameter_cuda_devices
     from lm_eval_ext.metering import EnergyMeter, NvmlSource

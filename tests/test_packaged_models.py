@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import run_cli
+from helpers import run_cli
 
 from lm_eval_ext.backends import packaged_models
 from lm_eval_ext.backends.packaged_models import GEMMA3_270M, PackagedModel

@@ -8,8 +8,10 @@ strings; and the merge really happens (a decode step runs rows of both batches).
 
 from __future__ import annotations
 
+import dataclasses
+
 import torch
-from test_fast_generation import PROMPTS
+from helpers import PROMPTS, generation_requests
 from transformers import LlamaConfig, LlamaForCausalLM
 from transformers.generation.stopping_criteria import StopStringCriteria
 
@@ -86,20 +88,16 @@ def test_rows_ending_early_leave_and_the_next_batch_joins_only_when_asked():
 
 def test_a_typed_batch_size_is_kept_on_the_cpu(embedded_lm):
     """``--batch_size 2`` typed: batches of 2 are not pooled (every decode step has <= 2 rows)."""
-    from test_fast_generation import _requests
-
-    from lm_eval_ext.generation.generator import FastGenerator
-
-    saved = embedded_lm.fast_generation
-    embedded_lm.fast_generation = FastGenerator("fast", embedded_lm.MODEL_NAME, 2)
+    before = embedded_lm.use_generation(dataclasses.replace(
+        embedded_lm.generation_settings(), requested="fast", batch_size_asked=2))
     calls: list[int] = []
     hook = _decode_rows(embedded_lm.model, calls)
     try:
-        embedded_lm.generate_until(_requests(PROMPTS[:3], {"until": ["\n"], "max_gen_toks": 6}))
+        embedded_lm.generate_until(generation_requests(PROMPTS[:3], {"until": ["\n"], "max_gen_toks": 6}))
         stats = embedded_lm.fast_generation.stats
     finally:
         hook.remove()
-        embedded_lm.fast_generation = saved
+        embedded_lm.use_generation(before.settings)
     assert stats.batch_sizes == [2] and stats.eager_batches == 2
     assert calls and max(calls) <= 2
 

@@ -13,7 +13,7 @@ import re
 import subprocess
 
 import pytest
-from conftest import BIN, DATA, REPO
+from helpers import BIN, DATA, REPO
 
 HEADING = "## Did the conclusion change? A worked example"
 

@@ -15,7 +15,7 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import RESULTS, needs_results, run_cli
+from helpers import RESULTS, needs_results, run_cli
 from scipy import stats
 from statsmodels.stats.multitest import multipletests
 from statsmodels.stats.weightstats import ttost_paired

@@ -10,7 +10,7 @@ from __future__ import annotations
 import shutil
 
 import pytest
-from conftest import write_pilot
+from helpers import write_pilot
 
 from lm_eval_ext.cli import main as cli_main
 

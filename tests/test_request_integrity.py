@@ -11,7 +11,7 @@ import copy
 import json
 
 import pytest
-from conftest import package_task_manager, run_cli
+from helpers import package_task_manager, run_cli
 
 pytestmark = pytest.mark.slow
 

@@ -14,7 +14,7 @@ import shutil
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import run_cli
+from helpers import run_cli
 
 from lm_eval_ext.analysis import analyze
 from lm_eval_ext.analysis.errors import AnalysisInputError

@@ -8,11 +8,11 @@ disk in process, the preflight of ``--output_path``, and (slow) the real command
 from __future__ import annotations
 
 import pytest
-from conftest import run_cli
+from helpers import run_cli
 
-from lm_eval_ext.command_preflight import PreflightError, check_output_path
 from lm_eval_ext.errors import EnvironmentProblem
-from lm_eval_ext.saved_outputs import OutputsLost, check_saved_outputs
+from lm_eval_ext.plugin.command_preflight import PreflightError, check_output_path
+from lm_eval_ext.plugin.saved_outputs import OutputsLost, check_saved_outputs
 
 
 def _samples(count: int) -> list[dict]:

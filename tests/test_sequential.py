@@ -246,7 +246,7 @@ def test_sequential_resumes_after_sigkill_in_the_middle_of_a_step(tmp_path, data
     import subprocess
     import time
 
-    from conftest import console_script
+    from helpers import console_script
 
     from lm_eval_ext.analysis.loader import find_results
     from lm_eval_ext.data.instrument import load_membership

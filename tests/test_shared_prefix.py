@@ -7,7 +7,7 @@ import types
 
 import pytest
 import torch
-from conftest import package_task_manager
+from helpers import package_task_manager
 from lm_eval import simple_evaluate
 from lm_eval.models.huggingface import HFLM
 

@@ -17,8 +17,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import REPO
-from test_campaign import SMALL
+from helpers import REPO, SMALL_CAMPAIGN
 
 pytestmark = pytest.mark.slow
 
@@ -40,7 +39,7 @@ def slurm(tmp_path, embedded_checkpoint):
             pytest.fail("LM_EVAL_EXT_SLURM=1 but no SLURM node answers: .ci/slurm_localhost.sh")
         pytest.skip("no SLURM here (CI starts one with .ci/slurm_localhost.sh)")
     spec = tmp_path / "campaign.yaml"
-    spec.write_text(yaml.safe_dump(SMALL))  # three real cells
+    spec.write_text(yaml.safe_dump(SMALL_CAMPAIGN))  # three real cells
     return spec
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import package_task_manager
+from helpers import package_task_manager
 
 
 @pytest.fixture(scope="module")

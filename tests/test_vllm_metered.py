@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import package_task_manager, run_cli
+from helpers import package_task_manager, run_cli
 
 from lm_eval_ext.backends.vllm.engine_args import EnginePlan, plan_engine
 from lm_eval_ext.errors import ConfigError

@@ -1,7 +1,7 @@
 """One campaign cell: ``python -m lm_eval_ext.campaign.cell LM_EVAL_ARGS...``.
 
 lm-eval's own CLI with hf-metered and our tasks registered, as ``lm-eval-ext run`` (lm-eval's task
-index narrowed when every task is ours: :func:`lm_eval_ext.registration.narrow_to_command_line`).
+index narrowed when every task is ours: :func:`lm_eval_ext.plugin.registration.narrow_to_command_line`).
 """
 
 from __future__ import annotations
@@ -10,15 +10,10 @@ import sys
 
 
 def main(argv: list[str]) -> int:
-    """Run lm-eval's CLI on ``argv``."""
-    from lm_eval_ext.registration import activate, narrow_to_command_line
+    """Run lm-eval's CLI on ``argv`` (as the stock ``lm_eval`` command: its one-line errors)."""
+    from lm_eval_ext.plugin.lm_eval_cli import run_lm_eval_cli
 
-    activate()
-    narrow_to_command_line(argv)
-    from lm_eval.__main__ import cli_evaluate
-
-    sys.argv = ["lm_eval", *argv]
-    cli_evaluate()
+    run_lm_eval_cli(argv, "lm_eval")
     return 0
 
 

@@ -30,13 +30,13 @@ from pathlib import Path
 from typing import Any
 
 from lm_eval_ext.campaign.yaml_file import read_yaml
-from lm_eval_ext.command_preflight import (
+from lm_eval_ext.errors import ConfigError
+from lm_eval_ext.plugin.command_preflight import (
     PreflightError,
     check_gen_kwargs,
     check_limit,
     check_num_fewshot,
 )
-from lm_eval_ext.errors import ConfigError
 
 MODEL = "hf-metered"
 #: lm_eval options the campaign sets itself (one task per cell, its own output folder)

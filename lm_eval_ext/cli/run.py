@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import sys
 
 HELP = """usage: lm-eval-ext run LM_EVAL_ARGUMENTS...
 
@@ -26,19 +25,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Hand the arguments to lm-eval's own CLI after registering the extension."""
-    from lm_eval_ext.command_preflight import check_command_line
-    from lm_eval_ext.registration import activate, narrow_to_command_line, one_line_error
+    from lm_eval_ext.plugin.command_preflight import check_command_line
+    from lm_eval_ext.plugin.lm_eval_cli import run_lm_eval_cli
+    from lm_eval_ext.plugin.registration import one_line_error
 
     check_command_line(args.lm_eval_args)
-    activate()
-    narrow_to_command_line(args.lm_eval_args)
-    from lm_eval.__main__ import cli_evaluate
-
-    # lm-eval parses sys.argv[1:]; argv[0] stays ours, so our errors are this command's
-    # (errors.stock_lm_eval_command: no "lm_eval: error:", the exit code from main)
-    sys.argv = ["lm-eval-ext", *args.lm_eval_args]
+    # argv[0] stays ours, so our errors are this command's (errors.stock_lm_eval_command: no
+    # "lm_eval: error:", the exit code from main)
     try:
-        cli_evaluate()
+        run_lm_eval_cli(args.lm_eval_args, "lm-eval-ext")
     except ValueError as exc:
         raise one_line_error(exc) from None
     return 0

@@ -14,6 +14,7 @@ import dataclasses
 import functools
 import json
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
 import torch
@@ -25,36 +26,28 @@ from lm_eval.models.utils import (
 from tqdm import tqdm
 from transformers.generation.stopping_criteria import StopStringCriteria
 
-from lm_eval_ext.errors import check_choice
-from lm_eval_ext.generation.graphed import (
-    DecodeGraphs,
-    StaticDecodeResult,
-    static_decode_problem,
-    static_greedy_decode,
-)
-from lm_eval_ext.generation.greedy import eos_token_ids, greedy_decode
+from lm_eval_ext.generation.graphed import DecodeGraphs, StaticDecodeResult
+from lm_eval_ext.generation.greedy import eos_token_ids
+from lm_eval_ext.generation.settings import CPU_BATCH, Decoders, GenerationSettings
 
-GENERATION = ("standard", "fast")
-#: the default path: fast (same text as lm-eval's loop in fp32; measured in docs/hf-metered.md)
-DEFAULT_GENERATION = "fast"
 #: generation kwargs the fast path reproduces (after lm-eval's normalisation): greedy only
 GREEDY_KWARGS = ("do_sample", "temperature")
 #: contexts per ``tok_batch_encode`` call (bounds the padded tensor)
 ENCODE_CHUNK = 256
-#: batch size on the CPU (a step reads every weight; a larger batch shares the read)
-CPU_BATCH = 32
-#: on the CPU with a planned batch, the next batch's rows join once at most this many run
-CPU_ADMIT_AT = CPU_BATCH // 2
 #: most sequences in one CUDA batch, and the share of free memory a batch may plan to use
 MAX_CUDA_BATCH, MEMORY_SHARE = 1024, 0.5
 
-Standard = Callable[[list, bool], list[str]]
+#: lm-eval's loop on some requests: ``(requests, disable_tqdm, batch_size)``, where
+#: ``batch_size`` is the generator's plan for the loop under ``--batch_size auto`` (else None)
+Standard = Callable[[list, bool, int | None], list[str]]
 
 
-class ForwardClock(Protocol):
-    """The metering seam's forward clock (:meth:`lm_eval_ext.metering.Metering.timed`)."""
+class MeteringSeam(Protocol):
+    """What the generator uses of the metering seam (:class:`lm_eval_ext.metering.Metering`)."""
 
     def timed(self, call: Callable[..., Any], *args: Any, **kwargs: Any) -> Any: ...  # noqa: D102
+
+    def excluded(self) -> AbstractContextManager[None]: ...  # noqa: D102
 
 
 class GeneratingModel(Protocol):
@@ -63,6 +56,7 @@ class GeneratingModel(Protocol):
     model: Any  # a transformers causal LM
     tokenizer: Any
     backend: str
+    batch_size: int | str  # lm-eval's: "auto" when its loop asks for a planned batch
     device: torch.device
     max_length: int
     max_gen_toks: int
@@ -71,7 +65,7 @@ class GeneratingModel(Protocol):
     think_end_token: str | int | None
     mixed_precision_dtype: torch.dtype | None
     cache_hook: Any
-    metering: ForwardClock
+    metering: MeteringSeam
 
     def tok_decode(self, tokens: Any, skip_special_tokens: bool = True) -> str: ...  # noqa: D102
 
@@ -82,28 +76,23 @@ class GeneratingModel(Protocol):
 
 @dataclasses.dataclass
 class FastGenerationStats:
-    """What the generation path did (``config.metering.generation``)."""
+    """What the generation path did (``config.metering.generation``, beside the settings)."""
 
-    requested: str = "standard"
-    batch_size_asked: int | None = None  # the user's cap (None: planned from the memory)
     fast_requests: int = 0
     standard_requests: int = 0
     fallback_reasons: list[str] = dataclasses.field(default_factory=list)
     batch_sizes: list[int] = dataclasses.field(default_factory=list)  # planned, per task group
     out_of_memory_retries: int = 0
-    cuda_graphs: bool | None = True  # asked for; None on a model off the GPU (does not apply)
     graph_batches: int = 0  # batches decoded by CUDA-graph replays
     graph_compactions: int = 0  # times such a batch was cut to its running rows
     graph_reuses: int = 0  # batches that replayed an earlier batch's graph (no capture)
     eager_batches: int = 0  # batches decoded step by step (every batch on a CPU)
     eager_reasons: list[str] = dataclasses.field(default_factory=list)  # on a GPU: why
 
-    def policy(self) -> str:
-        """A phrase for the start-up header."""
-        if self.requested == "standard":
-            return "generation requests through lm-eval's own loop"
-        return ("greedy generation requests in length-sorted batches sized to the memory, "
-                "stopped by token (generation=fast; other requests: lm-eval's loop)")
+
+def generation_record(settings: GenerationSettings, stats: FastGenerationStats) -> dict[str, Any]:
+    """``config.metering.generation``: the settings asked for and what the runs did."""
+    return {**settings.recorded(), **dataclasses.asdict(stats)}
 
 
 def model_problem(lm: GeneratingModel) -> str | None:
@@ -131,44 +120,41 @@ def kwargs_problem(kwargs: dict[str, Any]) -> str | None:
 
 
 class FastGenerator:
-    """Runs ``generate_until`` requests on the fast path; owns the ``generation`` model arg.
+    """Runs ``generate_until`` requests under fixed ``settings``, counting in ``self.stats``."""
 
-    Args:
-        mode: ``fast`` or ``standard`` (validated here).
-        model_name: The model type, for error messages.
-        batch_size_asked: The batch size the user gave (every batch's size), or None.
-        max_batch_size: A cap the user gave with ``--batch_size auto``, or None.
-        cuda_graphs: On a GPU, decode by CUDA-graph replays where the model allows it.
-    """
-
-    def __init__(self, mode: str, model_name: str, batch_size_asked: int | None = None,
-                 max_batch_size: int | None = None, cuda_graphs: bool = True):
-        check_choice(f"{model_name}: model arg generation", mode, GENERATION)
-        self.stats = FastGenerationStats(requested=mode, batch_size_asked=batch_size_asked,
-                                         cuda_graphs=cuda_graphs)
-        self.max_batch_size = max_batch_size
+    def __init__(self, settings: GenerationSettings):
+        self.settings = settings
+        self.stats = FastGenerationStats()
 
     def reset_counts(self) -> None:
         """Fresh counts under the same settings (a new measurement on one loaded model)."""
-        old = self.stats
-        self.stats = FastGenerationStats(requested=old.requested, cuda_graphs=old.cuda_graphs,
-                                         batch_size_asked=old.batch_size_asked)
+        self.stats = FastGenerationStats()
 
-    def _standard(self, reason: str | None, group: list, disable_tqdm: bool,
+    def _standard(self, lm: GeneratingModel, reason: str | None, group: list, disable_tqdm: bool,
                   standard: Standard) -> list[str]:
-        """``group`` through lm-eval's loop (``reason``: why, recorded once)."""
+        """``group`` through lm-eval's loop (``reason``: why, recorded once).
+
+        Under ``--batch_size auto`` the loop's batch is planned here for these requests: lm-eval's
+        own probe runs a batch at the model's maximum length, far longer than a prompt plus
+        ``max_gen_toks``, and so picks a batch several times too small for generation.
+        """
         if reason and reason not in self.stats.fallback_reasons:
             self.stats.fallback_reasons.append(reason)
         self.stats.standard_requests += len(group)
-        return standard(group, disable_tqdm)
+        batch = None
+        if lm.batch_size == "auto" and group:
+            tokens = generation_tokens(lm, group)
+            with lm.metering.excluded():  # where lm-eval's own probe would run
+                batch = planned_batch_size(lm, tokens, len(group), cap=self.settings.max_batch_size)
+        return standard(group, disable_tqdm, batch)
 
     def generate_until(self, lm: GeneratingModel, requests: Sequence[Any], disable_tqdm: bool,
                        standard: Standard) -> list[str]:
         """lm-eval's answers for ``requests``, in their order."""
         requests = list(requests)
-        problem = model_problem(lm) if self.stats.requested == "fast" else None
-        if self.stats.requested == "standard" or problem:
-            return self._standard(problem, requests, disable_tqdm, standard)
+        problem = model_problem(lm) if self.settings.requested == "fast" else None
+        if self.settings.requested == "standard" or problem:
+            return self._standard(lm, problem, requests, disable_tqdm, standard)
         groups: dict[str, list[int]] = {}
         for index, request in enumerate(requests):
             key = json.dumps(request.args[1], sort_keys=True, default=str)
@@ -195,7 +181,7 @@ class FastGenerator:
         until = handle_stop_sequences(kwargs.pop("until", None), eos=eos)
         max_gen_toks = kwargs.pop("max_gen_toks")
         if problem := kwargs_problem(kwargs):
-            texts = self._standard(problem, group, disable_tqdm, standard)
+            texts = self._standard(lm, problem, group, disable_tqdm, standard)
             bar.update(len(group))
             return texts
         contexts = [request.args[0] for request in group]
@@ -222,19 +208,19 @@ class FastGenerator:
         inputs = encoded_contexts(lm, contexts, lm.max_length - max_gen_toks)
         order = sorted(range(len(inputs)), key=lambda i: -len(inputs[i]))
         batch = planned_batch_size(lm, len(inputs[order[0]]) + max_gen_toks, len(inputs),
-                                   self.stats.batch_size_asked, self.max_batch_size)
+                                   self.settings.batch_size_asked, self.settings.max_batch_size)
         self.stats.batch_sizes.append(batch)
         out: dict[int, list[int]] = {}
         if torch.device(lm.device).type == "cpu":
             chunks = [order[i:i + batch] for i in range(0, len(order), batch)]
-            planned = self.stats.batch_size_asked is None and self.max_batch_size is None
-            rows = generate(lm, [[inputs[i] for i in c] for c in chunks], max_gen_toks,
-                            stop_strings, share_prefix=True,
-                            admit_at=CPU_ADMIT_AT if planned else 0, progress=progress)
+            planned = (self.settings.batch_size_asked, self.settings.max_batch_size) == (None, None)
+            rows = generate(lm, self.settings.decoders, [[inputs[i] for i in c] for c in chunks],
+                            max_gen_toks, stop_strings, share_prefix=True,
+                            admit_at=self.settings.admit_at if planned else 0, progress=progress)
             self.stats.eager_batches += len(chunks)
             out.update(zip([i for c in chunks for i in c], rows, strict=True))
             return [out[i] for i in range(len(inputs))]
-        start, graphs = 0, DecodeGraphs()  # a batch replays the one before's graph if it fits
+        start, graphs = 0, self.settings.decoders.graphs()  # the batch before's graph, if it fits
         while start < len(order):
             chunk = order[start:start + batch]
             try:
@@ -257,16 +243,17 @@ class FastGenerator:
                    stop_strings: list[str], graphs: DecodeGraphs) -> list[list[int]]:
         """One batch's new tokens: CUDA-graph replays where they hold, else eager steps."""
         # why the batch is decoded step by step: None (graphs hold), a reason, "" off CUDA
-        problem = (("cuda_graphs=false" if not self.stats.cuda_graphs
-                    else static_decode_problem(lm.model))
+        decoders = self.settings.decoders
+        problem = (("cuda_graphs=false" if not self.settings.cuda_graphs
+                    else decoders.graph_problem(lm.model))
                    if torch.device(lm.device).type == "cuda" else "")
         if problem is None:
-            result = generate_static(lm, rows, max_gen_toks, stop_strings, graphs)
+            result = generate_static(lm, decoders, rows, max_gen_toks, stop_strings, graphs)
             self.stats.graph_compactions += result.compactions
             self.stats.graph_reuses += result.reused
             problem, tokens = result.graph_problem, result.tokens  # failed capture: eager steps
         else:
-            tokens = generate(lm, [rows], max_gen_toks, stop_strings)
+            tokens = generate(lm, decoders, [rows], max_gen_toks, stop_strings)
         if problem is None:
             self.stats.graph_batches += 1
         else:
@@ -344,27 +331,27 @@ def _stop(lm: GeneratingModel, stop_strings: list[str]) -> StopStringCriteria | 
     return stop_criterion(lm.tokenizer, tuple(stop_strings)) if stop_strings else None
 
 
-def generate(lm: GeneratingModel, batches: list[list[list[int]]], max_gen_toks: int,
-             stop_strings: list[str], share_prefix: bool = False, admit_at: int = 0,
-             progress: Callable[[int], Any] | None = None) -> list[list[int]]:
-    """Greedy new tokens for every row of ``batches`` in one timed decode from dynamic caches.
+def generate(lm: GeneratingModel, decoders: Decoders, batches: list[list[list[int]]],
+             max_gen_toks: int, stop_strings: list[str], share_prefix: bool = False,
+             admit_at: int = 0, progress: Callable[[int], Any] | None = None) -> list[list[int]]:
+    """Greedy new tokens for every row of ``batches`` in one timed eager decode.
 
     ``share_prefix``, ``admit_at`` and ``progress`` are
     :func:`~lm_eval_ext.generation.greedy.greedy_decode`'s.
     """
-    return lm.metering.timed(greedy_decode, lm.model, [_padded(lm, rows) for rows in batches],
+    return lm.metering.timed(decoders.eager, lm.model, [_padded(lm, rows) for rows in batches],
                              max_gen_toks, eos_token_ids(lm.model, lm.tokenizer),
                              _stop(lm, stop_strings), share_prefix=share_prefix,
                              admit_at=admit_at, progress=progress)
 
 
-def generate_static(lm: GeneratingModel, rows: list[list[int]], max_gen_toks: int,
-                    stop_strings: list[str], graphs: DecodeGraphs | None = None
+def generate_static(lm: GeneratingModel, decoders: Decoders, rows: list[list[int]],
+                    max_gen_toks: int, stop_strings: list[str], graphs: DecodeGraphs | None = None
                     ) -> StaticDecodeResult:
     """Greedy new tokens for ``rows`` by CUDA-graph replays from a static cache (one decode).
 
     ``graphs`` keeps the batch's graph for the next batch that fits it (and may hold one).
     """
-    return lm.metering.timed(static_greedy_decode, lm.model, *_padded(lm, rows), max_gen_toks,
+    return lm.metering.timed(decoders.graphed, lm.model, *_padded(lm, rows), max_gen_toks,
                              eos_token_ids(lm.model, lm.tokenizer), _stop(lm, stop_strings),
                              graphs=graphs)

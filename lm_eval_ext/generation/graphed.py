@@ -15,17 +15,16 @@ from typing import Any
 
 import torch
 
-from lm_eval_ext.generation.greedy import (
+from lm_eval_ext.generation.attention import (
     COMPACT_SHARE,
+    MASKABLE_ATTENTION,
     DecodeForward,
+    attention_kernel,
     layer_tensors,
     plain_layers,
     prompt_positions,
 )
 
-#: attention kernels that take a custom 4-D mask (bool for sdpa, additive for eager); the
-#: static decode here and hf-metered's packed scoring both pass one
-MASKABLE_ATTENTION = ("sdpa", "eager")
 #: steps between the host's checks whether rows have ended (each check waits for the device)
 CHECK_EVERY = 8
 #: a check compacts the batch only when at least this many rows have ended
@@ -34,17 +33,11 @@ MIN_ENDED_TO_COMPACT = 8
 REUSE_SHARE = 0.8
 
 
-def attention_kernel(model: Any) -> str | None:
-    """The attention implementation the loaded model runs (read from its config; the one read)."""
-    return getattr(getattr(model, "config", None), "_attn_implementation", None)
-
-
 @dataclasses.dataclass(frozen=True)
 class StaticDecodeResult:
     """The new tokens of each row, and how the later steps ran."""
 
     tokens: list[list[int]]
-    graph_replays: int
     graph_problem: str | None  # why capture failed (the steps then ran eagerly), or None
     compactions: int = 0  # times the batch was cut to its running rows
     reused: bool = False  # the cache and step (replayed if captured) of an earlier batch
@@ -196,7 +189,7 @@ def static_greedy_decode(model: Any, input_ids: torch.Tensor, attention_mask: to
     step = step_of(rows, cache)
     run = kept.replay or step  # a kept graph replays from the first step on
     capture_at = None if run is not step or not cuda_graph else 1
-    replays, compactions, problem = 0, 0, None
+    compactions, problem = 0, None
     eos = torch.tensor(list(eos_ids), device=device, dtype=torch.long)
     out: dict[int, list[int]] = {}
     for index in range(max_new_tokens):  # the host waits only at every CHECK_EVERY-th step
@@ -233,8 +226,7 @@ def static_greedy_decode(model: Any, input_ids: torch.Tensor, attention_mask: to
                 run = step
             if graphs is not None and run is not step and compactions == 0:  # the batch's shape
                 kept.replay, graphs.kept = run, kept
-        replays += run is not step
         logits = run()
     rows.finished(torch.arange(len(rows.ended), device=device), out)
-    return StaticDecodeResult([out[i] for i in range(len(input_ids))], replays, problem,
+    return StaticDecodeResult([out[i] for i in range(len(input_ids))], problem,
                               compactions, reused)

@@ -11,14 +11,18 @@ Reference: docs/hf-metered.md (fast generation).
 from __future__ import annotations
 
 import dataclasses
-import inspect
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
 
-#: the batch is compacted once the running rows are at most this share of its rows
-COMPACT_SHARE = 0.5
+from lm_eval_ext.generation.attention import (
+    COMPACT_SHARE,
+    DecodeForward,
+    layer_tensors,
+    prompt_positions,
+)
+
 #: with ``share_prefix``, the rows' common prefix is computed once when at least this long
 MIN_SHARED_PREFIX = 16
 #: a token id no vocabulary has: fills the new tokens of rows that joined a decode later
@@ -52,51 +56,12 @@ def _suffixes(input_ids: torch.Tensor, attention_mask: torch.Tensor, shared: int
     return ids, mask
 
 
-def prompt_positions(attention_mask: torch.Tensor) -> torch.Tensor:
-    """Each token's position id in its left-padded row, as ``generate`` sets them (0 on padding)."""
-    return (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
-
-
 def eos_token_ids(model: Any, tokenizer: Any) -> list[int]:
     """The ids that end a sequence: the generation config's, else the tokenizer's."""
     ids = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
     if ids is None:
         ids = tokenizer.eos_token_id
     return [ids] if isinstance(ids, int) else list(ids or [])
-
-
-def plain_layers(model: Any) -> bool:
-    """Whether every layer keeps all earlier tokens (no sliding window, no recurrent state)."""
-    config = model.config.get_text_config(decoder=True)
-    kinds = getattr(config, "layer_types", None)
-    if kinds is not None:
-        return set(kinds) == {"full_attention"}
-    return not getattr(config, "sliding_window", None)
-
-
-class DecodeForward:
-    """One model's decoding forward: the last position's scores, the cache grown by the ids.
-
-    transformers 5.2x renames ``past_key_values`` to ``cache``; ``logits_to_keep`` is passed
-    where the model takes it.
-    """
-
-    def __init__(self, model: Any):
-        accepted = inspect.signature(model.forward).parameters
-        self.cache_key = "cache" if "cache" in accepted else "past_key_values"
-        self.last_only = {"logits_to_keep": 1} if "logits_to_keep" in accepted else {}
-        self.model = model
-        self.plain = plain_layers(model)
-
-    def __call__(self, cache: Any, ids: torch.Tensor, **kwargs: Any) -> torch.Tensor:
-        """The last position's scores; the cache grows by ``ids``."""
-        return self.model(input_ids=ids, use_cache=True, **{self.cache_key: cache},
-                          **self.last_only, **kwargs).logits[:, -1]
-
-
-def layer_tensors(cache: Any) -> list[tuple[torch.Tensor, torch.Tensor]]:
-    """Each layer's keys and values, ``[rows, heads, columns, dim]`` (read, never written)."""
-    return [(layer.keys, layer.values) for layer in cache.layers]
 
 
 def _left_pad(tensor: torch.Tensor, width: int, dim: int, value: float = 0) -> torch.Tensor:

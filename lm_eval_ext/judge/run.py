@@ -80,7 +80,7 @@ def judge_model_class(model: str, model_args: str) -> type:
     """The registered lm-eval model class, with its args checked where it can (no load)."""
     from lm_eval.api.registry import get_model, model_registry
 
-    from lm_eval_ext.registration import activate
+    from lm_eval_ext.plugin.registration import activate
 
     activate()
     try:

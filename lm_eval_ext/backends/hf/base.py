@@ -33,7 +33,8 @@ from lm_eval_ext.backends.metered_lm import MeteredLM
 from lm_eval_ext.backends.model_args import HFMeteredArgs, check_unknown_args
 from lm_eval_ext.backends.precision import PrecisionPlan, plan_precision, verify_precision
 from lm_eval_ext.errors import ConfigError
-from lm_eval_ext.generation.generator import FastGenerationStats
+from lm_eval_ext.generation.generator import FastGenerationStats, generation_record
+from lm_eval_ext.generation.settings import GenerationSettings
 from lm_eval_ext.metering.codecarbon_check import CodeCarbonCheck
 
 
@@ -117,8 +118,12 @@ class HFMeteredBase(MeteredLM):
         """What log-likelihood scoring did (lm-eval's own path unless a subclass packs)."""
         return SharedPrefixStats()
 
+    def generation_settings(self) -> GenerationSettings:
+        """How generation runs (lm-eval's own loop unless a subclass runs the fast path)."""
+        return GenerationSettings()
+
     def generation_stats(self) -> FastGenerationStats:
-        """What generation did (lm-eval's own loop unless a subclass runs the fast path)."""
+        """What generation did (counts; none unless a subclass runs the fast path)."""
         return FastGenerationStats()
 
     def header(self) -> str:
@@ -128,7 +133,7 @@ class HFMeteredBase(MeteredLM):
         why = f": {source.reason}" if getattr(source, "reason", None) else ""
         return (f"[{self.MODEL_NAME}] precision={self._precision}; "
                 f"energy={source.name}{why} (inference windows only, synced: "
-                f"{synced}); {self.chat.describe(self.tokenizer)}; {self.generation_stats().policy()}; "
+                f"{synced}); {self.chat.describe(self.tokenizer)}; {self.generation_settings().policy()}; "
                 f"{self.scoring_stats().policy()}.")
 
     def start_line(self) -> str:
@@ -140,7 +145,7 @@ class HFMeteredBase(MeteredLM):
         reason = str(getattr(source, "reason", "") or "").split(" (")[0]
         energy = f"{source.name} ({reason})" if reason else source.name
         return (f"[{self.MODEL_NAME}] precision={self._precision}, energy={energy}, "
-                f"generation={self.generation_stats().requested}; the full description is "
+                f"generation={self.generation_settings().requested}; the full description is "
                 "config.hf_metered.adds in the results file")
 
     def reset_metering(self) -> None:  # noqa: D102
@@ -153,15 +158,12 @@ class HFMeteredBase(MeteredLM):
         super()._create_model(*args, quantization_config=bnb or quantization_config, **kwargs)
 
     # metering seams -------------------------------------------------------------------------
-    def _detect_batch_size(self, requests=None, pos: int = 0):  # noqa: D102
+    def _detect_batch_size(self, requests=None, pos: int = 0):
+        """lm-eval's automatic batch-size probe, run outside the energy window."""
         with self.metering.excluded():
-            found = self.probe_batch_size(requests, pos)
+            found = super()._detect_batch_size(requests, pos)
         self._probed_batch_sizes.append(found)
         return found
-
-    def probe_batch_size(self, requests=None, pos: int = 0) -> int:
-        """lm-eval's automatic batch-size probe (run outside the energy window)."""
-        return super()._detect_batch_size(requests, pos)
 
     def _model_call(self, *args: Any, **kwargs: Any):  # noqa: D102
         return self.metering.timed(super()._model_call, *args, **kwargs)
@@ -180,5 +182,5 @@ class HFMeteredBase(MeteredLM):
             "load_seconds": self._load_seconds,
             "quantized_modules": self._quantized_modules,
             "mc_scoring": dataclasses.asdict(self.scoring_stats()),
-            "generation": dataclasses.asdict(self.generation_stats()),
+            "generation": generation_record(self.generation_settings(), self.generation_stats()),
         }

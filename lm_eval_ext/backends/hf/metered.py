@@ -27,14 +27,8 @@ from lm_eval_ext.backends.hf.base import HFMeteredBase
 from lm_eval_ext.backends.hf.shared_prefix import MC_SCORING, SharedPrefixScorer, SharedPrefixStats
 from lm_eval_ext.backends.model_args import HFMeteredArgs, explicit_batch_size, strict_bool
 from lm_eval_ext.errors import check_choice
-from lm_eval_ext.generation.generator import (
-    DEFAULT_GENERATION,
-    GENERATION,
-    FastGenerationStats,
-    FastGenerator,
-    generation_tokens,
-    planned_batch_size,
-)
+from lm_eval_ext.generation.generator import FastGenerationStats, FastGenerator
+from lm_eval_ext.generation.settings import DEFAULT_GENERATION, GENERATION, GenerationSettings
 
 
 @dataclass(frozen=True)
@@ -51,6 +45,18 @@ class HFMeteredLMArgs(HFMeteredArgs):
         check_choice("model arg generation", self.generation, GENERATION)
         return dataclasses.replace(common,
                                    cuda_graphs=strict_bool(model, "cuda_graphs", self.cuda_graphs))
+
+    def generation_settings(self, lm_args: Mapping[str, Any], on_cuda: bool) -> GenerationSettings:
+        """The generator's settings: these args, lm-eval's batch args, where the model runs.
+
+        lm-eval caps its auto batch at ``max_batch_size`` (default 64): only a cap the user gave
+        bounds the generation plan, which is already sized to the memory.
+        """
+        return GenerationSettings(
+            requested=self.generation,
+            batch_size_asked=explicit_batch_size(lm_args.get("batch_size", 1)),
+            max_batch_size=lm_args.get("max_batch_size"),
+            cuda_graphs=self.cuda_graphs if on_cuda else None)  # recorded only where it applies
 
 
 @register_model("hf-metered")
@@ -69,15 +75,9 @@ class HFMeteredLM(HFMeteredBase, HFLM):
         self.shared_prefix = SharedPrefixScorer(own.mc_scoring, self.MODEL_NAME,
                                                 timed=self.metering.timed)
         self.shared_prefix.attach(self)
-        # lm-eval caps its auto batch at max_batch_size (default 64): only a cap the user gave
-        # bounds the generation plan, which is already sized to the memory
-        self._max_batch_size_given: int | None = lm_args.get("max_batch_size")
-        self.fast_generation = FastGenerator(own.generation, self.MODEL_NAME,
-                                             explicit_batch_size(lm_args.get("batch_size", 1)),
-                                             self._max_batch_size_given, own.cuda_graphs)
-        if torch.device(self.device).type != "cuda":  # recorded only where it applies
-            self.fast_generation.stats.cuda_graphs = None
-        self._generation_plan: tuple[int, int] | None = None
+        on_cuda = torch.device(self.device).type == "cuda"
+        self.fast_generation = FastGenerator(own.generation_settings(lm_args, on_cuda))
+        self._loop_batch_size: int | None = None  # the generator's plan, while lm-eval's loop runs
 
     # the one seam: a task's requests, inside its energy window ------------------------------
     def serve(self, request_type: str, requests: list, disable_tqdm: bool) -> list:
@@ -92,26 +92,21 @@ class HFMeteredLM(HFMeteredBase, HFLM):
                 super().tok_encode)
         return super().serve(request_type, requests, disable_tqdm)
 
-    def _standard_generate(self, requests: list, disable_tqdm: bool) -> list[str]:
-        """lm-eval's loop; with ``--batch_size auto`` its batch is planned for these requests.
-
-        lm-eval's own probe runs a batch at the model's maximum length, far longer than a
-        prompt plus ``max_gen_toks``, and so picks a batch several times too small for
-        generation; the plan uses the longest real prompt (:func:`planned_batch_size`).
-        """
-        if self.batch_size == "auto" and requests:
-            self._generation_plan = (generation_tokens(self, requests), len(requests))
+    def _standard_generate(self, requests: list, disable_tqdm: bool,
+                           batch_size: int | None) -> list[str]:
+        """lm-eval's loop; ``batch_size``: the generator's plan for it (``--batch_size auto``)."""
+        self._loop_batch_size = batch_size
         try:
             return super().serve("generate_until", requests, disable_tqdm)
         finally:
-            self._generation_plan = None
+            self._loop_batch_size = None
 
-    def probe_batch_size(self, requests=None, pos: int = 0) -> int:
-        """The generation plan while lm-eval's loop generates; else lm-eval's probe."""
-        if self._generation_plan is None or requests is not None:
-            return super().probe_batch_size(requests, pos)
-        tokens, n_requests = self._generation_plan
-        return planned_batch_size(self, tokens, n_requests, cap=self._max_batch_size_given)
+    def _detect_batch_size(self, requests=None, pos: int = 0):
+        """lm-eval's generation loop asks for its batch: the generator's plan, where it made one."""
+        if requests is not None or self._loop_batch_size is None:
+            return super()._detect_batch_size(requests, pos)
+        self._probed_batch_sizes.append(self._loop_batch_size)
+        return self._loop_batch_size
 
     # lm-eval's scoring seams, answered by the scorer ----------------------------------------
     def tok_encode(self, string: str, add_special_tokens: bool | None = None,
@@ -132,8 +127,20 @@ class HFMeteredLM(HFMeteredBase, HFLM):
     def scoring_stats(self) -> SharedPrefixStats:  # noqa: D102
         return self.shared_prefix.stats
 
+    def generation_settings(self) -> GenerationSettings:  # noqa: D102
+        return self.fast_generation.settings
+
     def generation_stats(self) -> FastGenerationStats:  # noqa: D102
         return self.fast_generation.stats
+
+    def use_generation(self, settings: GenerationSettings) -> FastGenerator:
+        """Generate under ``settings`` from now on, counting afresh; returns the generator before.
+
+        For benchmarks and tests comparing generation paths on one loaded model, e.g.
+        ``lm.use_generation(dataclasses.replace(lm.generation_settings(), cuda_graphs=False))``.
+        """
+        before, self.fast_generation = self.fast_generation, FastGenerator(settings)
+        return before
 
     def reset_metering(self) -> None:
         """Fresh windows and fresh generation counts (several conditions on one loaded model)."""

@@ -37,7 +37,7 @@ from lm_eval_ext.backends.hf.packing import (
     split_to_fit,
 )
 from lm_eval_ext.errors import check_choice
-from lm_eval_ext.generation.graphed import MASKABLE_ATTENTION, attention_kernel
+from lm_eval_ext.generation.attention import MASKABLE_ATTENTION, attention_kernel
 
 MC_SCORING = ("standard", "shared_prefix")
 

@@ -7,7 +7,7 @@
   comes from a ``custom_dataset`` function. Ours take no ``--metadata`` kwargs (the hint
   stays for lm-eval's own such tasks).
 
-Installed by the start-up hook and by :func:`lm_eval_ext.registration.activate` (the hint's
+Installed by the start-up hook and by :func:`lm_eval_ext.plugin.registration.activate` (the hint's
 filter with the TaskManager patch).
 """
 

@@ -1,6 +1,6 @@
 """Register ``hf-metered``, ``vllm-metered`` and the package's task folders with lm-eval.
 
-Used by the start-up hook (:mod:`lm_eval_ext._autoload`) and explicitly by
+Used by the start-up hook (:mod:`lm_eval_ext.plugin.autoload`) and explicitly by
 ``lm-eval-ext run``. Both functions are idempotent.
 """
 
@@ -85,7 +85,7 @@ def check_setting_keys(metadata) -> None:
 
 def patch_task_manager(task_manager_cls=None) -> None:
     """Make every ``TaskManager`` also index the package's task folders."""
-    from lm_eval_ext.upstream_noise import drop_metadata_hint
+    from lm_eval_ext.plugin.upstream_noise import drop_metadata_hint
 
     drop_metadata_hint()
     if task_manager_cls is None:
@@ -132,10 +132,10 @@ def embedded_run_name(model_args) -> str:
 def patch_output_naming(tracker_cls=None) -> None:
     """Name the embedded model's output folder by model and precision (not randomly).
 
-    Also makes lm-eval's saves check the files they write (:mod:`lm_eval_ext.saved_outputs`):
+    Also makes lm-eval's saves check the files they write (:mod:`lm_eval_ext.plugin.saved_outputs`):
     the start-up hook calls this function when lm-eval's tracker module is imported.
     """
-    from lm_eval_ext.saved_outputs import check_saved_outputs
+    from lm_eval_ext.plugin.saved_outputs import check_saved_outputs
 
     check_saved_outputs()
     if tracker_cls is None:
@@ -161,7 +161,7 @@ def activate() -> None:
     """Register models and patch the task manager (what the autoload hook does)."""
     import lm_eval.evaluator
 
-    from lm_eval_ext.upstream_noise import quiet_git_hash
+    from lm_eval_ext.plugin.upstream_noise import quiet_git_hash
 
     register_models()
     patch_task_manager()
@@ -231,10 +231,10 @@ def check_known_tasks(tasks: Sequence[str], include_path: str | None) -> None:
     """A task name that no task folder mentions is refused now, before lm-eval's index.
 
     Names in our folders are looked up in our own small index; the rest in the text of every
-    task YAML (:mod:`lm_eval_ext.task_names`, about a second against lm-eval's minute).
+    task YAML (:mod:`lm_eval_ext.plugin.task_names`, about a second against lm-eval's minute).
     """
-    from lm_eval_ext.command_preflight import PreflightError, unknown_task_message
-    from lm_eval_ext.task_names import declared_task_names, unknown_task_names
+    from lm_eval_ext.plugin.command_preflight import PreflightError, unknown_task_message
+    from lm_eval_ext.plugin.task_names import declared_task_names, unknown_task_names
 
     extra = [include_path] if include_path else []
     ours = set(our_task_manager(extra).all_tasks)
@@ -303,7 +303,7 @@ def one_line_error(error: BaseException) -> BaseException:
     """lm-eval's "Tasks not found: NAMES" as our one-line error with the closest names."""
     text = str(error)
     if isinstance(error, ValueError) and text.startswith("Tasks not found: "):
-        from lm_eval_ext.command_preflight import PreflightError, unknown_task_message
+        from lm_eval_ext.plugin.command_preflight import PreflightError, unknown_task_message
 
         include_path = (_COMMAND_TASKS or ((), None))[1]
         return PreflightError(unknown_task_message(text.removeprefix("Tasks not found: "),

@@ -5,7 +5,7 @@ which imports this module at interpreter start (installed top-level as
 ``_lm_eval_ext_autoload`` so that start-up does not import the ``lm_eval_ext`` package).
 It only installs a ``sys.meta_path``
 finder (no lm_eval or torch import happens here). When ``lm_eval.models`` or
-``lm_eval.tasks.manager`` finish importing, :mod:`lm_eval_ext.registration` registers
+``lm_eval.tasks.manager`` finish importing, :mod:`lm_eval_ext.plugin.registration` registers
 ``hf-metered`` and adds the package's task folders to every ``TaskManager``; in the ``lm_eval``
 command, a run of our tasks alone skips lm-eval's own task index (same tasks, ~10 s sooner).
 
@@ -24,7 +24,7 @@ DISABLE_ENV = "LM_EVAL_EXT_DISABLE"
 
 
 def _run_models_hook(module: ModuleType) -> None:
-    from lm_eval_ext.registration import install_one_line_errors, register_models
+    from lm_eval_ext.plugin.registration import install_one_line_errors, register_models
 
     register_models()
     install_one_line_errors()
@@ -32,7 +32,7 @@ def _run_models_hook(module: ModuleType) -> None:
 
 def _run_task_manager_hook(module: ModuleType) -> None:
     from lm_eval_ext.errors import ending_lm_eval_command, stock_lm_eval_command
-    from lm_eval_ext.registration import (
+    from lm_eval_ext.plugin.registration import (
         install_one_line_errors,
         narrow_to_command_line,
         patch_task_manager,
@@ -40,7 +40,7 @@ def _run_task_manager_hook(module: ModuleType) -> None:
 
     patch_task_manager(module.TaskManager)
     if stock_lm_eval_command():  # lm-eval imports its task manager before it loads the model
-        from lm_eval_ext.command_preflight import check_command_line
+        from lm_eval_ext.plugin.command_preflight import check_command_line
 
         install_one_line_errors()
         with ending_lm_eval_command():  # one line, exit 2 (1: a full disk), no model loaded
@@ -49,13 +49,13 @@ def _run_task_manager_hook(module: ModuleType) -> None:
 
 
 def _run_tracker_hook(module: ModuleType) -> None:
-    from lm_eval_ext.registration import patch_output_naming
+    from lm_eval_ext.plugin.registration import patch_output_naming
 
     patch_output_naming(module.GeneralConfigTracker)
 
 
 def _run_evaluator_hook(module: ModuleType) -> None:
-    from lm_eval_ext.upstream_noise import quiet_git_hash
+    from lm_eval_ext.plugin.upstream_noise import quiet_git_hash
 
     quiet_git_hash(module)
 
