@@ -124,14 +124,15 @@ def test_stop_string_criteria_takes_a_tokenizer_and_returns_one_flag_per_row(emb
     contract(flags.tolist() == [True, False], "StopStringCriteria(tokenizer, stop_strings)")
 
 
-def test_torch_offers_cuda_graphs_and_sdpa_kernel_choice():
-    from torch.nn.attention import SDPBackend, sdpa_kernel
-
+def test_torch_offers_graph_capture_a_memory_query_and_the_errors_caught():
+    """What the CUDA-graph decode and the batch plan call, and the errors they catch."""
     contract(callable(getattr(torch.cuda, "graph", None))
              and callable(getattr(torch.cuda, "CUDAGraph", None)),
              "torch.cuda.graph / torch.cuda.CUDAGraph", "torch")
-    contract(callable(sdpa_kernel) and hasattr(SDPBackend, "EFFICIENT_ATTENTION"),
-             "torch.nn.attention.sdpa_kernel / SDPBackend", "torch")
+    contract(list(inspect.signature(torch.cuda.mem_get_info).parameters) == ["device"],
+             "torch.cuda.mem_get_info(device)", "torch")
+    contract(issubclass(torch.cuda.OutOfMemoryError, RuntimeError),
+             "torch.cuda.OutOfMemoryError (a RuntimeError)", "torch")
 
 
 def test_lm_eval_generation_helpers_keep_their_meaning():

@@ -41,6 +41,7 @@ class StaticDecodeResult:
     graph_problem: str | None  # why capture failed (the steps then ran eagerly), or None
     compactions: int = 0  # times the batch was cut to its running rows
     reused: bool = False  # the cache and step (replayed if captured) of an earlier batch
+    captures: int = 0  # steps recorded as a CUDA graph (the batch's shape, then each compaction)
 
 
 def static_decode_problem(model: Any) -> str | None:
@@ -189,7 +190,7 @@ def static_greedy_decode(model: Any, input_ids: torch.Tensor, attention_mask: to
     step = step_of(rows, cache)
     run = kept.replay or step  # a kept graph replays from the first step on
     capture_at = None if run is not step or not cuda_graph else 1
-    compactions, problem = 0, None
+    compactions, captures, problem = 0, 0, None
     eos = torch.tensor(list(eos_ids), device=device, dtype=torch.long)
     out: dict[int, list[int]] = {}
     for index in range(max_new_tokens):  # the host waits only at every CHECK_EVERY-th step
@@ -220,7 +221,7 @@ def static_greedy_decode(model: Any, input_ids: torch.Tensor, attention_mask: to
         rows.mask[:, 0, 0, width + index] = True if sdpa else 0.0
         if index == capture_at and problem is None:
             try:  # the step before ran eagerly at this shape (the warm-up); record this one
-                run = _captured(step)
+                run, captures = _captured(step), captures + 1
             except RuntimeError as error:  # a host synchronisation inside the forward
                 problem = f"CUDA graph capture failed: {str(error).splitlines()[0]}"
                 run = step
@@ -229,4 +230,4 @@ def static_greedy_decode(model: Any, input_ids: torch.Tensor, attention_mask: to
         logits = run()
     rows.finished(torch.arange(len(rows.ended), device=device), out)
     return StaticDecodeResult([out[i] for i in range(len(input_ids))], problem,
-                              compactions, reused)
+                              compactions, reused, captures)
