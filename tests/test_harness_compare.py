@@ -19,7 +19,7 @@ from helpers import INSPECT_CAP, LM_CAP, REPO, inspect_eval, run_cli
 
 from lm_eval_ext.analysis import metrics as m
 from lm_eval_ext.analysis.errors import AnalysisInputError
-from lm_eval_ext.cli.main import main
+from lm_eval_ext.cli.main import build_parser, main
 from lm_eval_ext.cross_harness.compare import compare_harnesses
 from lm_eval_ext.cross_harness.readers import (
     bbq_manifest_rows,
@@ -95,6 +95,31 @@ def test_console_totals_say_when_different_item_sets_drive_them(helm_run):
     sure = dataclasses.replace(run, items=run.items[run.items["content_matches"] == 1])
     same = compare_harnesses([sure, dataclasses.replace(sure, name="again")], n_resamples=50)
     assert same.total_lines()[0] == "bbq accuracy: again - helm = +0.00 pp"
+
+
+def test_analyze_compare_harness_is_compare_harness_and_leaves_its_arguments(helm_run, tmp_path,
+                                                                            capsys):
+    """The deprecated ``analyze --compare-harness``: the same lines and tables, one more line
+    on stderr, and the parsed arguments as they were (it no longer rewrites them)."""
+    again = tmp_path / "helm_again"
+    shutil.copytree(helm_run, again)
+    harnesses = [f"helm={helm_run}", f"helm:again={again}"]
+    new, old = tmp_path / "new", tmp_path / "old"
+    assert main(["compare-harness", *harnesses, "--out", str(new), "--bootstrap", "200"]) == 0
+    new_out, new_err = capsys.readouterr()
+    args = build_parser().parse_args(["analyze", "--compare-harness", *harnesses, "--out",
+                                      str(old), "--bootstrap", "200"])
+    parsed = dict(vars(args))
+    assert args.func(args) == 0
+    assert vars(args) == parsed
+    old_out, old_err = capsys.readouterr()
+    assert old_err == new_err + ("lm-eval-ext: analyze --compare-harness is deprecated; use "
+                                 "`lm-eval-ext compare-harness HARNESS=PATH ... --out DIR`\n")
+    assert new_out.startswith("bbq accuracy: again - helm = +0.00 pp")
+    assert old_out.replace(str(old), str(new)) == new_out
+    for name in ("harness_report.md", "harness_scores.csv", "harness_attribution.csv",
+                 "harness_agreement.csv"):
+        assert (old / name).read_text() == (new / name).read_text(), name
 
 
 def test_swapping_the_bias_formula_changes_helms_scores_by_hand(helm_run):

@@ -12,7 +12,7 @@ from typing import Any
 import pandas as pd
 
 from lm_eval_ext.analysis import figures
-from lm_eval_ext.analysis.pipeline import preregistration_cards
+from lm_eval_ext.analysis.comparisons import preregistration_cards
 
 
 def _fmt(value: Any) -> str:

@@ -63,8 +63,9 @@ def run(args: argparse.Namespace) -> int:
 
         print("lm-eval-ext: analyze --compare-harness is deprecated; use `lm-eval-ext "
               "compare-harness HARNESS=PATH ... --out DIR`", file=sys.stderr)
-        args.harness_runs = args.compare_harness
-        return compare_harness.run(args)
+        return compare_harness.compare_and_report(
+            args.compare_harness, args.out, n_resamples=args.bootstrap, seed=args.seed,
+            level=args.level, overwrite=args.overwrite)
     if not (args.reference and args.runs):
         raise ConfigError("analyze needs --reference and --runs (to compare harnesses: "
                           "lm-eval-ext compare-harness HARNESS=PATH ...)")

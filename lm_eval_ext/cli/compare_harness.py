@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Sequence
 from pathlib import Path
 
 from lm_eval_ext.cli.options import add_resampling_options, folder
@@ -22,16 +23,25 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Compare, write the report, print the total difference per harness and metric."""
+    """``compare-harness`` with its parsed arguments."""
+    return compare_and_report(args.harness_runs, args.out, n_resamples=args.bootstrap,
+                              seed=args.seed, level=args.level, overwrite=args.overwrite)
+
+
+def compare_and_report(harness_runs: Sequence[str], out: str | Path, *, n_resamples: int,
+                       seed: int, level: float, overwrite: bool) -> int:
+    """Compare, write the report, print the total difference per harness and metric.
+
+    Also what the deprecated ``analyze --compare-harness`` runs.
+    """
     from lm_eval_ext.analysis.report import check_output_folder, write_folder
     from lm_eval_ext.cross_harness import compare_harnesses, read_harness_runs, write_harness_report
 
-    out, marker = Path(args.out), "harness_report.md"
-    check_output_folder(out, overwrite=args.overwrite, marker=marker)
-    runs = read_harness_runs(args.harness_runs)
-    comparison = compare_harnesses(runs, n_resamples=args.bootstrap, seed=args.seed,
-                                   level=args.level)
-    report = write_folder(out, args.overwrite, lambda staging: {
+    out, marker = Path(out), "harness_report.md"
+    check_output_folder(out, overwrite=overwrite, marker=marker)
+    runs = read_harness_runs(harness_runs)
+    comparison = compare_harnesses(runs, n_resamples=n_resamples, seed=seed, level=level)
+    report = write_folder(out, overwrite, lambda staging: {
         "report": write_harness_report(comparison, runs, staging)}, marker)["report"]
     print("\n".join(comparison.total_lines()))
     print(f"report: {report}")

@@ -34,7 +34,6 @@ IDLE_INTERVAL_S = 0.5
 BOUNDARY = ("per (task, request type): the model's request loop between device-synchronised "
             "edges; excludes model load, data preparation, metrics, file writing and auto "
             "batch-size probes")
-REQUEST_TYPES = ("loglikelihood", "loglikelihood_rolling", "generate_until")
 
 
 def synchronize_all(cuda_indices: Sequence[int]) -> Callable[[], None]:

@@ -96,10 +96,6 @@ class PairedDelta:
     value_ci: ConfidenceInterval | None = None
     reference_ci: ConfidenceInterval | None = None
 
-    def confidence_interval(self) -> ConfidenceInterval:
-        """The percentile cluster-bootstrap interval of the delta."""
-        return self.ci
-
 
 def valid_in_both(spec: MetricSpec, ref: pd.DataFrame, run: pd.DataFrame) -> np.ndarray:
     """Items a paired comparison keeps: valid in both runs (judge scores), else all."""
