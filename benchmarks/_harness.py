@@ -141,18 +141,22 @@ def alternating(names: list[str], rounds: int):
 def metered_generation(lm, requests: list, within: Any) -> tuple[list[str], dict[str, Any]]:
     """``lm.generate_until(requests)`` in fresh metering windows while ``within`` holds.
 
-    Returns the texts and the run's figures: wall and inference seconds, joules (and per item),
-    idle and forward share, the GPUs and the generation block of ``config.metering``.
+    Returns the texts and the run's figures: wall and inference seconds, the texts' tokens and
+    tokens per inference second (the texts as lm-eval keeps them, re-encoded: the same texts,
+    the same count), joules (and per item), idle and forward share, the GPUs and the
+    generation block of ``config.metering``.
     """
     lm.reset_metering()
     started = time.perf_counter()
-    with within:
+    with within:  # the counts are the variant's: read before its settings are restored
         out = lm.generate_until(requests, disable_tqdm=True)
-    wall = time.perf_counter() - started
-    m = lm.metering_info()
+        wall = time.perf_counter() - started
+        m = lm.metering_info()
     joules = m["energy_joules"]
+    tokens = sum(len(lm.tok_encode(text, add_special_tokens=False)) for text in out)
     return out, {"wall_seconds": wall, "inference_seconds": m["inference_seconds"],
-                 "energy_joules": joules,
+                 "text_tokens": tokens, "tokens_per_second": tokens / m["inference_seconds"]
+                 if m["inference_seconds"] else None, "energy_joules": joules,
                  "j_per_item": None if joules is None else joules / len(out),
                  "idle_share": m["idle_share"], "forward_share": m["forward_share"],
                  "gpus": m["gpus"], "generation": m["generation"]}

@@ -17,9 +17,10 @@ batching, stop sequences and lm-eval's post-processing are the same for all:
 Each variant is a setting of the generator (``GenerationSettings``: ``cuda_graphs``,
 ``decoders``), changed on the one loaded model, not a patch of the package.
 
-Variants alternate over ``--rounds``; each run records inference seconds, J/item, idle and
-forward share, and the texts identical to the first variant's. The JSON is rewritten after
-every run.
+Variants alternate over ``--rounds``; each run records inference seconds, the texts' tokens
+per inference second, J/item, idle and forward share, and the texts identical to the first
+variant's; ``after_first_run`` sets each variant's first run (its compile or capture) apart
+from the median of the later ones. The JSON is rewritten after every run.
 
     python benchmarks/generation_side_by_side.py --export-previous add6719 /tmp/previous
     python benchmarks/generation_side_by_side.py --previous /tmp/previous --rounds 3 \\
@@ -34,6 +35,7 @@ import argparse
 import contextlib
 import importlib
 import re
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -83,6 +85,29 @@ def previous_decoders(static: Any):
                     graph_problem=static.static_decode_problem, graphs=static.DecodeGraphs)
 
 
+def after_first_run(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Per variant: its first run apart (a compile, a capture), the median of the later ones.
+
+    ``public_share_of_fastest``: the default path's tokens/s after the first run over the
+    fastest variant's (1.0: it is the fastest).
+    """
+    out: dict[str, dict[str, Any]] = {}
+    for name in dict.fromkeys(row["variant"] for row in rows):
+        runs = [row for row in rows if row["variant"] == name]
+        later = runs[1:]
+        out[name] = {"first_run_seconds": runs[0]["inference_seconds"],
+                     "later_runs": len(later),
+                     "later_seconds_median": statistics.median(
+                         r["inference_seconds"] for r in later) if later else None,
+                     "later_tokens_per_second_median": statistics.median(
+                         r["tokens_per_second"] for r in later) if later else None}
+    rates = {n: v["later_tokens_per_second_median"] for n, v in out.items()
+             if v["later_tokens_per_second_median"]}
+    if "public" in rates:
+        out["public"]["public_share_of_fastest"] = rates["public"] / max(rates.values())
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out")
@@ -127,6 +152,7 @@ def main() -> None:
         texts.setdefault(name, out)
         rows.append({"variant": name, "round": round_index, **figures})
         print(name, round(figures["inference_seconds"], 2), figures["j_per_item"], flush=True)
+        payload["after_first_run"] = after_first_run(rows)
         payload["identical_to_" + names[0]] = {
             n: sum(a == b for a, b in zip(t, texts[names[0]], strict=True))
             for n, t in texts.items() if names[0] in texts}

@@ -40,6 +40,11 @@ GRAPHS_AGAINST_EAGER = [
     ("graphs_8b_b64.json", "8B, 64 items at batch 64, transformers 5.17"),
     ("graphs_8b_b1.json", "8B, 6 items at batch 1, transformers 5.17")]
 
+#: (file, setting) of the fast path against compiled static ``generate`` at 8B (issue 51 item 4)
+STATIC_AGAINST_PUBLIC = [
+    ("static_8b_b64.json", "8B, 64 items at batch 64"),
+    ("static_8b_b64_500.json", "8B, 500 items at batch 64")]
+
 
 def _load(results: Path, name: str, folder: str = PUBLIC) -> dict:
     return json.loads((results / folder / name).read_text(encoding="utf-8"))
@@ -69,6 +74,21 @@ def side_by_side(results: Path, files: list[tuple[str, str]] = SIDE_BY_SIDE,
             later = runs[1:] or runs
             lines.append(f"| {setting} | `{variant}` | {runs[0]['inference_seconds']:.2f} | "
                          f"{_medians(later)} | {same[variant]} |")
+    return "\n".join(lines) + "\n"
+
+
+def tokens_per_second(results: Path, files: list[tuple[str, str]] = STATIC_AGAINST_PUBLIC,
+                      folder: str = GRAPHS) -> str:
+    """Per setting and variant: the first run (its compile) apart, the later runs' tokens/s."""
+    lines = ["| setting | variant | first run s | later runs: inference s | tokens/s "
+             "| share of the fastest |", "|---|---|---:|---:|---:|---:|"]
+    for name, setting in files:
+        summary = _load(results, name, folder)["after_first_run"]
+        fastest = max(v["later_tokens_per_second_median"] for v in summary.values())
+        for variant, v in summary.items():
+            rate = v["later_tokens_per_second_median"]
+            lines.append(f"| {setting} | `{variant}` | {v['first_run_seconds']:.2f} | "
+                         f"{v['later_seconds_median']:.2f} | {rate:.0f} | {rate / fastest:.2f} |")
     return "\n".join(lines) + "\n"
 
 
@@ -251,6 +271,7 @@ TABLES: dict[str, Callable[[Path], str]] = {
     f"{PUBLIC}/vllm_beside_public.md": vllm_beside_public,
     f"{GRAPHS}/graphs_against_eager.md":
         lambda results: side_by_side(results, GRAPHS_AGAINST_EAGER, GRAPHS),
+    f"{GRAPHS}/static_against_public.md": tokens_per_second,
     f"{PUBLIC}/cpu_headline_ab.md": cpu_headline,
     f"{STARTUP}/startup.md": startup,
     f"{STARTUP_AB}/ab.md": startup_ab,
