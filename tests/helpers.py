@@ -207,3 +207,34 @@ def meter_for(counters, times, processes=None, sync=True):
     meter = EnergyMeter(source, sync=(lambda: calls.append(1)) if sync else None,
                         clock=Clock(*times))
     return meter, calls
+
+
+def tiny_llama(attention: str, seed: int, device: str = "cpu", model_class: type | None = None):
+    """A 2-layer grouped-query Llama whose weights are large enough for attention to count."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(seed)
+    config = LlamaConfig(vocab_size=97, hidden_size=64, intermediate_size=128,
+                         num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                         attn_implementation=attention, initializer_range=0.5)
+    return (model_class or LlamaForCausalLM)(config).eval().to(device)
+
+
+def random_prompts(rows: int, width: int, padding: list[int], seed: int, device: str = "cpu"):
+    """Left-padded random prompts for :func:`tiny_llama`: row ``i`` has ``padding[i]`` pad tokens."""
+    import torch
+
+    generator = torch.Generator().manual_seed(seed)
+    ids = torch.randint(3, 97, (rows, width), generator=generator)
+    mask = (torch.arange(width) >= torch.tensor(padding)[:, None]).long()
+    return ids.masked_fill(mask == 0, 0).to(device), mask.to(device)
+
+
+def until_end(rows: list[list[int]], eos: set[int], most: int) -> list[list[int]]:
+    """generate's rows cut after their first end token (as the decode returns them)."""
+    cut = []
+    for row in rows:
+        ends = [i for i, t in enumerate(row[:most]) if t in eos]
+        cut.append(row[:ends[0] + 1] if ends else row[:most])
+    return cut

@@ -11,8 +11,8 @@ import dataclasses
 
 import pytest
 import torch
-from helpers import PROMPTS, generation_requests
-from transformers import LlamaConfig, LlamaForCausalLM
+from helpers import PROMPTS, generation_requests, random_prompts, tiny_llama, until_end
+from transformers import LlamaForCausalLM
 
 from lm_eval_ext.generation.graphed import DecodeGraphs, static_greedy_decode
 
@@ -20,37 +20,21 @@ pytestmark = [pytest.mark.gpu,
               pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
 
 
-def _tiny_llama(attention: str, seed: int) -> LlamaForCausalLM:
-    """A 2-layer grouped-query Llama in fp32 on the GPU (weights large enough to matter)."""
-    torch.manual_seed(seed)
-    config = LlamaConfig(vocab_size=97, hidden_size=64, intermediate_size=128,
-                         num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-                         attn_implementation=attention, initializer_range=0.5)
-    return LlamaForCausalLM(config).eval().to("cuda")
-
-
 def _prompts(rows: int, width: int, padding: list[int], seed: int) -> tuple[torch.Tensor, ...]:
-    """Left-padded random prompts on the GPU: row ``i`` has ``padding[i]`` pad tokens (id 0)."""
-    generator = torch.Generator().manual_seed(seed)
-    ids = torch.randint(3, 97, (rows, width), generator=generator)
-    mask = (torch.arange(width) >= torch.tensor(padding)[:, None]).long()
-    return ids.masked_fill(mask == 0, 0).cuda(), mask.cuda()
+    """Left-padded random prompts on the GPU (:func:`helpers.random_prompts`)."""
+    return random_prompts(rows, width, padding, seed, device="cuda")
 
 
 def _generate(model, ids, mask, new: int, eos: list[int]) -> list[list[int]]:
     """transformers' greedy ``generate``, each row cut after its first end token."""
     out = model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=new, do_sample=False,
                          eos_token_id=eos, pad_token_id=0)[:, ids.shape[1]:].tolist()
-    cut = []
-    for row in out:
-        ends = [i for i, t in enumerate(row) if t in eos]
-        cut.append(row[:ends[0] + 1] if ends else row)
-    return cut
+    return until_end(out, set(eos), new)
 
 
 @pytest.mark.parametrize("attention", ["sdpa", "eager"])
 def test_a_captured_step_replays_the_eager_steps_tokens(attention):
-    model = _tiny_llama(attention, seed=0)
+    model = tiny_llama(attention, device="cuda", seed=0)
     ids, mask = _prompts(4, 9, [3, 5, 0, 1], seed=1)
     eager = static_greedy_decode(model, ids, mask, 24, [-1], cuda_graph=False)
     graphs = DecodeGraphs()
@@ -64,7 +48,7 @@ def test_a_captured_step_replays_the_eager_steps_tokens(attention):
 @pytest.mark.parametrize("attention", ["sdpa", "eager"])
 def test_a_compacted_batch_is_captured_again_and_keeps_generates_tokens(attention):
     """Rows 0-11 of 20 end by their second token: at the first check the batch is cut to 8."""
-    model = _tiny_llama(attention, seed=2)
+    model = tiny_llama(attention, device="cuda", seed=2)
     ids, mask = _prompts(20, 7, [2 * (i % 3 == 0) for i in range(20)], seed=3)
     plain = static_greedy_decode(model, ids, mask, 20, [-1], cuda_graph=False).tokens
     eos = sorted({row[1] for row in plain[:12]})
@@ -76,7 +60,7 @@ def test_a_compacted_batch_is_captured_again_and_keeps_generates_tokens(attentio
 
 
 def test_a_later_batch_that_fits_replays_the_kept_graph_without_capturing():
-    model = _tiny_llama("sdpa", seed=4)
+    model = tiny_llama("sdpa", seed=4, device="cuda")
     graphs = DecodeGraphs()
     batches = [_prompts(3, 9, [0, 2, 4], seed=5),  # 9 + 12 columns: captured and kept
                _prompts(3, 7, [1, 0, 3], seed=6),  # needs 19 of 21: replays the kept graph
@@ -99,11 +83,7 @@ class _SyncingLlama(LlamaForCausalLM):
 
 
 def test_a_forward_that_synchronises_is_named_and_decoded_by_eager_steps():
-    torch.manual_seed(6)
-    config = LlamaConfig(vocab_size=97, hidden_size=64, intermediate_size=128,
-                         num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-                         attn_implementation="sdpa", initializer_range=0.5)
-    model = _SyncingLlama(config).eval().to("cuda")
+    model = tiny_llama("sdpa", seed=6, device="cuda", model_class=_SyncingLlama)
     ids, mask = _prompts(3, 6, [0, 1, 2], seed=8)
     result = static_greedy_decode(model, ids, mask, 10, [-1])
     assert result.graph_problem.startswith("CUDA graph capture failed")

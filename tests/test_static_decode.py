@@ -11,7 +11,7 @@ import types
 
 import pytest
 import torch
-from helpers import PROMPTS
+from helpers import PROMPTS, random_prompts, tiny_llama, until_end
 from transformers import Gemma3TextConfig, LlamaConfig, LlamaForCausalLM
 from transformers.generation.stopping_criteria import StopStringCriteria
 
@@ -23,15 +23,6 @@ from lm_eval_ext.generation.graphed import (
     static_greedy_decode,
 )
 from lm_eval_ext.generation.greedy import eos_token_ids
-
-
-def _until_end(rows: list[list[int]], eos: set[int], most: int) -> list[list[int]]:
-    """generate's rows cut after their first end token (as the decode returns them)."""
-    cut = []
-    for row in rows:
-        ends = [i for i, t in enumerate(row[:most]) if t in eos]
-        cut.append(row[:ends[0] + 1] if ends else row[:most])
-    return cut
 
 
 def test_static_decode_equals_generate_on_the_embedded_model(embedded_lm):
@@ -47,7 +38,7 @@ def test_static_decode_equals_generate_on_the_embedded_model(embedded_lm):
     reference = model.generate(**batch, max_new_tokens=10, do_sample=False,
                                pad_token_id=tokenizer.pad_token_id
                                )[:, batch["input_ids"].shape[1]:].tolist()
-    assert result.tokens == _until_end(reference, set(eos), 10)
+    assert result.tokens == until_end(reference, set(eos), 10)
     assert result.graph_problem is None
     stop = StopStringCriteria(tokenizer, ["."])  # rows end on a stop string, as generate's
     stopped = static_greedy_decode(model, batch["input_ids"], batch["attention_mask"], 10, eos,
@@ -61,19 +52,10 @@ def test_static_decode_equals_generate_on_the_embedded_model(embedded_lm):
         assert mine == theirs[:len(mine)] and (len(mine) == 10 or ended)
 
 
-def _tiny_llama(attention: str, seed: int) -> LlamaForCausalLM:
-    """A 2-layer grouped-query Llama whose weights are large enough for attention to count."""
-    torch.manual_seed(seed)
-    config = LlamaConfig(vocab_size=97, hidden_size=64, intermediate_size=128,
-                         num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-                         attn_implementation=attention, initializer_range=0.5)
-    return LlamaForCausalLM(config).eval()
-
-
 @pytest.mark.parametrize("attention", ["sdpa", "eager"])
 def test_static_decode_equals_generate_with_either_mask(attention):
     """A bool mask for sdpa, an additive one for eager; rows end early on an end token."""
-    model = _tiny_llama(attention, seed=0)
+    model = tiny_llama(attention, seed=0)
     ids = torch.randint(3, 97, (4, 9))
     mask = (torch.arange(9) >= torch.tensor([[3], [5], [0], [1]])).long()
     ids[mask == 0] = 0
@@ -82,14 +64,14 @@ def test_static_decode_equals_generate_with_either_mask(attention):
     result = static_greedy_decode(model, ids, mask, 12, eos, cuda_graph=False)
     reference = model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=12,
                                do_sample=False, eos_token_id=eos, pad_token_id=0)[:, 9:]
-    assert result.tokens == _until_end(reference.tolist(), set(eos), 12)
+    assert result.tokens == until_end(reference.tolist(), set(eos), 12)
     assert len(result.tokens[2]) == 4 and max(map(len, result.tokens)) == 12
 
 
 @pytest.mark.parametrize("attention", ["sdpa", "eager"])
 def test_rows_that_end_leave_the_batch_and_the_tokens_stay_generates(attention):
     """Most rows end within the first check's steps: the batch is cut, the tokens unchanged."""
-    model = _tiny_llama(attention, seed=1)
+    model = tiny_llama(attention, seed=1)
     ids = torch.randint(3, 97, (20, 7))
     mask = torch.ones_like(ids)
     mask[::3, :2] = 0
@@ -99,30 +81,21 @@ def test_rows_that_end_leave_the_batch_and_the_tokens_stay_generates(attention):
     result = static_greedy_decode(model, ids, mask, 20, eos, cuda_graph=False)
     reference = model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=20,
                                do_sample=False, eos_token_id=eos, pad_token_id=0)[:, 7:]
-    assert result.tokens == _until_end(reference.tolist(), set(eos), 20)
+    assert result.tokens == until_end(reference.tolist(), set(eos), 20)
     assert result.compactions >= 1 and max(map(len, result.tokens)) > 8
     whole = static_greedy_decode(model, ids, mask, 20, eos, cuda_graph=False, compact=False)
     assert whole.tokens == result.tokens and whole.compactions == 0
 
 
-def _random_prompts(rows: int, width: int, padding: list[int], seed: int
-                    ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Left-padded random prompts: row ``i`` has ``padding[i]`` pad tokens (id 0)."""
-    generator = torch.Generator().manual_seed(seed)
-    ids = torch.randint(3, 97, (rows, width), generator=generator)
-    mask = (torch.arange(width) >= torch.tensor(padding)[:, None]).long()
-    return ids.masked_fill(mask == 0, 0), mask
-
-
 @pytest.mark.parametrize("attention", ["sdpa", "eager"])
 def test_a_later_batch_runs_on_the_kept_cache_and_still_gets_generates_tokens(attention):
     """The second batch writes its shorter prompts over the first's cache (stale keys masked)."""
-    model = _tiny_llama(attention, seed=3)
+    model = tiny_llama(attention, seed=3)
     graphs = DecodeGraphs()
-    batches = [_random_prompts(3, 9, [0, 2, 4], seed=4),  # cache of 9 + 12 columns, kept
-               _random_prompts(3, 7, [1, 0, 3], seed=5),  # needs 19 of its 21: reuses it
-               _random_prompts(2, 7, [0, 2], seed=6),  # other rows: its own cache
-               _random_prompts(2, 2, [0, 1], seed=7)]  # needs 14 of 19 (< 0.8): its own
+    batches = [random_prompts(3, 9, [0, 2, 4], seed=4),  # cache of 9 + 12 columns, kept
+               random_prompts(3, 7, [1, 0, 3], seed=5),  # needs 19 of its 21: reuses it
+               random_prompts(2, 7, [0, 2], seed=6),  # other rows: its own cache
+               random_prompts(2, 2, [0, 1], seed=7)]  # needs 14 of 19 (< 0.8): its own
     reused = []
     for ids, mask in batches:
         result = static_greedy_decode(model, ids, mask, 12, [-1], cuda_graph=False,

@@ -38,19 +38,26 @@ import numpy as np
 HIDDEN_SHARE_STEPS = 1000
 
 
+def _hidden_share(margin: float, leverage: float | None) -> float | None:
+    """``margin / leverage``: the share of units that must change (None: no leverage known)."""
+    if leverage is None or not math.isfinite(leverage) or leverage <= 0:
+        return None
+    return margin / leverage
+
+
 def hidden_change_pvalue(margin: float, leverage: float | None, n_units: int) -> float:
     """``(1 - margin / leverage) ** n_units``; 1 with no leverage known, 0 if out of reach."""
-    if leverage is None or not math.isfinite(leverage) or leverage <= 0:
+    share = _hidden_share(margin, leverage)
+    if share is None:
         return 1.0
-    share = margin / leverage
     return 0.0 if share >= 1 else float((1.0 - share) ** n_units)
 
 
 def hidden_change_units(margin: float, leverage: float | None, alpha: float) -> float:
     """The fewest pilot units whose hidden-change floor is at most ``alpha`` (inf: none)."""
-    if leverage is None or not math.isfinite(leverage) or leverage <= 0:
+    share = _hidden_share(margin, leverage)
+    if share is None:
         return math.inf
-    share = margin / leverage
     return 1.0 if share >= 1 else math.log(alpha) / math.log1p(-share)
 
 

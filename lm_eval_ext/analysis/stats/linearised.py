@@ -44,6 +44,25 @@ def gradients(spec: MetricSpec, sums: np.ndarray) -> np.ndarray:
     return grad
 
 
+def cluster_robust_se(sums: np.ndarray, gradient: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """CR1 standard errors of a linearised total, one per row of ``weights``.
+
+    A unit's influence is ``gradient_d . sums[unit]`` (``sums``: C x Q, the stacked parts of a
+    contrast, signed; ``gradient``: D x Q, one row per selection or resample); ``weights`` (D x
+    C) counts each unit (0/1 for a subset, a bootstrap's counts for a resample). Only ``weights
+    @ sums`` and ``weights @ (sums_q sums_r)`` are formed, not the D x C influences:
+    ``sum_c w (psi - mean)^2 = g' M g - (g' A)^2 / count``.
+    """
+    n, q = sums.shape
+    count = weights.sum(1)
+    first = np.einsum("dq,dq->d", gradient, weights @ sums)
+    outer = (weights @ (sums[:, :, None] * sums[:, None, :]).reshape(n, -1)).reshape(-1, q, q)
+    second = np.einsum("dq,dr,dqr->d", gradient, gradient, outer)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        spread = np.maximum(second - first ** 2 / count, 0.0)
+        return np.sqrt(count / (count - 1) * spread)
+
+
 def linearised_deltas(spec: MetricSpec, ref_sums: np.ndarray, run_sums: np.ndarray,
                       selections: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """:func:`linearised_delta` for many cluster subsets at once.
@@ -56,10 +75,7 @@ def linearised_deltas(spec: MetricSpec, ref_sums: np.ndarray, run_sums: np.ndarr
     ref_t, run_t = w @ ref_sums, w @ run_sums
     with np.errstate(divide="ignore", invalid="ignore"):
         delta = spec.value(run_t) - spec.value(ref_t)
-        influence = run_sums @ gradients(spec, run_t).T - ref_sums @ gradients(spec, ref_t).T
-        c = w.sum(1)
-        mean = np.einsum("dc,cd->d", w, influence) / c
-        spread = np.einsum("dc,cd->d", w, influence ** 2) - c * mean ** 2
-        se = np.sqrt(np.maximum(c / (c - 1) * spread, 0.0))
-    bad = (c < 2) | ~np.isfinite(delta)
+        se = cluster_robust_se(np.hstack([run_sums, -ref_sums]),
+                               np.hstack([gradients(spec, run_t), gradients(spec, ref_t)]), w)
+    bad = (w.sum(1) < 2) | ~np.isfinite(delta)
     return delta, np.where(bad, np.nan, se)

@@ -30,7 +30,7 @@ import pandas as pd
 from lm_eval_ext.analysis.metrics import MetricSpec
 from lm_eval_ext.analysis.stats.bootstrap import as_rng, bootstrap_counts, cluster_sums, resampled
 from lm_eval_ext.analysis.stats.equivalence import studentised
-from lm_eval_ext.analysis.stats.linearised import gradients
+from lm_eval_ext.analysis.stats.linearised import cluster_robust_se, gradients
 from lm_eval_ext.analysis.stats.recommend import Claim, ClaimEstimate
 
 #: frames[pilot][run]: the run's items, every run of a pilot on the same items
@@ -83,28 +83,6 @@ def unit_leverage(spec: MetricSpec, items: pd.DataFrame, codes: np.ndarray,
     per_unit = np.bincount(codes, along.max(1) - along.min(1))
     present = np.bincount(codes) > 0
     return float(per_unit.max() * present.sum()) if present.any() else None
-
-
-def _studentising_se(sums: np.ndarray, observed: np.ndarray, resampled_grad: np.ndarray,
-                     weights: np.ndarray) -> tuple[float, np.ndarray]:
-    """CR1 standard errors of a linearised total, observed and under every resample.
-
-    A unit's influence is ``gradient . sums[unit]`` summed over the stacked parts (``sums``:
-    C x Q, signed; gradients: Q observed, B x Q resampled). The resampled variances need only
-    ``weights @ sums`` and ``weights @ (sums_q sums_r)`` (B x Q and B x Q^2), not the B x C
-    influences: ``sum_c w (psi - mean)^2 = g' M g - (g' A)^2 / count``.
-    """
-    psi = sums @ observed
-    n = psi.size
-    se = float(np.sqrt(n / (n - 1) * np.sum((psi - psi.mean()) ** 2)))
-    count = weights.sum(1)
-    first = np.einsum("bq,bq->b", resampled_grad, weights @ sums)
-    outer = (sums[:, :, None] * sums[:, None, :]).reshape(n, -1)
-    second = np.einsum("bq,br,bqr->b", resampled_grad, resampled_grad,
-                       (weights @ outer).reshape(len(weights), *[sums.shape[1]] * 2))
-    with np.errstate(invalid="ignore", divide="ignore"):
-        spread = np.maximum(second - first ** 2 / count, 0.0)
-        return se, np.sqrt(count / (count - 1) * spread)
 
 
 def claim_estimates(frames: Frames, reference: str, claims: Sequence[Claim],
@@ -160,10 +138,11 @@ def claim_estimates(frames: Frames, reference: str, claims: Sequence[Claim],
             if run != reference:
                 signed = [(w, table[p, run, claim.metric]) for p, (w, _) in parts.items()]
                 signed += [(-w, ref) for w, ref in parts.values()]
-                se, se_draws = _studentising_se(
-                    np.hstack([w * r.sums for w, r in signed]),
-                    np.hstack([r.gradient for _, r in signed]),
-                    np.hstack([r.resampled_gradient for _, r in signed]), draw)
+                sums = np.hstack([w * r.sums for w, r in signed])
+                se = float(cluster_robust_se(sums, np.hstack([r.gradient for _, r in signed])[None],
+                                             np.ones((1, len(sums))))[0])
+                se_draws = cluster_robust_se(
+                    sums, np.hstack([r.resampled_gradient for _, r in signed]), draw)
                 t_draws = studentised(run_draws - ref_draws, float(shift), se_draws)
             out[run][claim.name] = ClaimEstimate(
                 shift_pp=float(shift), shift_se_pp=se,
