@@ -1,8 +1,11 @@
-"""The CUDA-graph decode on a GPU: capture, replay, compaction, reuse and a failed capture.
+"""CUDA graphs on a GPU: the decode (capture, replay, compaction, reuse, a failed capture) and
+the scoring forward.
 
-``pytest -m gpu`` on the device (skipped where CUDA is absent). fp32 throughout, so a graph's
-replay must give exactly the tokens of the same static decode run as eager steps, and those
-of transformers' own ``generate``; the counts say which of the four happened.
+``pytest -m gpu`` on the device (skipped where CUDA is absent). The decode runs in fp32, so a
+graph's replay must give exactly the tokens of the same static decode run as eager steps, and
+those of transformers' own ``generate``; the counts say which of the four happened. A replayed
+scoring forward runs the kernels of lm-eval's own forward on the same shape, so its logits and
+answers must be identical in bf16 too.
 """
 
 from __future__ import annotations
@@ -11,9 +14,17 @@ import dataclasses
 
 import pytest
 import torch
-from helpers import PROMPTS, generation_requests, random_prompts, tiny_llama, until_end
+from helpers import (
+    PROMPTS,
+    generation_requests,
+    package_task_manager,
+    random_prompts,
+    tiny_llama,
+    until_end,
+)
 from transformers import LlamaForCausalLM
 
+from lm_eval_ext.backends.hf.scoring_graphs import ScoringGraphs
 from lm_eval_ext.generation.graphed import DecodeGraphs, static_greedy_decode
 
 pytestmark = [pytest.mark.gpu,
@@ -113,3 +124,57 @@ def test_the_fast_path_replays_graphs_in_a_metered_run_and_keeps_lm_evals_text(
     assert (eager["graph_batches"], eager["eager_batches"]) == (0, 3)
     assert eager["eager_reasons"] == ["cuda_graphs=false"]
     assert counts["standard"]["standard_requests"] == 12
+
+
+@pytest.mark.parametrize("attention", ["sdpa", "eager"])
+def test_a_replayed_scoring_forward_gives_the_eager_logits_in_bf16(attention):
+    model = tiny_llama(attention, seed=9, device="cuda").to(torch.bfloat16)
+    graphs = ScoringGraphs(model, None)
+    generator = torch.Generator().manual_seed(10)
+    for rows, length in [(1, 17), (1, 17), (1, 40), (3, 9), (3, 9), (1, 40), (1, 17)]:
+        ids = torch.randint(3, 97, (rows, length), generator=generator).to("cuda")
+        replay = graphs.replay_for(ids)
+        if replay is not None:
+            with torch.no_grad():
+                assert torch.equal(replay(), model(ids).logits)
+    assert (graphs.stats.problem, graphs.stats.shapes_seen) == (None, 3)
+    assert (graphs.stats.captures, graphs.stats.replays) == (3, 4)
+
+
+def test_a_scoring_forward_that_synchronises_is_named_and_left_to_lm_eval():
+    model = tiny_llama("sdpa", seed=6, device="cuda", model_class=_SyncingLlama)
+    graphs = ScoringGraphs(model, None)
+    ids = torch.randint(3, 97, (1, 12)).to("cuda")
+    assert graphs.replay_for(ids) is None and graphs.replay_for(ids) is None
+    assert graphs.stats.problem.startswith("CUDA graph capture failed")
+    assert graphs.stats.captures == 0
+
+
+def _loglik_answers(precision: str, **model_args) -> tuple[dict, dict]:
+    from lm_eval import simple_evaluate
+
+    from lm_eval_ext.backends.hf.metered import HFMeteredLM
+
+    lm = HFMeteredLM(device="cuda", precision=precision, batch_size=1, idle_seconds=0,
+                     **model_args)
+    out = simple_evaluate(model=lm, tasks=["bbq_instrument_loglik"], limit=40,
+                          task_manager=package_task_manager(), log_samples=True,
+                          bootstrap_iters=0)
+    answers = [s["resps"] for s in out["samples"]["bbq_instrument_loglik"]]
+    return answers, out["config"]["metering"]["scoring_graphs"]
+
+
+@pytest.mark.parametrize("precision", ["bf16", "nf4"])
+def test_replayed_batch_1_scoring_gives_lm_evals_answers(embedded_checkpoint, precision):
+    """The embedded model at batch 1 on 40 BBQ items: every answer as with graphs off."""
+    replayed, counts = _loglik_answers(precision)
+    standard, off = _loglik_answers(precision, cuda_graphs=False)
+    assert replayed == standard
+    assert counts["problem"] is None and counts["captures"] > 0
+    assert counts["replays"] > counts["not_replayed"]
+    assert off["problem"] == "cuda_graphs=false" and off["replays"] == 0
+
+
+def test_int8_scoring_is_left_to_lm_eval_and_says_why(embedded_checkpoint):
+    _, counts = _loglik_answers("int8")
+    assert counts["problem"].startswith("bitsandbytes int8") and counts["replays"] == 0

@@ -24,6 +24,7 @@ from lm_eval.api.registry import register_model
 from lm_eval.models.huggingface import HFLM
 
 from lm_eval_ext.backends.hf.base import HFMeteredBase
+from lm_eval_ext.backends.hf.scoring_graphs import ScoringGraphs, scoring_graph_problem
 from lm_eval_ext.backends.hf.shared_prefix import MC_SCORING, SharedPrefixScorer, SharedPrefixStats
 from lm_eval_ext.backends.model_args import HFMeteredArgs, explicit_batch_size, strict_bool
 from lm_eval_ext.errors import check_choice
@@ -78,6 +79,9 @@ class HFMeteredLM(HFMeteredBase, HFLM):
         on_cuda = torch.device(self.device).type == "cuda"
         self.fast_generation = FastGenerator(own.generation_settings(lm_args, on_cuda))
         self._loop_batch_size: int | None = None  # the generator's plan, while lm-eval's loop runs
+        self.scoring_graphs = ScoringGraphs(self.model, scoring_graph_problem(
+            self.model, self.device, cuda_graphs=own.cuda_graphs,
+            autocast=self.mixed_precision_dtype is not None, causal=self.backend == "causal"))
 
     # the one seam: a task's requests, inside its energy window ------------------------------
     def serve(self, request_type: str, requests: list, disable_tqdm: bool) -> list:
@@ -118,6 +122,15 @@ class HFMeteredLM(HFMeteredBase, HFLM):
             return super().tok_encode(string, add_special_tokens, left_truncate_len, **kwargs)
         return cached
 
+    def _model_call(self, inps, attn_mask=None, labels=None):
+        """lm-eval's scoring forward, replayed as a CUDA graph where it fits (small batches)."""
+        replay = self.scoring_graphs.replay_for(inps) if attn_mask is None and labels is None \
+            else None
+        if replay is not None:
+            return self.metering.timed(replay)
+        self.scoring_graphs.stats.not_replayed += 1
+        return super()._model_call(inps, attn_mask=attn_mask, labels=labels)
+
     def _loglikelihood_tokens(self, requests, disable_tqdm: bool = False,
                               override_bs: int | None = None):  # noqa: D102
         return self.shared_prefix.loglikelihood_tokens(
@@ -133,6 +146,11 @@ class HFMeteredLM(HFMeteredBase, HFLM):
     def generation_stats(self) -> FastGenerationStats:  # noqa: D102
         return self.fast_generation.stats
 
+    def metering_extras(self) -> dict[str, Any]:
+        """The base fields plus how the scoring forwards ran (``scoring_graphs``)."""
+        return {**super().metering_extras(),
+                "scoring_graphs": dataclasses.asdict(self.scoring_graphs.stats)}
+
     def use_generation(self, settings: GenerationSettings) -> FastGenerator:
         """Generate under ``settings`` from now on, counting afresh; returns the generator before.
 
@@ -146,3 +164,4 @@ class HFMeteredLM(HFMeteredBase, HFLM):
         """Fresh windows and fresh generation counts (several conditions on one loaded model)."""
         super().reset_metering()
         self.fast_generation.reset_counts()
+        self.scoring_graphs.reset_counts()
