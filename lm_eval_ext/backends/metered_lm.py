@@ -25,6 +25,7 @@ from lm_eval_ext.answers import CONFIG_KEY, AnswerLog
 from lm_eval_ext.backends import embedded_model, packaged_models
 from lm_eval_ext.backends.chat_template import ChatTemplatePolicy
 from lm_eval_ext.backends.model_args import merge_model_args
+from lm_eval_ext.backends.warm import WARM
 from lm_eval_ext.errors import ending_lm_eval_command
 from lm_eval_ext.metering import Metering
 
@@ -45,6 +46,8 @@ class MeteredLM:
     _embedded: bool = False
     _packaged: dict[str, Any] | None = None
     _load_seconds: float | None = None
+    #: what this run reused from an earlier run of the process (:mod:`~lm_eval_ext.backends.warm`)
+    warm_reuse: dict[str, Any] = {"model_reused": False, "idle_reused_after_seconds": None}
 
     @property
     def answer_log(self) -> AnswerLog:
@@ -81,7 +84,8 @@ class MeteredLM:
 
         ``pretrained=None`` is the embedded SmolLM2; a packaged model's name resolves to its
         folder. The idle baseline is sampled after the load, on the devices ``cuda_indices()``
-        names once the model is there.
+        names once the model is there. In a campaign worker an earlier run's idle sample of
+        the same devices is reused while it is young (:mod:`~lm_eval_ext.backends.warm`).
         """
         self._embedded = pretrained is None
         if self._embedded:
@@ -91,10 +95,17 @@ class MeteredLM:
         load(pretrained)
         self._load_seconds = time.perf_counter() - started
         cuda = list(cuda_indices())
+        source = f"{energy}:{idle_seconds}"
+        kept = WARM.idle(cuda, source)
         self.metering = Metering.start(
             cuda, energy=energy, sync=sync, idle_seconds=idle_seconds,
             forward_observable=forward_observable,
-            codecarbon=codecarbon(cuda) if codecarbon is not None else None)
+            codecarbon=codecarbon(cuda) if codecarbon is not None else None,
+            idle=kept.idle if kept is not None else None)
+        if kept is None:
+            WARM.keep_idle(cuda, source, self.metering.meter.idle)
+        self.warm_reuse = {**self.warm_reuse, "idle_reused_after_seconds": None if kept is None
+                           else round(time.monotonic() - kept.taken_at, 1)}
 
     def announce(self) -> None:
         """Print :meth:`start_line` once the model is ready."""

@@ -1,16 +1,19 @@
-"""Run a campaign's cells: one lm-eval subprocess per cell (`lm_eval_ext.campaign.cell`), resumable.
+"""Run a campaign's cells, resumable: cells that share a loaded model run in one worker.
 
-Each cell runs ``python -m lm_eval_ext.campaign.cell --model hf-metered ... --output_path
-<in-flight folder> --log_samples``; lm-eval's progress bars pass through, one line per cell
-reports its end and the ETA. A cell whose process fails is recorded under ``failed/`` and the
-campaign goes on; a rerun of the same command retries it and skips every finished cell.
+Each cell is lm-eval's own command line, ``--model hf-metered ... --output_path <in-flight
+folder> --log_samples``. Cells with the same model args and load options (:meth:`Cell.load_key`;
+batch sizes, tasks and limits may differ) run one after another in one worker process
+(:mod:`lm_eval_ext.campaign.worker`), which keeps the model loaded and the idle-power sample;
+each cell still writes its own lm-eval output folder and log. lm-eval's progress bars pass
+through, one line per cell reports its end and the ETA. A cell that fails is recorded under
+``failed/`` (its worker ends; the next cell gets a fresh one) and the campaign goes on; a rerun
+of the same command retries it and skips every finished cell.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -22,6 +25,7 @@ from typing import Any
 
 from lm_eval_ext.campaign.spec import CampaignSpec, Cell
 from lm_eval_ext.campaign.store import HOST, CampaignFolder, _now
+from lm_eval_ext.campaign.worker import Worker, die_with_parent
 from lm_eval_ext.cards import CARD_FILE, task_card
 
 PACKAGES = ("lm_eval", "lm-eval-ext", "torch", "transformers", "accelerate", "bitsandbytes")
@@ -39,22 +43,12 @@ def package_versions() -> dict[str, str | None]:
     return versions
 
 
-def _die_with_parent() -> None:  # pragma: no cover - runs in the child
-    """Linux: the cell's process gets SIGKILL when the campaign process dies."""
-    try:
-        import ctypes
-
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except OSError:
-        pass
-
-
 def run_lm_eval(argv: Sequence[str], log_path: Path, echo: bool = True) -> int:
     """Run one cell (lm-eval CLI arguments) in a subprocess; stream its output to the log."""
     command = [sys.executable, "-m", "lm_eval_ext.campaign.cell", *argv]
     with open(log_path, "wb") as log:
         process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                   preexec_fn=_die_with_parent if os.name == "posix" else None)
+                                   preexec_fn=die_with_parent if os.name == "posix" else None)
         assert process.stdout is not None
         while chunk := process.stdout.read1(65536) if hasattr(process.stdout, "read1") \
                 else process.stdout.read(65536):
@@ -127,61 +121,94 @@ def failure_reason(log: str) -> str | None:
     return None
 
 
+def by_loaded_model(cells: Sequence[Cell]) -> list[Cell]:
+    """``cells`` with those sharing a loaded model together, groups in order of first appearance."""
+    order = {key: rank for rank, key in enumerate(dict.fromkeys(c.load_key() for c in cells))}
+    return sorted(cells, key=lambda c: order[c.load_key()])  # stable within a group
+
+
 def run_cells(spec: CampaignSpec, folder: CampaignFolder, cells: Sequence[Cell], *,
               shard: str = "1/1", echo: bool = True,
               sizes: Callable[[Cell], int] | None = None) -> dict[str, list[str]]:
     """Run every cell that is not done yet; return cell ids by outcome."""
     outcome: dict[str, list[str]] = {"done": [], "skipped": [], "failed": [], "busy": []}
-    todo = [c for c in cells if folder.record(c) is None]
+    todo = by_loaded_model([c for c in cells if folder.record(c) is None])
     outcome["skipped"] = [c.cell_id for c in cells if c not in todo]
     for cell_id in outcome["skipped"]:
         print(f"[campaign] {cell_id}: already done, skipped", flush=True)
     progress = (Progress([sizes(c) for c in todo], "items") if sizes
                 else Progress([1] * len(todo), "cells"))
-    versions = package_versions()
-    for index, cell in enumerate(todo, start=1):
-        lock = folder.acquire(cell)
+    run = _CampaignRun(spec, folder, Worker(echo), shard, package_versions(), progress,
+                       outcome, len(todo))
+    worker_key = None
+    try:
+        for index, cell in enumerate(todo, start=1):
+            if cell.load_key() != worker_key:  # another model: the next worker loads it
+                run.worker.close()
+                worker_key = cell.load_key()
+            run.cell(index, cell)
+    finally:
+        run.worker.close()
+    return outcome
+
+
+@dataclass
+class _CampaignRun:
+    """What every cell of one ``run_cells`` call shares."""
+
+    spec: CampaignSpec
+    folder: CampaignFolder
+    worker: Worker
+    shard: str
+    versions: dict[str, str | None]
+    progress: Progress
+    outcome: dict[str, list[str]]
+    count: int
+
+    def cell(self, index: int, cell: Cell) -> None:
+        """Run one cell in the worker unless another process holds or has finished it."""
+        lock = self.folder.acquire(cell)
         if isinstance(lock, str):
             print(f"[campaign] {cell.cell_id}: {lock}", flush=True)
-            outcome["busy"].append(cell.cell_id)
-            continue
+            self.outcome["busy"].append(cell.cell_id)
+            return
         try:
-            if folder.record(cell) is not None:  # finished by another process meanwhile
-                outcome["skipped"].append(cell.cell_id)
-                continue
-            inflight = folder.start(cell)
-            started, clock = _now(), time.perf_counter()
-            print(f"[campaign {index}/{len(todo)}] {cell.cell_id}: lm_eval "
-                  + " ".join(cell.lm_eval_argv("<cell>")), flush=True)
-            code = run_lm_eval(cell.lm_eval_argv(inflight / "output"), inflight / "lm_eval.log",
-                               echo=echo)
-            elapsed = time.perf_counter() - clock
-            record = {"cell_id": cell.cell_id, "config": cell.config(),
-                      "config_sha256": cell.config_sha256(), "started": started,
-                      "ended": _now(), "seconds": elapsed, "host": HOST, "shard": shard,
-                      "returncode": code, "packages": versions}
-            if code == 0:
-                try:
-                    card, summary = describe_cell(cell, inflight / "output")
-                except Exception as exc:  # an lm-eval output we cannot read is a failure
-                    code, record["error"] = -1, f"{type(exc).__name__}: {exc}"
-            if code != 0:
-                log = (inflight / "lm_eval.log").read_text(encoding="utf-8", errors="replace")
-                folder.fail(cell, inflight, {**record, "log_tail": log[-_LOG_TAIL:]}, log)
-                reason = record.get("error") or failure_reason(log)
-                progress.report(index, len(todo), cell, f"FAILED (exit {code}"
-                                + (f": {reason}" if reason else "") + ")", 0, elapsed)
-                outcome["failed"].append(cell.cell_id)
-                continue
-            card_path = (inflight / "output" / summary["results_path"]).parent / CARD_FILE
-            card_path.write_text(json.dumps(card, indent=2, sort_keys=True) + "\n",
-                                 encoding="utf-8")
-            record.update(summary, output_path=f"cells/{cell.cell_id}/output/"
-                          f"{summary['results_path']}", status="done")
-            folder.finish(cell, inflight, record)
-            progress.report(index, len(todo), cell, "done", summary["n_items"], elapsed)
-            outcome["done"].append(cell.cell_id)
+            if self.folder.record(cell) is not None:  # finished by another process meanwhile
+                self.outcome["skipped"].append(cell.cell_id)
+                return
+            self._run(index, cell)
         finally:
             lock.release()
-            folder.write_manifest(spec)
-    return outcome
+            self.folder.write_manifest(self.spec)
+
+    def _run(self, index: int, cell: Cell) -> None:
+        inflight = self.folder.start(cell)
+        started, clock = _now(), time.perf_counter()
+        print(f"[campaign {index}/{self.count}] {cell.cell_id}: lm_eval "
+              + " ".join(cell.lm_eval_argv("<cell>")), flush=True)
+        code = self.worker.run(cell.lm_eval_argv(inflight / "output"), inflight / "lm_eval.log")
+        elapsed = time.perf_counter() - clock
+        record = {"cell_id": cell.cell_id, "config": cell.config(),
+                  "config_sha256": cell.config_sha256(), "started": started,
+                  "ended": _now(), "seconds": elapsed, "host": HOST, "shard": self.shard,
+                  "returncode": code, "packages": self.versions}
+        if code == 0:
+            try:
+                card, summary = describe_cell(cell, inflight / "output")
+            except Exception as exc:  # an lm-eval output we cannot read is a failure
+                code, record["error"] = -1, f"{type(exc).__name__}: {exc}"
+        if code != 0:
+            log = (inflight / "lm_eval.log").read_text(encoding="utf-8", errors="replace")
+            self.folder.fail(cell, inflight, {**record, "log_tail": log[-_LOG_TAIL:]}, log)
+            reason = record.get("error") or failure_reason(log)
+            self.progress.report(index, self.count, cell, f"FAILED (exit {code}"
+                                 + (f": {reason}" if reason else "") + ")", 0, elapsed)
+            self.outcome["failed"].append(cell.cell_id)
+            return
+        card_path = (inflight / "output" / summary["results_path"]).parent / CARD_FILE
+        card_path.write_text(json.dumps(card, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+        record.update(summary, output_path=f"cells/{cell.cell_id}/output/"
+                      f"{summary['results_path']}", status="done")
+        self.folder.finish(cell, inflight, record)
+        self.progress.report(index, self.count, cell, "done", summary["n_items"], elapsed)
+        self.outcome["done"].append(cell.cell_id)

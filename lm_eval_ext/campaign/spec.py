@@ -48,6 +48,8 @@ LM_EVAL_OPTIONS = (
     "fewshot_as_multiturn", "include_path", "verbosity", "write_out", "show_config", "seed",
     "trust_remote_code", "confirm_run_unsafe_code", "metadata",
 )
+#: lm_eval options that change how the model loads (cells differing in them need another worker)
+LOAD_OPTIONS = ("device", "trust_remote_code")
 #: lm_eval options whose values are checked when the campaign file is read (no model loads)
 _VALUE_CHECKS = {"limit": check_limit, "num_fewshot": check_num_fewshot,
                  "gen_kwargs": check_gen_kwargs}
@@ -76,6 +78,11 @@ class Cell:
         """SHA-256 of the canonical JSON of :meth:`config`."""
         text = json.dumps(self.config(), sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(text.encode()).hexdigest()
+
+    def load_key(self) -> str:
+        """What the loaded model depends on: cells with the same key can share one worker."""
+        return json.dumps([self.model_args, {k: self.options.get(k) for k in LOAD_OPTIONS}],
+                          sort_keys=True)
 
     def lm_eval_argv(self, output_path: str | Path) -> list[str]:
         """The ``lm_eval run`` arguments of this cell, writing into ``output_path``."""

@@ -20,7 +20,7 @@ from typing import Any
 
 from lm_eval_ext.metering.contention import cpu_contention_probe
 from lm_eval_ext.metering.ledger import InferenceLedger
-from lm_eval_ext.metering.meter import EnergyMeter
+from lm_eval_ext.metering.meter import EnergyMeter, IdlePower
 from lm_eval_ext.metering.ranks import (
     gather_rank_metering,
     merge_rank_metering,
@@ -73,17 +73,22 @@ class Metering:
     def start(cls, cuda_indices: Sequence[int], *, energy: str = "auto", sync: bool = True,
               idle_seconds: float = 3.0, codecarbon: Any = None,
               clock: Callable[[], float] = time.perf_counter,
-              forward_observable: bool = True) -> Metering:
+              forward_observable: bool = True, idle: IdlePower | None = None) -> Metering:
         """Pick the energy source for these GPUs (none: the CPU) and sample idle power.
 
         ``forward_observable=False``: the backend's forward passes run where this process
         cannot time them (an engine process); forward time is then reported as null.
+        ``idle``: an earlier sample of the same devices, used instead of sampling again.
         """
         cuda = list(cuda_indices)
         meter = EnergyMeter(select_source(cuda, prefer=energy),
                             sync=synchronize_all(cuda) if cuda and sync else None, clock=clock,
                             contention=None if cuda else cpu_contention_probe())
-        meter.measure_idle(idle_seconds, intervals=max(1, round(idle_seconds / IDLE_INTERVAL_S)))
+        if idle is not None:  # an earlier run's sample of the same devices (a campaign worker)
+            meter.idle = idle
+        else:
+            meter.measure_idle(idle_seconds,
+                               intervals=max(1, round(idle_seconds / IDLE_INTERVAL_S)))
         if codecarbon is not None:
             codecarbon.start()
         return cls(meter, clock=clock, codecarbon=codecarbon,

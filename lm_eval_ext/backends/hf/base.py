@@ -23,6 +23,7 @@ automatic batch-size probes are cut out; ``--use_cache`` hits never reach the mo
 from __future__ import annotations
 
 import dataclasses
+import time
 from typing import Any
 
 from lm_eval.utils import simple_parse_args_string
@@ -32,10 +33,14 @@ from lm_eval_ext.backends.hf.shared_prefix import SharedPrefixStats
 from lm_eval_ext.backends.metered_lm import MeteredLM
 from lm_eval_ext.backends.model_args import HFMeteredArgs, check_unknown_args
 from lm_eval_ext.backends.precision import PrecisionPlan, plan_precision, verify_precision
+from lm_eval_ext.backends.warm import WARM, load_key
 from lm_eval_ext.errors import ConfigError
 from lm_eval_ext.generation.generator import FastGenerationStats, generation_record
 from lm_eval_ext.generation.settings import GenerationSettings
 from lm_eval_ext.metering.codecarbon_check import CodeCarbonCheck
+
+#: lm-eval args that shape a run but not the loaded weights (a worker's cells may differ in them)
+RUN_ARGS = ("batch_size", "max_batch_size")
 
 
 def parameter_cuda_devices(model: Any) -> list[int]:
@@ -63,8 +68,20 @@ class HFMeteredBase(MeteredLM):
         self._probed_batch_sizes: list[int] = []  # generate_until keeps its probe result local
 
         def load(pretrained: str) -> None:
-            super(HFMeteredBase, self).__init__(pretrained=pretrained, dtype=self._plan.dtype,
-                                                **lm_args)
+            key = load_key(pretrained, repr(self._plan), {
+                k: v for k, v in lm_args.items() if k not in RUN_ARGS})
+            kept = WARM.model(key)
+            if kept is None:
+                started = time.perf_counter()
+                super(HFMeteredBase, self).__init__(pretrained=pretrained,
+                                                    dtype=self._plan.dtype, **lm_args)
+                WARM.keep_model(key, self.model, self.tokenizer, time.perf_counter() - started)
+            else:  # lm-eval's documented path for a loaded model (HFLM takes a PreTrainedModel)
+                super(HFMeteredBase, self).__init__(
+                    pretrained=kept.model, tokenizer=kept.tokenizer, dtype=self._plan.dtype,
+                    **{k: v for k, v in lm_args.items() if k != "tokenizer"})
+                self.warm_reuse = {**self.warm_reuse, "model_reused": True,
+                                   "model_load_seconds": round(kept.load_seconds, 2)}
             self._precision, self._quantized_modules = verify_precision(self.model, self._plan)
 
         self.start_metered(
@@ -180,6 +197,7 @@ class HFMeteredBase(MeteredLM):
             "batch_sizes_detected": list(getattr(self, "batch_sizes", {}).values())
             or list(self._probed_batch_sizes),
             "load_seconds": self._load_seconds,
+            "warm": dict(self.warm_reuse),
             "quantized_modules": self._quantized_modules,
             "mc_scoring": dataclasses.asdict(self.scoring_stats()),
             "generation": generation_record(self.generation_settings(), self.generation_stats()),

@@ -1,0 +1,82 @@
+"""The campaign worker: cells sharing a loaded model run in one process, answering as alone."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+from helpers import SMALL_CAMPAIGN, run_cli
+
+from lm_eval_ext.campaign import build_spec
+from lm_eval_ext.campaign.runner import by_loaded_model, run_lm_eval
+from lm_eval_ext.campaign.worker import Worker
+
+
+def _answers(folder: Path) -> pd.DataFrame:
+    [samples] = folder.rglob("samples_*.jsonl")
+    rows = [json.loads(line) for line in samples.read_text().splitlines()]
+    return pd.DataFrame({"doc_id": [r["doc_id"] for r in rows],
+                         "resps": [json.dumps(r["resps"]) for r in rows]}).sort_values("doc_id")
+
+
+def _results(folder: Path) -> dict:
+    [path] = folder.rglob("results_*.json")
+    return json.loads(path.read_text())
+
+
+@pytest.mark.slow
+def test_cells_sharing_a_model_run_in_one_worker_with_their_own_processes_answers(
+        tmp_path, embedded_checkpoint):
+    spec_path = tmp_path / "small.yaml"
+    spec_path.write_text(yaml.safe_dump(SMALL_CAMPAIGN))
+    out = tmp_path / "campaign"
+    ran = run_cli(["lm-eval-ext", "campaign", str(spec_path), "--out", str(out), "--quiet",
+                   "--no-analyze"])
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    cells = build_spec(SMALL_CAMPAIGN).cells
+    reused = []
+    for cell in cells:  # today's path: one lm-eval process per cell
+        alone = tmp_path / "alone" / cell.cell_id
+        assert run_lm_eval(cell.lm_eval_argv(alone), tmp_path / f"{cell.cell_id}.log",
+                           echo=False) == 0
+        in_worker = out / "cells" / cell.cell_id
+        pd.testing.assert_frame_equal(_answers(in_worker), _answers(alone))
+        shared, own = _results(in_worker), _results(alone)
+        assert shared["results"] == own["results"]
+        assert shared["config"]["responses"] == own["config"]["responses"]
+        reused.append(shared["config"]["metering"]["warm"]["model_reused"])
+        assert own["config"]["metering"]["warm"]["model_reused"] is False
+    assert reused == [False, True, True]  # one load for the three cells
+
+
+def test_cells_are_grouped_by_the_model_they_load_in_order_of_first_appearance():
+    spec = build_spec({"models": SMALL_CAMPAIGN["models"], "tasks": SMALL_CAMPAIGN["tasks"],
+                       "conditions": {
+        "A": {"batch_size": 1}, "B": {"model_args": "precision=bf16", "batch_size": 1},
+        "C": {"batch_size": 4}, "D": {"model_args": "precision=bf16", "batch_size": 2}}})
+    assert [c.condition for c in by_loaded_model(spec.cells)] == ["A", "C", "B", "D"]
+
+
+@pytest.mark.slow
+def test_a_failed_job_ends_its_worker_and_the_next_job_gets_a_fresh_one(
+        tmp_path, embedded_checkpoint):
+    def argv(task: str, name: str) -> list[str]:
+        return ["--model", "hf-metered", "--model_args", "idle_seconds=0", "--tasks", task,
+                "--limit", "2", "--output_path", str(tmp_path / name), "--log_samples"]
+
+    worker = Worker(echo=False)
+    try:
+        codes = [worker.run(argv("bbq_subset_12p5pct_loglik", "a"), tmp_path / "a.log"),
+                 worker.run(argv("bbq_no_such_task", "b"), tmp_path / "b.log"),
+                 worker.run(argv("bbq_subset_12p5pct_loglik", "c"), tmp_path / "c.log"),
+                 worker.run(argv("bbq_subset_25pct_loglik", "d"), tmp_path / "d.log")]
+    finally:
+        worker.close()
+    assert codes == [0, 2, 0, 0]
+    assert "bbq_no_such_task" in (tmp_path / "b.log").read_text()
+    reused = [_results(tmp_path / name)["config"]["metering"]["warm"]["model_reused"]
+              for name in "acd"]
+    assert reused == [False, False, True]  # c: a fresh worker after the failure; d: c's model
