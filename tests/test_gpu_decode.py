@@ -126,19 +126,36 @@ def test_the_fast_path_replays_graphs_in_a_metered_run_and_keeps_lm_evals_text(
     assert counts["standard"]["standard_requests"] == 12
 
 
-@pytest.mark.parametrize("attention", ["sdpa", "eager"])
-def test_a_replayed_scoring_forward_gives_the_eager_logits_in_bf16(attention):
-    model = tiny_llama(attention, seed=9, device="cuda").to(torch.bfloat16)
+def _scoring_rounds(model, shapes):
+    """Each shape's forward as lm-eval asks for it: replayed where recorded, else lm-eval's."""
     graphs = ScoringGraphs(model, None)
     generator = torch.Generator().manual_seed(10)
-    for rows, length in [(1, 17), (1, 17), (1, 40), (3, 9), (3, 9), (1, 40), (1, 17)]:
+    pairs = []
+    for rows, length in shapes:
         ids = torch.randint(3, 97, (rows, length), generator=generator).to("cuda")
         replay = graphs.replay_for(ids)
+        with torch.no_grad():
+            eager = model(ids).logits  # lm-eval's forward (the warm-up where nothing replays)
         if replay is not None:
-            with torch.no_grad():
-                assert torch.equal(replay(), model(ids).logits)
+            pairs.append((replay().clone(), eager))
+    return graphs, pairs
+
+
+def test_a_replayed_scoring_forward_gives_the_eager_logits_in_bf16():
+    model = tiny_llama("sdpa", seed=9, device="cuda").to(torch.bfloat16)
+    graphs, pairs = _scoring_rounds(
+        model, [(1, 17), (1, 17), (1, 40), (3, 9), (3, 9), (1, 40), (1, 17)])
+    assert all(torch.equal(replayed, eager) for replayed, eager in pairs)
     assert (graphs.stats.problem, graphs.stats.shapes_seen) == (None, 3)
-    assert (graphs.stats.captures, graphs.stats.replays) == (3, 4)
+    assert (graphs.stats.captures, graphs.stats.replays, len(pairs)) == (3, 4, 4)
+
+
+def test_eager_attention_that_cannot_be_recorded_is_named_and_left_to_lm_eval():
+    """transformers' eager attention builds its causal mask with a host copy (H200, 5.17)."""
+    graphs, pairs = _scoring_rounds(tiny_llama("eager", seed=9, device="cuda"),
+                                    [(1, 17), (1, 17), (1, 17)])
+    assert graphs.stats.problem.startswith("CUDA graph capture failed: Cannot copy between CPU")
+    assert (graphs.stats.captures, pairs) == (0, [])
 
 
 def test_a_scoring_forward_that_synchronises_is_named_and_left_to_lm_eval():

@@ -79,9 +79,7 @@ class HFMeteredLM(HFMeteredBase, HFLM):
         on_cuda = torch.device(self.device).type == "cuda"
         self.fast_generation = FastGenerator(own.generation_settings(lm_args, on_cuda))
         self._loop_batch_size: int | None = None  # the generator's plan, while lm-eval's loop runs
-        self.scoring_graphs = ScoringGraphs(self.model, scoring_graph_problem(
-            self.model, self.device, cuda_graphs=own.cuda_graphs,
-            autocast=self.mixed_precision_dtype is not None, causal=self.backend == "causal"))
+        self.use_scoring_graphs(own.cuda_graphs)
 
     # the one seam: a task's requests, inside its energy window ------------------------------
     def serve(self, request_type: str, requests: list, disable_tqdm: bool) -> list:
@@ -159,6 +157,16 @@ class HFMeteredLM(HFMeteredBase, HFLM):
         """
         before, self.fast_generation = self.fast_generation, FastGenerator(settings)
         return before
+
+    def use_scoring_graphs(self, enabled: bool) -> None:
+        """Replay small scoring forwards as CUDA graphs where the model allows (or never).
+
+        Set at load from ``cuda_graphs``; benchmarks compare both on one loaded model. Counts
+        start afresh and recorded shapes are dropped.
+        """
+        self.scoring_graphs = ScoringGraphs(self.model, scoring_graph_problem(
+            self.model, self.device, cuda_graphs=enabled,
+            autocast=self.mixed_precision_dtype is not None, causal=self.backend == "causal"))
 
     def reset_metering(self) -> None:
         """Fresh windows and fresh generation counts (several conditions on one loaded model)."""
