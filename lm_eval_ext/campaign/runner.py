@@ -20,6 +20,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from lm_eval_ext.campaign import derivation
 from lm_eval_ext.campaign.spec import CampaignSpec, Cell
 from lm_eval_ext.campaign.store import HOST, CampaignFolder, _now
 from lm_eval_ext.cards import CARD_FILE, task_card
@@ -129,8 +130,12 @@ def failure_reason(log: str) -> str | None:
 
 def run_cells(spec: CampaignSpec, folder: CampaignFolder, cells: Sequence[Cell], *,
               shard: str = "1/1", echo: bool = True,
-              sizes: Callable[[Cell], int] | None = None) -> dict[str, list[str]]:
-    """Run every cell that is not done yet; return cell ids by outcome."""
+              sizes: Callable[[Cell], int] | None = None,
+              derive: dict[str, str] | None = None) -> dict[str, list[str]]:
+    """Run every cell that is not done yet; return cell ids by outcome.
+
+    ``derive``: child cell id -> parent cell id (:func:`derivation.plan_derivations`).
+    """
     outcome: dict[str, list[str]] = {"done": [], "skipped": [], "failed": [], "busy": []}
     todo = [c for c in cells if folder.record(c) is None]
     outcome["skipped"] = [c.cell_id for c in cells if c not in todo]
@@ -151,10 +156,12 @@ def run_cells(spec: CampaignSpec, folder: CampaignFolder, cells: Sequence[Cell],
                 continue
             inflight = folder.start(cell)
             started, clock = _now(), time.perf_counter()
+            parent = derivation.parent_answers(folder, derive or {}, cell, versions)
+            answers_from = parent.results if parent else None
             print(f"[campaign {index}/{len(todo)}] {cell.cell_id}: lm_eval "
-                  + " ".join(cell.lm_eval_argv("<cell>")), flush=True)
-            code = run_lm_eval(cell.lm_eval_argv(inflight / "output"), inflight / "lm_eval.log",
-                               echo=echo)
+                  + " ".join(cell.lm_eval_argv("<cell>", answers_from)), flush=True)
+            code = run_lm_eval(cell.lm_eval_argv(inflight / "output", answers_from),
+                               inflight / "lm_eval.log", echo=echo)
             elapsed = time.perf_counter() - clock
             record = {"cell_id": cell.cell_id, "config": cell.config(),
                       "config_sha256": cell.config_sha256(), "started": started,
@@ -177,7 +184,8 @@ def run_cells(spec: CampaignSpec, folder: CampaignFolder, cells: Sequence[Cell],
             card_path.write_text(json.dumps(card, indent=2, sort_keys=True) + "\n",
                                  encoding="utf-8")
             record.update(summary, output_path=f"cells/{cell.cell_id}/output/"
-                          f"{summary['results_path']}", status="done")
+                          f"{summary['results_path']}", status="done", **derivation.record_fields(
+                              parent, inflight / "output" / summary["results_path"], cell.task))
             folder.finish(cell, inflight, record)
             progress.report(index, len(todo), cell, "done", summary["n_items"], elapsed)
             outcome["done"].append(cell.cell_id)
