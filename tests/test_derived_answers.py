@@ -2,7 +2,7 @@
 
 The real runs are the embedded model at batch 1: a parent on the instrument's first 32 items,
 children on subsets whose first items lie inside them (the 75% membership's first 24, the 50%
-membership's first 12: checked against the data in ``tests/test_campaign.py``).
+membership's first 8: the order is checked against the data in ``tests/test_campaign.py``).
 """
 
 from __future__ import annotations
@@ -175,36 +175,67 @@ def test_derived_energy_is_the_parents_joules_per_item_times_items(derived_and_r
     assert record["recheck_energy_joules"] is None  # the re-check's own reading: no counter here
 
 
-@pytest.mark.slow
-def test_a_parent_with_a_changed_answer_makes_the_cell_run_in_full(parent, tmp_path):
+def _tamper(parent: Path, folder: Path, membership: str, doc: int) -> dict:
+    """A copy of the parent whose answer to ``membership``'s item ``doc`` (its first request) is
+    moved by 0.001; the untouched answers by (context, continuation)."""
     from lm_eval_ext.data.instrument import load_membership
 
-    task, limit = "bbq_subset_50pct_loglik", 12
-    first = load_membership("50pct").rows[0]  # the subset's first item, inside the parent
-    copy = _copy(parent, tmp_path / "tampered")
+    item = load_membership(membership).rows[doc]
+    copy = _copy(parent, folder)
     [samples_path] = copy.parent.glob(f"samples_{PARENT_TASK}_*.jsonl")
     lines = [json.loads(line) for line in samples_path.read_text().splitlines()]
     [target] = [s for s in lines if (s["doc"]["category"], s["doc"]["example_id"])
-                == (first["category"], first["example_id"])]
+                == (item["category"], item["example_id"])]
     original = {(a["arg_0"], a["arg_1"]): list(r[0]) for s in lines
                 for a, r in zip(s["arguments"].values(), s["resps"], strict=True)}
     target["resps"][0][0][0] = str(float(target["resps"][0][0][0]) - 0.001)
     samples_path.write_text("".join(json.dumps(s) + "\n" for s in lines))
+    return {"results": copy, "original": original}
 
-    child = _run(tmp_path / "child", task, limit, f"answers_from={copy},recheck=1")
-    metering = json.loads(_results(child).read_text())["config"]["metering"]
-    record = metering["derived"][task]
-    assert not record["derived"] and record["rechecked_items"] == limit
-    assert record["matched_items"] == limit - 1
-    assert record["derivation_refused"].startswith(f"1 of {limit} re-checked items differ from "
-                                                   "the parent (first: doc 0, request 0")
-    entry = metering["per_task"][task]
-    assert DERIVED_FLAG not in entry["flags"] and entry["n_requests"] == 3 * limit
-    assert entry["measured_recheck"]["n_requests"] == 3 * limit
-    # run in full: every answer is the model's, equal to the untouched parent's for its strings
-    for sample in _samples(child, task).values():
+
+def _answers_are_the_parents(folder: Path, task: str, original: dict) -> None:
+    """Every answer of the run equals the untouched parent's for the same strings."""
+    for sample in _samples(folder, task).values():
         for args, resps in zip(sample["arguments"].values(), sample["resps"], strict=True):
             assert resps[0] == original[(args["arg_0"], args["arg_1"])]
+
+
+@pytest.mark.slow
+def test_a_parent_with_a_changed_answer_makes_the_cell_run_in_full(parent, tmp_path):
+    # the re-check draws 10 of the 24 items; the parent's answer to the first drawn is changed
+    drawn = draw_recheck(list(range(CHILD_LIMIT)), 0.05, "0", CHILD_TASK)
+    tampered = _tamper(parent, tmp_path / "tampered", "75pct", drawn[0])
+    child = _run(tmp_path / "child", CHILD_TASK, CHILD_LIMIT,
+                 f"answers_from={tampered['results']}")
+    metering = json.loads(_results(child).read_text())["config"]["metering"]
+    record = metering["derived"][CHILD_TASK]
+    assert not record["derived"] and list(drawn) == record["rechecked_doc_ids"]
+    assert (record["rechecked_items"], record["matched_items"]) == (10, 9)
+    assert record["derivation_refused"].startswith(
+        f"1 of 10 re-checked items differ from the parent (first: doc {drawn[0]}, request 0")
+    assert record["derivation_refused"].endswith("; the task ran in full")
+    entry = metering["per_task"][CHILD_TASK]
+    assert DERIVED_FLAG not in entry["flags"] and DERIVED_FLAG not in metering["flags"]
+    assert entry["n_requests"] == 3 * CHILD_LIMIT  # the whole task, in its own window
+    assert entry["measured_recheck"]["n_requests"] == 3 * 10  # the re-check, beside it
+    _answers_are_the_parents(child, CHILD_TASK, tampered["original"])
+
+
+@pytest.mark.slow
+def test_a_recheck_of_every_item_is_the_task_measured_once(parent, tmp_path):
+    task, limit = "bbq_subset_50pct_loglik", 8  # fewer than 10 items: all are re-run
+    tampered = _tamper(parent, tmp_path / "tampered", "50pct", 0)
+    child = _run(tmp_path / "child", task, limit, f"answers_from={tampered['results']}")
+    metering = json.loads(_results(child).read_text())["config"]["metering"]
+    record = metering["derived"][task]
+    assert not record["derived"] and (record["rechecked_items"], record["matched_items"]) == (8, 7)
+    assert record["derivation_refused"].startswith(
+        "every item was re-run (8 of 8): the task was measured; 1 of 8 re-checked items differ "
+        "from the parent (first: doc 0, request 0")
+    entry = metering["per_task"][task]
+    assert entry["n_requests"] == 3 * limit and entry["windows"] == 1  # run once
+    assert DERIVED_FLAG not in entry["flags"] and "measured_recheck" not in entry
+    _answers_are_the_parents(child, task, tampered["original"])
 
 
 def _refused(**model_args) -> str:

@@ -6,8 +6,10 @@ random sample of the task's items (``recheck``, at least :data:`MIN_RECHECK` ite
 them when fewer) runs for real in a re-check window, and its answers must equal the parent's
 exactly. Then every other request is answered from the parent and the task's seconds and
 joules are derived (the parent task's per item x items, flagged); otherwise the whole task
-runs for real in its own window and the reason is recorded (``derivation_refused``).
-Generation is never derived (it is batched: its answers depend on the batch).
+runs for real in its own window and the reason is recorded (``derivation_refused``). A sample
+that is every item (a task of at most :data:`MIN_RECHECK` items, or ``recheck=1``) is the task
+itself: it runs once in the task's own window, measured, and is compared with the parent for
+the record. Generation is never derived (it is batched: its answers depend on the batch).
 
     derived = DerivedAnswers(parent, recheck=0.05, seed=0)
     answers = derived.run(metering, "loglikelihood", requests, serve)
@@ -124,20 +126,21 @@ class DerivedAnswers:
             return self._refuse(task, group, reason)
         docs = list(dict.fromkeys(r.doc_id for r in group))
         sample = set(draw_recheck(docs, self.recheck, self.seed, task))
+        answers = [source.answers[k] for k in keys]
+        if len(sample) == len(docs):  # every item re-run: that is the task, measured
+            real = metering.run(request_type, group, serve)
+            differing, first = _differences(group, range(len(group)), real, answers)
+            self._refuse(task, group, f"every item was re-run ({len(docs)} of {len(docs)}): the "
+                         "task was measured" + (f"; {first}" if differing else ""),
+                         sample=sample, matched=len(docs) - differing, source=source)
+            return real
         rerun = [i for i, r in enumerate(group) if r.doc_id in sample]
         with metering.recheck(task, request_type, len(rerun)):
             real = serve([group[i] for i in rerun])
-        answers = [source.answers[k] for k in keys]
-        mismatched = [(i, answer) for i, answer in zip(rerun, real, strict=True)
-                      if (float(answer[0]), bool(answer[1])) != answers[i]]
-        if mismatched:
-            i, answer = mismatched[0]
-            differing = len({group[j].doc_id for j, _ in mismatched})
-            return self._refuse(
-                task, group, f"{differing} of {len(sample)} re-checked items differ from the "
-                f"parent (first: doc {group[i].doc_id}, request {group[i].idx}: re-run "
-                f"{tuple(answer)}, parent {answers[i]}); the task ran in full",
-                sample=sample, matched=len(sample) - differing, source=source)
+        differing, first = _differences(group, rerun, real, answers)
+        if differing:
+            return self._refuse(task, group, f"{first}; the task ran in full", sample=sample,
+                                matched=len(sample) - differing, source=source)
         for i, answer in zip(rerun, real, strict=True):
             answers[i] = answer
         energy = DerivedEnergy(source.metering, source.items, len(docs), len(group))
@@ -188,6 +191,24 @@ class DerivedAnswers:
     def reset(self) -> None:
         """Forget the records (a new run on the same loaded model)."""
         self._tasks.clear()
+
+
+def _differences(group: list, indices: Sequence[int], real: Sequence[Any],
+                 parent: Sequence[Any]) -> tuple[int, str]:
+    """How many items re-run (``real``, for ``group[indices]``) differ from the parent's answers.
+
+    Returns the count and the first difference in words ("" when none).
+    """
+    mismatched = [(i, answer) for i, answer in zip(indices, real, strict=True)
+                  if (float(answer[0]), bool(answer[1])) != parent[i]]
+    if not mismatched:
+        return 0, ""
+    i, answer = mismatched[0]
+    items = len({group[j].doc_id for j in indices})
+    differing = len({group[j].doc_id for j, _ in mismatched})
+    return differing, (f"{differing} of {items} re-checked items differ from the parent (first: "
+                       f"doc {group[i].doc_id}, request {group[i].idx}: re-run {tuple(answer)}, "
+                       f"parent {parent[i]})")
 
 
 def _key(request: Any) -> tuple[str, str] | None:
