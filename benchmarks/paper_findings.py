@@ -4,6 +4,8 @@ Reads the campaign's cells (``cell.json`` and each run's ``config.metering``) an
 (``analysis/<model>/interventions/deltas.csv``, ``analysis/<model>/subsets.json``) and writes
 one JSON: per finding the paper's statement, our numbers (with CIs where the data give one),
 the GPUs that measured them and whether a ratio crosses GPUs (then it is only indicative).
+A cell whose answers were taken from a parent cell has derived energy (the parent's joules per
+item x items): each such ratio says so (``derived``), as it measures nothing new.
 
     python benchmarks/paper_findings.py CAMPAIGN_DIR --out benchmarks/results/X.json
 """
@@ -44,18 +46,24 @@ def _energy(cell: dict[str, Any]) -> dict[str, Any]:
             "joules_idle_corrected_se": m.get("energy_joules_idle_corrected_se"),
             "idle_share": m.get("idle_share"), "forward_share": m.get("forward_share"),
             "joules_per_item": m["energy_joules"] / n,
-            "idle_corrected_joules_per_item": m["energy_joules_idle_corrected"] / n}
+            "idle_corrected_joules_per_item": m["energy_joules_idle_corrected"] / n,
+            "derived_from": cell.get("derived_from")}
 
 
 def _ratio(run: dict[str, Any], ref: dict[str, Any], per_item: bool = False) -> dict[str, Any]:
     raw, corrected = (("joules_per_item", "idle_corrected_joules_per_item") if per_item
                       else ("joules", "joules_idle_corrected"))
+    derived = [c["condition"] for c in (run, ref) if c.get("derived_from")]
+    notes = ([] if run["gpu"] == ref["gpu"] else
+             ["different GPUs: indicative only (the analysis refuses this ratio)"])
+    if derived:
+        notes.append(f"derived energy ({', '.join(derived)}: parent joules per item x items), "
+                     "not a measurement")
     return {"run": run["condition"], "reference": ref["condition"],
             "raw_ratio": run[raw] / ref[raw],
             "idle_corrected_ratio": run[corrected] / ref[corrected],
             "per_item": per_item, "same_gpu": run["gpu"] == ref["gpu"],
-            "note": "" if run["gpu"] == ref["gpu"] else
-            "different GPUs: indicative only (the analysis refuses this ratio)"}
+            "derived": derived, "note": "; ".join(notes)}
 
 
 def rerun_cell(results_dir: Path, condition: str) -> dict[str, Any]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -239,3 +240,125 @@ def test_the_analysis_plans_from_one_table_of_records_and_names_a_cell_that_is_n
         ("M0=a.json", ("M1=b.json",), "analysis/smollm2/batching", False)]
     with pytest.raises(ConfigError, match=f"cell {m0.cell_id} is not done; run the campaign"):
         subset_summary(spec, {}, {}, "smollm2", tmp_path / "subsets")
+
+
+# -- issue 51 item 3: no item scored twice (derived cells) -----------------------------------
+
+#: a parent on the instrument's first 32 items and a subset cell whose first 24 lie inside them
+DERIVING_CAMPAIGN = {
+    "name": "deriving",
+    "models": {"smollm2": "idle_seconds=0"},
+    "conditions": {"M0": {"batch_size": 1, "limit": 32, "tasks": ["bbq_instrument_loglik"]},
+                   "M4": {"batch_size": 1, "limit": 24, "tasks": ["bbq_subset_75pct_loglik"]}},
+    "subsets": {"reference": "M0", "runs": ["M4"]},
+}
+
+
+def test_the_preset_derives_the_13_subset_cells_from_m0_and_m5b_from_m2():
+    from lm_eval_ext.campaign.derivation import plan_derivations
+
+    cells = build_spec(preset("paper-stress-test", path="loglik")).cells
+    plan = {c.split("__")[1]: p.split("__")[1] for c, p in plan_derivations(cells).items()}
+    m4 = [c.condition for c in cells if c.condition.startswith("M4_")]
+    assert len(m4) == 13 and plan == {**{c: "M0" for c in m4}, "M5b": "M2"}
+    assert not {"M0", "M1", "M2", "M3", "M5a"} & set(plan)  # measured
+    assert plan_derivations(cells, measure_all=True) == {}
+    assert plan_derivations(build_spec(preset("paper-stress-test", path="generative")).cells) == {}
+    # a limit of 40 on every cell: no subset's first 40 items lie inside the instrument's first 40
+    assert plan_derivations(build_spec(preset("paper-stress-test", limit=40)).cells) == {}
+
+
+def test_the_item_order_from_the_manifest_is_the_order_of_the_tasks_rows():
+    from lm_eval_ext.campaign.derivation import bbq_item_order, items_within
+    from lm_eval_ext.data.instrument import load_membership
+
+    for membership in ("instrument", "75pct", "12p5pct_r3"):
+        rows = load_membership(membership).rows  # the data, as the tasks load it
+        task = "bbq_instrument_loglik" if membership == "instrument" else \
+            f"bbq_subset_{membership}_loglik"
+        assert bbq_item_order(task) == tuple((r["unit_id"], r["example_id"] % 4) for r in rows)
+    spec = build_spec(DERIVING_CAMPAIGN)
+    parent, child = spec.cells
+    assert items_within(child, parent, bbq_item_order)
+    longer = build_spec({**DERIVING_CAMPAIGN, "conditions": {
+        **DERIVING_CAMPAIGN["conditions"], "M4": {**DERIVING_CAMPAIGN["conditions"]["M4"],
+                                                  "limit": 25}}}).cells[1]
+    assert not items_within(longer, parent, bbq_item_order)  # its 25th item is the instrument's 33rd
+
+
+def test_a_derived_cell_changes_its_command_not_its_configuration(tmp_path):
+    from lm_eval_ext.campaign.derivation import parent_answers, plan_derivations
+
+    spec = build_spec(DERIVING_CAMPAIGN)
+    parent, child = spec.cells
+    plan = plan_derivations(spec.cells)
+    assert plan == {child.cell_id: parent.cell_id}
+    before = (child.config(), child.config_sha256())
+    argv = child.lm_eval_argv("out", answers_from="/p/results_x.json")
+    assert argv[argv.index("--model_args") + 1] == "idle_seconds=0,answers_from=/p/results_x.json"
+    assert (child.config(), child.config_sha256()) == before
+    assert "answers_from" not in json.dumps(spec.resolved())
+
+    folder = CampaignFolder(tmp_path / "c")
+    folder.bind(spec, "")
+    versions = {"lm_eval": "0.4.13"}
+    assert parent_answers(folder, plan, parent, versions) is None  # not a child
+    assert parent_answers(folder, plan, child, versions).not_derived == (
+        "the parent cell was not done when this cell started")
+    (folder.cells_dir / parent.cell_id).mkdir(parents=True)
+    record = {"output_path": f"cells/{parent.cell_id}/output/m/results_1.json",
+              "packages": {"lm_eval": "0.4.12"}}
+    (folder.cells_dir / parent.cell_id / "cell.json").write_text(json.dumps(record))
+    assert "other package versions" in parent_answers(folder, plan, child, versions).not_derived
+    record["packages"] = versions
+    (folder.cells_dir / parent.cell_id / "cell.json").write_text(json.dumps(record))
+    found = parent_answers(folder, plan, child, versions)
+    assert (found.results, found.not_derived) == (
+        (tmp_path / "c" / record["output_path"]).resolve(), None)
+
+
+@pytest.mark.slow
+def test_a_campaign_derives_a_subset_cell_and_measure_all_measures_it(tmp_path, embedded_checkpoint):
+    spec_path = tmp_path / "deriving.yaml"
+    spec_path.write_text(yaml.safe_dump(DERIVING_CAMPAIGN))
+    parent_id, child_id = (c.cell_id for c in build_spec(DERIVING_CAMPAIGN).cells)
+    plans = [run_cli(["lm-eval-ext", "campaign", str(spec_path), "--out", str(tmp_path / d),
+                      "--dry-run", "--calibration-limit", "0", *flag])
+             for d, flag in (("plan", []), ("plan_all", ["--measure-all"]))]
+    assert [f"answers_from=<{parent_id}>" in p.stdout for p in plans] == [True, False], plans
+
+    derived = tmp_path / "derived"
+    done = run_cli(["lm-eval-ext", "campaign", str(spec_path), "--out", str(derived), "--quiet",
+                    *QUICK_ANALYSIS])
+    assert done.returncode == 0, done.stdout + done.stderr
+    # the same campaign measured in full, its parent cell copied over (done: not run again)
+    measured = tmp_path / "measured"
+    shutil.copytree(derived / "cells" / parent_id, measured / "cells" / parent_id)
+    shutil.copy(derived / "campaign.json", measured / "campaign.json")
+    done = run_cli(["lm-eval-ext", "campaign", str(spec_path), "--out", str(measured), "--quiet",
+                    "--measure-all", *QUICK_ANALYSIS])
+    assert done.returncode == 0 and "1 cells run, 1 already done" in done.stdout, done.stdout
+
+    ours, theirs = (json.loads((f / "cells" / child_id / "cell.json").read_text())
+                    for f in (derived, measured))
+    assert ours["derived_from"] == parent_id and theirs["derived_from"] is None
+    assert ours["config_sha256"] == theirs["config_sha256"] and ours["config"] == theirs["config"]
+    derivation = ours["derivation"]
+    assert (derivation["parent"], derivation["derived"], derivation["items"],
+            derivation["rechecked_items"], derivation["matched_items"]) == (
+        parent_id, True, 24, 10, 10)
+    assert "derived_energy" in ours["energy_flags"]
+    assert "derived_energy" not in theirs["energy_flags"] and "derivation" not in theirs
+    pd.testing.assert_frame_equal(_items(derived / "cells" / child_id),
+                                  _items(measured / "cells" / child_id))
+    assert ours["metrics"] == theirs["metrics"]
+    # the subset summary: one measured cell, so no fit (never an R^2 of 1 by construction)
+    summary = json.loads((derived / "analysis" / "smollm2" / "subsets.json").read_text())
+    fit = summary["energy_vs_items"]
+    reference = json.loads((derived / "cells" / parent_id / "cell.json").read_text())
+    measured_energies = 0 if reference["energy_joules"] is None else 1  # none on a CPU here
+    assert fit["r_squared"] is None and fit["n"] == measured_energies
+    assert fit["note"].startswith(f"not measured: {measured_energies} cell(s) with measured energy")
+    assert summary["derived_energy_conditions"] == ["M4"]
+    table = pd.read_csv(derived / "analysis" / "smollm2" / "subsets.csv")
+    assert table["energy_derived"].tolist() == [False, True]

@@ -126,5 +126,6 @@ def test_hf_metered_is_composed_of_three_package_classes_with_one_init_and_one_g
     assert [k.__name__ for k in ours if "__init__" in vars(k)] == ["HFMeteredBase"]
     assert [k.__name__ for k in ours if "generate_until" in vars(k)] == ["MeteredLM"]
     # one declared schema: every own arg with its default
-    assert HFMeteredLMArgs.names()[-3:] == ("mc_scoring", "generation", "cuda_graphs")
+    assert HFMeteredLMArgs.names()[-6:] == ("mc_scoring", "generation", "cuda_graphs",
+                                            "answers_from", "recheck", "recheck_seed")
     assert HFMeteredLMArgs().generation == "fast"

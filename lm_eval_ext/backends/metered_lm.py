@@ -8,7 +8,9 @@ backend-independent). What a backend adds is composed, not inherited:
 * ``self.chat``: the chat-template policy for generation requests (None: prompts as they are);
 * :meth:`serve`: the one hook where a backend routes a task's requests (a packed scorer, a
   fast generator) and stays inside the task's window;
-* :meth:`metering_extras`: the backend's fields of ``config.metering``.
+* :meth:`metering_extras`: the backend's fields of ``config.metering``;
+* ``self.derived``: log-likelihood answers taken from a parent run, re-checked on a sample
+  (:mod:`~lm_eval_ext.backends.derived_answers`; None: every request runs).
 
 lm-eval's two constructors merge ``--model_args`` with lm-eval's own flags
 (:func:`~lm_eval_ext.backends.model_args.merge_model_args`).
@@ -19,7 +21,7 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lm_eval_ext.answers import CONFIG_KEY, AnswerLog
 from lm_eval_ext.backends import embedded_model, packaged_models
@@ -28,6 +30,9 @@ from lm_eval_ext.backends.model_args import merge_model_args
 from lm_eval_ext.backends.warm import WARM
 from lm_eval_ext.errors import ending_lm_eval_command
 from lm_eval_ext.metering import Metering
+
+if TYPE_CHECKING:
+    from lm_eval_ext.backends.derived_answers import DerivedAnswers
 
 
 class MeteredLM:
@@ -43,6 +48,7 @@ class MeteredLM:
     INFO_KEY: str | None = None
     metering: Metering
     chat: ChatTemplatePolicy | None = None
+    derived: DerivedAnswers | None = None
     _embedded: bool = False
     _packaged: dict[str, Any] | None = None
     _load_seconds: float | None = None
@@ -134,9 +140,15 @@ class MeteredLM:
         return self._metered("generate_until", requests, disable_tqdm)
 
     def _metered(self, request_type: str, requests: Sequence[Any], disable_tqdm: bool) -> list:
-        answers = self.metering.run(request_type, requests,
-                                    lambda group: self.serve(request_type, group, disable_tqdm),
-                                    world_size=self.world_size, extras=self.metering_extras)
+        def serve(group: list) -> list:
+            return self.serve(request_type, group, disable_tqdm)
+
+        if self.derived is None:
+            answers = self.metering.run(request_type, requests, serve,
+                                        world_size=self.world_size, extras=self.metering_extras)
+        else:  # log-likelihoods from the parent run where they may be
+            answers = self.derived.run(self.metering, request_type, requests, serve,
+                                       world_size=self.world_size, extras=self.metering_extras)
         self.answer_log.add(requests, answers)
         return answers
 
@@ -164,10 +176,18 @@ class MeteredLM:
         """Start fresh windows (several conditions on one loaded model)."""
         self.metering.reset()
         self.answer_log.reset()
+        if self.derived is not None:
+            self.derived.reset()
 
     def metering_info(self) -> dict[str, Any]:
-        """The ``config.metering`` block (every field: ``docs/hf-metered.md``)."""
-        return self.metering.report(self.metering_extras())
+        """The ``config.metering`` block (every field: ``docs/hf-metered.md``).
+
+        With ``self.derived``, ``derived`` holds each log-likelihood task's derivation record.
+        """
+        info = self.metering.report(self.metering_extras())
+        if self.derived is not None:
+            info["derived"] = self.derived.report(info["per_task"])
+        return info
 
     def wrapper_info(self) -> dict[str, Any]:
         """Model class, what it adds, the weights' provenance and who applied the chat template."""

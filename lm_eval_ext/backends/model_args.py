@@ -49,6 +49,15 @@ def _number(model: str, name: str, value: Any, *, minimum: float = 0.0) -> float
     return number
 
 
+def recheck_fraction(model: str, value: Any) -> float:
+    """The ``recheck`` share: a number in (0, 1] (0 would take answers unchecked)."""
+    number = _number(model, "recheck", value)
+    if not 0 < number <= 1:
+        raise ConfigError(f"{model}: model arg recheck={value!r} must be in (0, 1] (e.g. "
+                          "recheck=0.05); to measure every item, run without answers_from")
+    return number
+
+
 def check_batch_size(model: str, value: Any) -> None:
     """A positive int, ``auto`` or ``auto:N`` (lm-eval would send everything at once for <= 0)."""
     text = str(value)

@@ -62,14 +62,18 @@ class CampaignOutcome:
 
 def run_campaign(spec: CampaignSpec, out: str | Path, source_yaml: str, *, shard: str = "1/1",
                  analyze: bool = True, analysis_settings: dict[str, Any] | None = None,
-                 echo: bool = True, grid: bool = False,
-                 analyze_only: bool = False) -> CampaignOutcome:
+                 echo: bool = True, grid: bool = False, analyze_only: bool = False,
+                 measure_all: bool = False) -> CampaignOutcome:
     """Run this shard's unfinished cells; analyse once every cell of the campaign is done.
 
     ``grid``: the cells form a grid of models x configurations (``analyze --grid``).
     ``analyze_only``: run no cell; analyse every comparison whose cells are done.
+    ``measure_all``: run every cell for real; by default a batch-1 log-likelihood cell whose
+    items lie inside a finished cell of the same settings takes its answers from it
+    (:mod:`lm_eval_ext.campaign.derivation`).
     """
     from lm_eval_ext.campaign.analysis import run_comparisons, run_grid_analysis
+    from lm_eval_ext.campaign.derivation import plan_derivations
     from lm_eval_ext.campaign.preflight import check_cells
     from lm_eval_ext.campaign.runner import run_cells
     from lm_eval_ext.campaign.subsets import summarize_subsets
@@ -87,7 +91,8 @@ def run_campaign(spec: CampaignSpec, out: str | Path, source_yaml: str, *, shard
         outcome = {"done": [], "failed": [], "busy": [],
                    "skipped": [c.cell_id for c in cells if folder.record(c) is not None]}
     else:
-        outcome = run_cells(spec, folder, cells, shard=shard, echo=echo)
+        outcome = run_cells(spec, folder, cells, shard=shard, echo=echo,
+                            derive=plan_derivations(spec.cells, measure_all=measure_all))
     manifest = folder.write_manifest(spec)
     reports: list[Path] = []
     if analyze_only or (analyze and manifest["complete"]):
@@ -102,12 +107,15 @@ def run_campaign(spec: CampaignSpec, out: str | Path, source_yaml: str, *, shard
 
 
 def dry_run(spec: CampaignSpec, shard: str = "1/1", calibration_limit: int | None = 8,
-            echo: bool = False, out: str | Path | None = None) -> list[str]:
+            echo: bool = False, out: str | Path | None = None,
+            measure_all: bool = False) -> list[str]:
     """Lines: each cell of the shard with its items and estimated device seconds.
 
     With ``out``: the folder must be new, empty or this campaign's (checked, nothing written);
-    cells it already holds are listed as done and left out of the estimate.
+    cells it already holds are listed as done and left out of the estimate. A cell that will
+    take its answers from an earlier one says so (its estimate is that of a full run).
     """
+    from lm_eval_ext.campaign.derivation import plan_derivations
     from lm_eval_ext.campaign.preflight import check_cells
     from lm_eval_ext.campaign.sizes import calibrate, cell_items, estimate_seconds, task_sizes
 
@@ -122,14 +130,16 @@ def dry_run(spec: CampaignSpec, shard: str = "1/1", calibration_limit: int | Non
     sizes = task_sizes(cells)
     calibration = calibrate(cells, calibration_limit, echo=echo) if calibration_limit else {}
     lines, total, unknown = [], 0.0, 0
+    plan = plan_derivations(spec.cells, measure_all=measure_all)
     for cell in cells:
         n = cell_items(cell, sizes)
         seconds = estimate_seconds(cell, n, calibration)
         total += seconds or 0.0
         unknown += seconds is None
         shown = f"{seconds:7.0f} s" if seconds is not None else "      ? s"
+        parent = plan.get(cell.cell_id)
         lines.append(f"{cell.cell_id:60s} {n:6d} items {shown}  lm_eval "
-                     + " ".join(cell.lm_eval_argv("<cell>")))
+                     + " ".join(cell.lm_eval_argv("<cell>", parent and f"<{parent}>")))
     lines += [f"{cell_id:60s} done (in {out}; not run again)" for cell_id in sorted(done)]
     for found in calibration.values():
         if "error" in found:

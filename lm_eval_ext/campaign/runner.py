@@ -23,6 +23,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from lm_eval_ext.campaign import derivation
 from lm_eval_ext.campaign.spec import CampaignSpec, Cell
 from lm_eval_ext.campaign.store import HOST, CampaignFolder, _now
 from lm_eval_ext.campaign.worker import Worker, die_with_parent
@@ -129,8 +130,12 @@ def by_loaded_model(cells: Sequence[Cell]) -> list[Cell]:
 
 def run_cells(spec: CampaignSpec, folder: CampaignFolder, cells: Sequence[Cell], *,
               shard: str = "1/1", echo: bool = True,
-              sizes: Callable[[Cell], int] | None = None) -> dict[str, list[str]]:
-    """Run every cell that is not done yet; return cell ids by outcome."""
+              sizes: Callable[[Cell], int] | None = None,
+              derive: dict[str, str] | None = None) -> dict[str, list[str]]:
+    """Run every cell that is not done yet; return cell ids by outcome.
+
+    ``derive``: child cell id -> parent cell id (:func:`derivation.plan_derivations`).
+    """
     outcome: dict[str, list[str]] = {"done": [], "skipped": [], "failed": [], "busy": []}
     todo = by_loaded_model([c for c in cells if folder.record(c) is None])
     outcome["skipped"] = [c.cell_id for c in cells if c not in todo]
@@ -139,7 +144,7 @@ def run_cells(spec: CampaignSpec, folder: CampaignFolder, cells: Sequence[Cell],
     progress = (Progress([sizes(c) for c in todo], "items") if sizes
                 else Progress([1] * len(todo), "cells"))
     run = _CampaignRun(spec, folder, Worker(echo), shard, package_versions(), progress,
-                       outcome, len(todo))
+                       outcome, len(todo), derive or {})
     worker_key = None
     try:
         for index, cell in enumerate(todo, start=1):
@@ -164,6 +169,7 @@ class _CampaignRun:
     progress: Progress
     outcome: dict[str, list[str]]
     count: int
+    derive: dict[str, str]  # child cell id -> parent cell id
 
     def cell(self, index: int, cell: Cell) -> None:
         """Run one cell in the worker unless another process holds or has finished it."""
@@ -184,9 +190,12 @@ class _CampaignRun:
     def _run(self, index: int, cell: Cell) -> None:
         inflight = self.folder.start(cell)
         started, clock = _now(), time.perf_counter()
+        parent = derivation.parent_answers(self.folder, self.derive, cell, self.versions)
+        answers_from = parent.results if parent else None
         print(f"[campaign {index}/{self.count}] {cell.cell_id}: lm_eval "
-              + " ".join(cell.lm_eval_argv("<cell>")), flush=True)
-        code = self.worker.run(cell.lm_eval_argv(inflight / "output"), inflight / "lm_eval.log")
+              + " ".join(cell.lm_eval_argv("<cell>", answers_from)), flush=True)
+        code = self.worker.run(cell.lm_eval_argv(inflight / "output", answers_from),
+                               inflight / "lm_eval.log")
         elapsed = time.perf_counter() - clock
         record = {"cell_id": cell.cell_id, "config": cell.config(),
                   "config_sha256": cell.config_sha256(), "started": started,
@@ -208,7 +217,8 @@ class _CampaignRun:
         card_path = (inflight / "output" / summary["results_path"]).parent / CARD_FILE
         card_path.write_text(json.dumps(card, indent=2, sort_keys=True) + "\n", encoding="utf-8")
         record.update(summary, output_path=f"cells/{cell.cell_id}/output/"
-                      f"{summary['results_path']}", status="done")
+                      f"{summary['results_path']}", status="done", **derivation.record_fields(
+                          parent, inflight / "output" / summary["results_path"], cell.task))
         self.folder.finish(cell, inflight, record)
         self.progress.report(index, self.count, cell, "done", summary["n_items"], elapsed)
         self.outcome["done"].append(cell.cell_id)

@@ -84,12 +84,19 @@ class Cell:
         return json.dumps([self.model_args, {k: self.options.get(k) for k in LOAD_OPTIONS}],
                           sort_keys=True)
 
-    def lm_eval_argv(self, output_path: str | Path) -> list[str]:
-        """The ``lm_eval run`` arguments of this cell, writing into ``output_path``."""
+    def lm_eval_argv(self, output_path: str | Path,
+                     answers_from: str | Path | None = None) -> list[str]:
+        """The ``lm_eval run`` arguments of this cell, writing into ``output_path``.
+
+        ``answers_from``: a parent cell's results file, added to the model args here only (the
+        configuration and its SHA-256 stay the cell's).
+        """
         argv = ["--model", MODEL, "--tasks", self.task, "--output_path", str(output_path),
                 "--log_samples"]
-        if self.model_args:
-            argv += ["--model_args", self.model_args]
+        model_args = ",".join(a for a in (self.model_args, answers_from and
+                                          f"answers_from={answers_from}") if a)
+        if model_args:
+            argv += ["--model_args", model_args]
         for key, value in sorted(self.options.items()):
             if value is None or value is False:
                 continue

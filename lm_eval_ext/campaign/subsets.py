@@ -3,6 +3,10 @@
 Outputs ``OUT/analysis/<model>/subsets.csv`` + ``subsets.json``: each subset run's metrics
 against the reference's full-set estimate, energy against items with R^2, and the spread of
 the memberships at the smallest size.
+
+A cell whose answers were taken from its parent has derived energy (the parent's joules per
+item x items): proportional to items by construction. The energy fit is over measured cells
+only, and is reported as not measured (nulls and a note) when fewer than 3 are measured.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ import pandas as pd
 from lm_eval_ext.campaign.spec import CampaignSpec
 from lm_eval_ext.campaign.store import CampaignFolder
 from lm_eval_ext.errors import ConfigError
+from lm_eval_ext.metering.derived import DERIVED_FLAG
 
 
 def summarize_subsets(spec: CampaignSpec, folder: CampaignFolder,
@@ -37,15 +42,25 @@ def summarize_subsets(spec: CampaignSpec, folder: CampaignFolder,
     return summaries
 
 
-def _fit(x: np.ndarray, y: np.ndarray) -> dict[str, float | None]:
+def energy_derived(record: dict[str, Any]) -> bool:
+    """Whether a cell record's energy was derived from a parent cell (not measured)."""
+    return bool(record.get("derived_from")) or DERIVED_FLAG in (record.get("energy_flags") or [])
+
+
+def _fit(x: np.ndarray, y: np.ndarray, measured: np.ndarray) -> dict[str, Any]:
+    """Least squares of ``y`` on ``x`` over the measured, finite points (at least 3)."""
     from scipy import stats
 
-    keep = np.isfinite(x) & np.isfinite(y)
-    if keep.sum() < 3 or np.ptp(x[keep]) == 0:
-        return {"slope": None, "intercept": None, "r_squared": None, "n": int(keep.sum())}
+    keep = np.isfinite(x) & np.isfinite(y) & measured
+    n = int(keep.sum())
+    if n < 3 or np.ptp(x[keep]) == 0:
+        return {"slope": None, "intercept": None, "r_squared": None, "n": n,
+                "note": f"not measured: {n} cell(s) with measured energy, a fit needs 3 with "
+                        "different sizes (derived energies are proportional by construction; "
+                        "run the campaign with --measure-all to measure every cell)"}
     fit = stats.linregress(x[keep], y[keep])
     return {"slope": float(fit.slope), "intercept": float(fit.intercept),
-            "r_squared": float(fit.rvalue ** 2), "n": int(keep.sum())}
+            "r_squared": float(fit.rvalue ** 2), "n": n, "note": None}
 
 
 def subset_summary(spec: CampaignSpec, records: dict[str, dict[str, Any]],
@@ -80,6 +95,8 @@ def subset_summary(spec: CampaignSpec, records: dict[str, dict[str, Any]],
             "condition": cell.condition, "task": cell.task, "n_items": len(run.items),
             "energy_joules": record.get("energy_joules"),
             "energy_joules_idle_corrected": record.get("energy_joules_idle_corrected"),
+            "energy_derived": energy_derived(record),
+            "derived_from": record.get("derived_from"),
             "inference_seconds": record.get("inference_seconds"),
             "answers_equal_reference": float((answers[shared] == ref_answers[shared]).mean()),
         }
@@ -91,6 +108,7 @@ def subset_summary(spec: CampaignSpec, records: dict[str, dict[str, Any]],
     table = pd.DataFrame(rows)
     numeric = {c: pd.to_numeric(table[c], errors="coerce").to_numpy(float)
                for c in ("n_items", "energy_joules", "energy_joules_idle_corrected")}
+    measured = ~table["energy_derived"].to_numpy(bool)
     smallest = table[table["n_items"] == table["n_items"].min()]
     spread = {m.name: {"n_memberships": len(smallest),
                        "range_pp": m.scale * float(smallest[m.name].max() - smallest[m.name].min()),
@@ -98,9 +116,10 @@ def subset_summary(spec: CampaignSpec, records: dict[str, dict[str, Any]],
                        if len(smallest) > 1 else None}
               for m in specs}
     summary = {"reference": ref_cell.condition, "reference_values": ref_values,
-               "energy_vs_items": _fit(numeric["n_items"], numeric["energy_joules"]),
-               "idle_corrected_energy_vs_items": _fit(numeric["n_items"],
-                                                      numeric["energy_joules_idle_corrected"]),
+               "energy_vs_items": _fit(numeric["n_items"], numeric["energy_joules"], measured),
+               "idle_corrected_energy_vs_items": _fit(
+                   numeric["n_items"], numeric["energy_joules_idle_corrected"], measured),
+               "derived_energy_conditions": table.loc[~measured, "condition"].tolist(),
                "smallest_size": int(table["n_items"].min()), "spread_at_smallest": spread,
                "gpu_uuids": sorted({u for c in [ref_cell, *subset_cells] if c.cell_id in records
                                     for u in records[c.cell_id].get("gpu_uuids") or []}),

@@ -42,6 +42,10 @@ def _add_cell_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--mc-draws", type=positive_int, default=1_000, help="analysis draws per size")
     parser.add_argument("--seed", type=int, default=0, help="analysis seed")
     parser.add_argument("--quiet", action="store_true", help="no lm-eval output, one line per cell")
+    parser.add_argument("--measure-all", action="store_true",
+                        help="run every cell for real (default: a batch-1 log-likelihood cell "
+                             "whose items lie inside a finished cell of the same settings takes "
+                             "its answers from it, re-running a sample)")
     parser.set_defaults(func=run)
 
 
@@ -59,7 +63,8 @@ def run(args: argparse.Namespace) -> int:
         print("\n".join(lines))
         return 0 if complete else 1
     if args.dry_run:
-        print("\n".join(dry_run(spec, args.shard, args.calibration_limit or None, out=args.out)))
+        print("\n".join(dry_run(spec, args.shard, args.calibration_limit or None, out=args.out,
+                                measure_all=args.measure_all)))
         return 0
     with warnings.catch_warnings():
         if args.quiet:  # numpy's and matplotlib's warnings too; our one-line notes stay
@@ -69,7 +74,8 @@ def run(args: argparse.Namespace) -> int:
             spec, args.out, source, shard=args.shard, analyze=not args.no_analyze,
             analysis_settings={"n_resamples": args.bootstrap, "mc_draws": args.mc_draws,
                                "seed": args.seed, "progress": not args.quiet},
-            echo=not args.quiet, grid=args.command == "grid", analyze_only=args.analyze_only)
+            echo=not args.quiet, grid=args.command == "grid", analyze_only=args.analyze_only,
+            measure_all=args.measure_all)
     print(f"{args.command}: {len(outcome.done)} cells run, {len(outcome.skipped)} already done, "
           f"{len(outcome.failed)} failed, {len(outcome.busy)} held by other processes; "
           f"{'complete' if outcome.complete else 'incomplete'}: {args.out}/manifest.json")

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from lm_eval_ext.metering.derived import DerivedEnergy, combine
 from lm_eval_ext.metering.meter import EnergyMeter, EnergyWindow, assess_energy
 
 #: flag of a window whose forward time cannot be seen (the engine runs in another process)
@@ -90,13 +91,20 @@ class InferenceLedger:
     ``add_forward_seconds`` credits the synchronised time of single forward/generate calls;
     with ``forward_observable=False`` (an engine in another process) forward time is reported
     as null with the flag :data:`FORWARD_NOT_OBSERVABLE`, never as 0.
+
+    A task whose answers were taken from a parent run is reported through :meth:`derive`
+    (:class:`~lm_eval_ext.metering.derived.DerivedEnergy`); its re-check is metered with
+    ``measure(..., recheck=True)``, kept under the task's ``measured_recheck`` and out of every
+    total.
     """
 
     def __init__(self, meter: EnergyMeter, forward_observable: bool = True):
         self.meter = meter
         self.forward_observable = forward_observable
         self._tallies: dict[tuple[str, str], _Tally] = {}
-        self._current: tuple[str, str] | None = None
+        self._rechecks: dict[tuple[str, str], _Tally] = {}
+        self._derived: dict[tuple[str, str], DerivedEnergy] = {}
+        self._current: _Tally | None = None
         self._segment = 0
         self._excluding = False
 
@@ -106,18 +114,22 @@ class InferenceLedger:
 
     def _close_segment(self) -> None:
         segment = self.meter.end_segment(f"segment-{self._segment}")
-        self._tallies[self._current].add(segment)
+        self._current.add(segment)
 
     @contextlib.contextmanager
-    def measure(self, task: str, request_type: str, n_requests: int) -> Iterator[None]:
-        """Meter the block as work of ``task`` / ``request_type`` (not re-entrant)."""
+    def measure(self, task: str, request_type: str, n_requests: int, *,
+                recheck: bool = False) -> Iterator[None]:
+        """Meter the block as work of ``task`` / ``request_type`` (not re-entrant).
+
+        ``recheck``: the re-check of a derived task, kept out of the task's own sums.
+        """
         if self._current is not None:  # nested call (e.g. rolling -> tokens): already metered
             yield
             return
-        key = (task, request_type)
-        tally = self._tallies.setdefault(key, _Tally())
+        tallies = self._rechecks if recheck else self._tallies
+        tally = tallies.setdefault((task, request_type), _Tally())
         tally.n_requests += n_requests
-        self._current = key
+        self._current = tally
         self._open_segment()
         try:
             yield
@@ -142,10 +154,18 @@ class InferenceLedger:
     def add_forward_seconds(self, seconds: float) -> None:
         """Credit synchronised forward/generate time to the open window (if not excluded)."""
         if self._current is not None and not self._excluding:
-            self._tallies[self._current].forward_seconds += seconds
+            self._current.forward_seconds += seconds
+
+    def derive(self, task: str, request_type: str, derived: DerivedEnergy) -> None:
+        """Report ``task`` / ``request_type`` with ``derived`` seconds and joules, not measured."""
+        self._derived[(task, request_type)] = derived
 
     def summary(self) -> dict[str, Any]:
-        """Totals and ``per_task`` breakdown (with ``request_types`` inside each task)."""
+        """Totals and ``per_task`` breakdown (with ``request_types`` inside each task).
+
+        Derived tasks carry the derived sums (flagged) in their entries and in the totals; a
+        task's re-check window is its ``measured_recheck`` entry only.
+        """
         total, per_task = _Tally(), {}
         for (task, request_type), tally in sorted(self._tallies.items()):
             entry = per_task.setdefault(task, {"_tally": _Tally(), "request_types": {}})
@@ -162,4 +182,23 @@ class InferenceLedger:
                     f"task {task!r}: energy unavailable ({', '.join(entry['flags'])}); reported "
                     "as null, not 0 J. Meter longer windows (more requests per task).",
                     stacklevel=2)
-        return {"total": total.as_dict(self.meter, observable), "per_task": tasks}
+        totals = total.as_dict(self.meter, observable) if total.windows else None
+        rechecks = self._recheck_entries()
+        for (task, request_type), derived in sorted(self._derived.items()):
+            entry = derived.entry()
+            measured = tasks.get(task)
+            types = {**(measured or {}).get("request_types", {}), request_type: entry}
+            tasks[task] = {**combine([measured, entry]), "request_types": types}
+            totals = combine([totals, entry])
+        for task, recheck in rechecks.items():
+            if task in tasks:
+                tasks[task]["measured_recheck"] = recheck
+        return {"total": totals or total.as_dict(self.meter, observable), "per_task": tasks}
+
+    def _recheck_entries(self) -> dict[str, dict[str, Any]]:
+        """Each task's re-check windows as one entry (request types merged)."""
+        merged: dict[str, _Tally] = {}
+        for (task, _), tally in sorted(self._rechecks.items()):
+            merged.setdefault(task, _Tally()).merge(tally)
+        return {task: tally.as_dict(self.meter, self.forward_observable)
+                for task, tally in merged.items()}

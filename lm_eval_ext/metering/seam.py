@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from lm_eval_ext.metering.contention import cpu_contention_probe
+from lm_eval_ext.metering.derived import DerivedEnergy
 from lm_eval_ext.metering.ledger import InferenceLedger
 from lm_eval_ext.metering.meter import EnergyMeter, IdlePower
 from lm_eval_ext.metering.ranks import (
@@ -125,6 +126,15 @@ class Metering:
             sync()
         self.ledger.add_forward_seconds(self.clock() - started)
         return out
+
+    def recheck(self, task: str, request_type: str,
+                n_requests: int) -> contextlib.AbstractContextManager[None]:
+        """Meter a derived task's re-check: reported as its ``measured_recheck``, in no total."""
+        return self.ledger.measure(task, request_type, n_requests, recheck=True)
+
+    def derive(self, task: str, request_type: str, derived: DerivedEnergy) -> None:
+        """Report a task's seconds and joules as ``derived`` from a parent run (flagged)."""
+        self.ledger.derive(task, request_type, derived)
 
     def excluded(self) -> contextlib.AbstractContextManager[None]:
         """Leave a block (an automatic batch-size probe) out of the open window."""

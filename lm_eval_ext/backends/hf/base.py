@@ -29,6 +29,7 @@ from typing import Any
 from lm_eval.utils import simple_parse_args_string
 
 from lm_eval_ext.backends.chat_template import ChatTemplatePolicy
+from lm_eval_ext.backends.derived_answers import DerivedAnswers
 from lm_eval_ext.backends.hf.shared_prefix import SharedPrefixStats
 from lm_eval_ext.backends.metered_lm import MeteredLM
 from lm_eval_ext.backends.model_args import HFMeteredArgs, check_unknown_args
@@ -64,6 +65,7 @@ class HFMeteredBase(MeteredLM):
 
     def __init__(self, **model_args: Any):
         own, self._plan, lm_args = self.checked_args(model_args)
+        self.derived = self.derivation(own, model_args, lm_args)  # before the load: no load lost
         self.chat = ChatTemplatePolicy(own.chat_template, self.MODEL_NAME)
         self._probed_batch_sizes: list[int] = []  # generate_until keeps its probe result local
 
@@ -92,6 +94,10 @@ class HFMeteredBase(MeteredLM):
                 region=own.codecarbon_region, carbon_intensity_g_per_kwh=own.carbon_intensity))
             if own.codecarbon else None)
         self.compose(own, lm_args)
+        if self.derived is not None:
+            info = self.wrapper_info()
+            self.derived.parent.check_weights(self.MODEL_NAME, {
+                k: info[k] for k in ("embedded_model", "packaged_model")})
         self.announce()
 
     @classmethod
@@ -127,6 +133,11 @@ class HFMeteredBase(MeteredLM):
                                   "KEY=VALUE (e.g. precision=bf16,batch_size=8)")
             model_args = simple_parse_args_string(model_args)
         cls.checked_args(dict(model_args))
+
+    def derivation(self, own: HFMeteredArgs, model_args: dict[str, Any],
+                   lm_args: dict[str, Any]) -> DerivedAnswers | None:
+        """Answers a subclass takes from a parent run, checked before the load (none here)."""
+        return None
 
     def compose(self, own: HFMeteredArgs, lm_args: dict[str, Any]) -> None:
         """What a subclass adds once the model is loaded and metered (nothing here)."""

@@ -23,10 +23,17 @@ import torch
 from lm_eval.api.registry import register_model
 from lm_eval.models.huggingface import HFLM
 
+from lm_eval_ext.backends.derived_answers import DerivedAnswers
 from lm_eval_ext.backends.hf.base import HFMeteredBase
 from lm_eval_ext.backends.hf.scoring_graphs import ScoringGraphs, scoring_graph_problem
 from lm_eval_ext.backends.hf.shared_prefix import MC_SCORING, SharedPrefixScorer, SharedPrefixStats
-from lm_eval_ext.backends.model_args import HFMeteredArgs, explicit_batch_size, strict_bool
+from lm_eval_ext.backends.model_args import (
+    HFMeteredArgs,
+    explicit_batch_size,
+    recheck_fraction,
+    strict_bool,
+)
+from lm_eval_ext.backends.parent_run import load_parent
 from lm_eval_ext.errors import check_choice
 from lm_eval_ext.generation.generator import FastGenerationStats, FastGenerator
 from lm_eval_ext.generation.settings import DEFAULT_GENERATION, GENERATION, GenerationSettings
@@ -39,13 +46,19 @@ class HFMeteredLMArgs(HFMeteredArgs):
     mc_scoring: str = "standard"
     generation: str = DEFAULT_GENERATION
     cuda_graphs: bool = True
+    #: a parent run's results file to take batch-1 log-likelihood answers from
+    answers_from: str | None = None
+    #: the share of each derived task's items re-run (at least 10 items)
+    recheck: float = 0.05
+    recheck_seed: str | int = 0
 
     def checked(self, model: str, lm_args: Mapping[str, Any]) -> Self:  # noqa: D102
         common = super().checked(model, lm_args)
         check_choice("model arg mc_scoring", self.mc_scoring, MC_SCORING)
         check_choice("model arg generation", self.generation, GENERATION)
         return dataclasses.replace(common,
-                                   cuda_graphs=strict_bool(model, "cuda_graphs", self.cuda_graphs))
+                                   cuda_graphs=strict_bool(model, "cuda_graphs", self.cuda_graphs),
+                                   recheck=recheck_fraction(model, self.recheck))
 
     def generation_settings(self, lm_args: Mapping[str, Any], on_cuda: bool) -> GenerationSettings:
         """The generator's settings: these args, lm-eval's batch args, where the model runs.
@@ -70,6 +83,14 @@ class HFMeteredLM(HFMeteredBase, HFLM):
 
     MODEL_NAME = "hf-metered"
     OWN_ARGS = HFMeteredLMArgs
+
+    def derivation(self, own: HFMeteredLMArgs, model_args: dict[str, Any],
+                   lm_args: dict[str, Any]) -> DerivedAnswers | None:
+        """``answers_from``: the parent's answers (checked: :func:`load_parent`), else None."""
+        if own.answers_from is None:
+            return None
+        return DerivedAnswers(load_parent(own.answers_from, self.MODEL_NAME, model_args, lm_args),
+                              own.recheck, own.recheck_seed)
 
     def compose(self, own: HFMeteredLMArgs, lm_args: dict[str, Any]) -> None:
         """The packed scorer and the generator, on the loaded model."""
