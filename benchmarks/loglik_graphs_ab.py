@@ -16,6 +16,7 @@ path's own noise, to read the graphs' differences against.
 from __future__ import annotations
 
 import argparse
+import statistics
 
 from _harness import environment, task_manager, write_json
 
@@ -88,8 +89,7 @@ def main() -> None:  # noqa: D103
         **model, "limit": args.limit, "rounds": rounds,
         "graphs_against_standard": differences(answers[True], answers[False]),
         "standard_batch_noise": noise,
-        "speedup_median": sorted(seconds[False])[len(seconds[False]) // 2]
-        / sorted(seconds[True])[len(seconds[True]) // 2],
+        "speedup_median": statistics.median(seconds[False]) / statistics.median(seconds[True]),
         "environment": environment()})
 
 
