@@ -304,7 +304,8 @@ def test_a_derived_cell_changes_its_command_not_its_configuration(tmp_path):
     versions = {"lm_eval": "0.4.13"}
     assert parent_answers(folder, plan, parent, versions) is None  # not a child
     assert parent_answers(folder, plan, child, versions).not_derived == (
-        "the parent cell was not done when this cell started")
+        "the parent cell was not done when this cell started (another shard or worker has it, "
+        "or it failed): measured in full")
     (folder.cells_dir / parent.cell_id).mkdir(parents=True)
     record = {"output_path": f"cells/{parent.cell_id}/output/m/results_1.json",
               "packages": {"lm_eval": "0.4.12"}}
@@ -362,3 +363,19 @@ def test_a_campaign_derives_a_subset_cell_and_measure_all_measures_it(tmp_path, 
     assert summary["derived_energy_conditions"] == ["M4"]
     table = pd.read_csv(derived / "analysis" / "smollm2" / "subsets.csv")
     assert table["energy_derived"].tolist() == [False, True]
+
+
+def test_a_cells_end_line_says_whether_it_was_derived():
+    from lm_eval_ext.campaign.derivation import outcome_note
+
+    derived = {"derived_from": "m__M0__t", "derivation": {"parent": "m__M0__t",
+                                                          "rechecked_items": 13,
+                                                          "matched_items": 13}}
+    assert outcome_note(derived) == "; derived from m__M0__t, 13/13 re-checked items matched"
+    waited = {"derived_from": None, "derivation": {"parent": "m__M0__t",
+                                                   "not_attempted": "the parent was not done"}}
+    assert outcome_note(waited) == "; measured in full, not derived: the parent was not done"
+    refused = {"derived_from": None, "derivation": {"parent": "m__M0__t", "not_attempted": None,
+                                                    "derivation_refused": "1 of 13 differ"}}
+    assert outcome_note(refused) == "; measured in full, not derived: 1 of 13 differ"
+    assert outcome_note({"derived_from": None}) == ""

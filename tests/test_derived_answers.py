@@ -267,6 +267,8 @@ def test_a_parent_that_cannot_give_answers_is_refused_before_the_load(parent, tm
     bare.mkdir()
     shutil.copy(parent, bare / parent.name)
     assert f"task {PARENT_TASK}: no samples file" in _refused(answers_from=str(bare / parent.name))
+    assert "x.json: no such file" in _refused(answers_from=str(tmp_path / "x.json"))
+    (tmp_path / "x.json").write_text("{}")
     assert "not an lm-eval results_*.json file" in _refused(answers_from=str(tmp_path / "x.json"))
     other = _copy(parent, tmp_path / "weights")
     _edit(other, lambda p: p["config"]["hf_metered"]["embedded_model"].update(gguf_sha256="0"))

@@ -125,6 +125,9 @@ def load_parent(path: str | Path, model: str, model_args: Mapping[str, Any],
 
 
 def _read_results(path: Path, where: str) -> tuple[Path, dict[str, Any]]:
+    if not path.exists():
+        raise ConfigError(f"{where}: no such file; pass the parent run's results_*.json "
+                          "(written by hf-metered with --log_samples)")
     if not path.is_file() or not _RESULTS.match(path.name):
         raise ConfigError(f"{where}: not an lm-eval results_*.json file; pass the parent run's "
                           "results file (written by hf-metered with --log_samples)")

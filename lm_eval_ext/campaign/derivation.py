@@ -142,7 +142,9 @@ def parent_answers(folder: CampaignFolder, plan: Mapping[str, str], cell: Cell,
         return None
     path = folder.cells_dir / parent_id / "cell.json"
     if not path.is_file():
-        return ParentAnswers(parent_id, None, "the parent cell was not done when this cell started")
+        return ParentAnswers(parent_id, None, "the parent cell was not done when this cell "
+                             "started (another shard or worker has it, or it failed): measured "
+                             "in full")
     record = json.loads(path.read_text(encoding="utf-8"))
     if record.get("packages") != dict(versions):
         return ParentAnswers(parent_id, None, f"the parent ran other package versions "
@@ -169,3 +171,15 @@ def record_fields(parent: ParentAnswers | None, results_path: Path, task: str) -
     return {"derived_from": parent.parent_id if derived else None,
             "derivation": {"parent": parent.parent_id, "not_attempted": parent.not_derived,
                            **(block or {})}}
+
+
+def outcome_note(record: Mapping[str, Any]) -> str:
+    """A finished cell's derivation in a few words, for its end line ("" if none was planned)."""
+    derivation = record.get("derivation")
+    if not derivation:
+        return ""
+    if record.get("derived_from"):
+        return (f"; derived from {record['derived_from']}, {derivation.get('matched_items')}/"
+                f"{derivation.get('rechecked_items')} re-checked items matched")
+    why = derivation.get("not_attempted") or derivation.get("derivation_refused") or "measured"
+    return f"; measured in full, not derived: {why}"

@@ -100,7 +100,7 @@ class Progress:
     seconds: float = 0.0
 
     def report(self, index: int, count: int, cell: Cell, status: str, n_items: int,
-               elapsed: float) -> str:
+               elapsed: float, note: str = "") -> str:
         """Record a cell and print its line."""
         self.done_units += self.remaining[index - 1]
         self.seconds += elapsed
@@ -108,7 +108,7 @@ class Progress:
         eta = (f"ETA {left * self.seconds / self.done_units / 60:.1f} min for {left} {self.unit}"
                if self.done_units and left else "ETA -")
         line = (f"[campaign {index}/{count}] {cell.cell_id}: {status} in {elapsed:.0f} s "
-                f"({n_items} items); {eta}")
+                f"({n_items} items); {eta}{note}")
         print(line, flush=True)
         return line
 
@@ -220,5 +220,6 @@ class _CampaignRun:
                       f"{summary['results_path']}", status="done", **derivation.record_fields(
                           parent, inflight / "output" / summary["results_path"], cell.task))
         self.folder.finish(cell, inflight, record)
-        self.progress.report(index, self.count, cell, "done", summary["n_items"], elapsed)
+        self.progress.report(index, self.count, cell, "done", summary["n_items"], elapsed,
+                             note=derivation.outcome_note(record))
         self.outcome["done"].append(cell.cell_id)
