@@ -24,8 +24,8 @@ from lm_eval_ext.analysis.metrics import metrics_for
 from lm_eval_ext.cards import CARD_FILE, model_identity, task_card
 from lm_eval_ext.data.store import sha256_of
 from lm_eval_ext.files import path_error
-
-_RESULTS = re.compile(r"^results_(?P<stamp>.+)\.json$")
+from lm_eval_ext.outputs import RESULTS_NAME as _RESULTS
+from lm_eval_ext.outputs import results_stamp, samples_path  # also imported from here
 
 
 @dataclass
@@ -106,16 +106,6 @@ def _no_results(folder: Path) -> str:
                 "the file was moved; pass the folder that holds both, or rerun the evaluation")
     return (f"no lm-eval results_*.json under {folder}; pass the --output_path of an lm_eval "
             "run (run with --log_samples)")
-
-
-def results_stamp(results_path: Path) -> str:
-    """The timestamp of ``results_<stamp>.json`` that names the run's other files."""
-    return _RESULTS.match(results_path.name).group("stamp")
-
-
-def samples_path(results_path: Path, task: str) -> Path:
-    """lm-eval's samples file of ``task`` beside a results file."""
-    return results_path.parent / f"samples_{task}_{results_stamp(results_path)}.jsonl"
 
 
 def judge_scores_path(results_path: Path, task: str) -> Path:

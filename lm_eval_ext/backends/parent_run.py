@@ -15,20 +15,19 @@ fix). What can only be known once the model is loaded (the weights) is
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from lm_eval_ext.errors import ConfigError
+from lm_eval_ext.outputs import RESULTS_NAME, samples_path
 
 #: model args that may differ from the parent's: the derivation's own, and lm-eval's run flags
 #: (batch size and device are checked on their own)
 NOT_COMPARED = ("answers_from", "recheck", "recheck_seed", "batch_size", "max_batch_size", "device")
 #: task output types whose requests are log-likelihoods
 LOGLIK_OUTPUTS = ("multiple_choice", "loglikelihood")
-_RESULTS = re.compile(r"^results_(.+)\.json$")
 _BOOLS = {"True": True, "False": False}
 
 Answer = tuple[float, bool]
@@ -128,7 +127,7 @@ def _read_results(path: Path, where: str) -> tuple[Path, dict[str, Any]]:
     if not path.exists():
         raise ConfigError(f"{where}: no such file; pass the parent run's results_*.json "
                           "(written by hf-metered with --log_samples)")
-    if not path.is_file() or not _RESULTS.match(path.name):
+    if not path.is_file() or not RESULTS_NAME.match(path.name):
         raise ConfigError(f"{where}: not an lm-eval results_*.json file; pass the parent run's "
                           "results file (written by hf-metered with --log_samples)")
     try:
@@ -174,8 +173,7 @@ def _check_same_args(where: str, parent_args: Any, model_args: Mapping[str, Any]
 
 
 def _parent_task(results_path: Path, task: str, metering: Mapping[str, Any]) -> ParentTask:
-    stamp = _RESULTS.match(results_path.name).group(1)
-    samples = results_path.parent / f"samples_{task}_{stamp}.jsonl"
+    samples = samples_path(results_path, task)
     where = f"answers_from={results_path}: task {task}"
     if not samples.is_file():
         raise ConfigError(f"{where}: no samples file {samples.name} beside it; rerun the parent "

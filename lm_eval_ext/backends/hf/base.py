@@ -23,7 +23,6 @@ automatic batch-size probes are cut out; ``--use_cache`` hits never reach the mo
 from __future__ import annotations
 
 import dataclasses
-import time
 from typing import Any
 
 from lm_eval.utils import simple_parse_args_string
@@ -69,15 +68,16 @@ class HFMeteredBase(MeteredLM):
         self.chat = ChatTemplatePolicy(own.chat_template, self.MODEL_NAME)
         self._probed_batch_sizes: list[int] = []  # generate_until keeps its probe result local
 
+        loaded_key: list[str] = []  # the weights' key, when this run loaded them itself
+
         def load(pretrained: str) -> None:
             key = load_key(pretrained, repr(self._plan), {
                 k: v for k, v in lm_args.items() if k not in RUN_ARGS})
             kept = WARM.model(key)
             if kept is None:
-                started = time.perf_counter()
                 super(HFMeteredBase, self).__init__(pretrained=pretrained,
                                                     dtype=self._plan.dtype, **lm_args)
-                WARM.keep_model(key, self.model, self.tokenizer, time.perf_counter() - started)
+                loaded_key.append(key)
             else:  # lm-eval's documented path for a loaded model (HFLM takes a PreTrainedModel)
                 super(HFMeteredBase, self).__init__(
                     pretrained=kept.model, tokenizer=kept.tokenizer, dtype=self._plan.dtype,
@@ -93,6 +93,8 @@ class HFMeteredBase(MeteredLM):
                 cuda or None, country_iso_code=own.codecarbon_country,
                 region=own.codecarbon_region, carbon_intensity_g_per_kwh=own.carbon_intensity))
             if own.codecarbon else None)
+        if loaded_key:  # kept for the next run of a campaign worker (with the timed load)
+            WARM.keep_model(loaded_key[0], self.model, self.tokenizer, self._load_seconds)
         self.compose(own, lm_args)
         if self.derived is not None:
             info = self.wrapper_info()
