@@ -255,7 +255,7 @@ def test_idle_spread_shares_and_idle_corrected_uncertainty():
     meter, _ = meter_for({"idx0": [*idle, 240_000, 2_240_000]}, [0.0, 0.5, 1.0, 1.5, 2.0, 2.0, 12.0])
     meter.measure_idle(2.0, sleep=lambda s: None, intervals=4)
     assert meter.idle_watts == {0: pytest.approx(120.0)}
-    assert meter.idle.sd_watts_by_device[0] == pytest.approx(16.3299, rel=1e-4)
+    assert meter.idle_samples[0].sd_watts_by_device[0] == pytest.approx(16.3299, rel=1e-4)
     ledger = InferenceLedger(meter)
     with ledger.measure("t", "loglikelihood", 10):
         ledger.add_forward_seconds(4.0)

@@ -42,10 +42,10 @@ def _request(task: str, kind: str, index: int) -> Instance:
 def test_a_non_hf_lm_gets_per_task_windows_forward_time_and_the_extras_hook():
     # counter (mJ) read at: idle start/end, then each window edge and forward edge in order
     nvml = FakeNvml({"idx0": [0, 100_000, 100_000, 400_000, 400_000, 1_000_000,
-                              1_000_000, 1_700_000]})
+                              1_000_000, 1_500_000, 1_500_000, 1_700_000]})
     # clock: idle 2 edges; loglik task a (2 edges), task b (2 edges); generate: window open,
-    # forward start, forward end, window close
-    clock = Clock(0.0, 1.0, 1.0, 4.0, 4.0, 10.0, 10.0, 11.0, 15.0, 17.0)
+    # forward start, forward end (5 s into the window: a slice ends there, 2 edges), close
+    clock = Clock(0.0, 1.0, 1.0, 4.0, 4.0, 10.0, 10.0, 11.0, 15.0, 15.0, 15.0, 17.0)
     meter = EnergyMeter(NvmlSource([0], nvml=nvml, uuid_of=lambda i: None),
                         sync=lambda: None, clock=clock)
     meter.measure_idle(1.0, sleep=lambda s: None)
@@ -66,6 +66,8 @@ def test_a_non_hf_lm_gets_per_task_windows_forward_time_and_the_extras_hook():
     gen = b["request_types"]["generate_until"]
     assert gen["inference_seconds"] == pytest.approx(7.0)
     assert gen["forward_seconds"] == pytest.approx(4.0)  # 11 -> 15 on the injected clock
+    assert gen["slice_record"] == {"seconds": [5.0, 2.0], "joules": [500.0, 200.0],
+                                   "forwards": [1, 0], "runs": [2]}
     assert block["energy_joules"] == pytest.approx(1_600.0)
     assert block["idle_power"]["watts"] == pytest.approx(100.0)
     assert block["energy_joules_idle_corrected"] == pytest.approx(1_600.0 - 100.0 * 16.0)

@@ -278,15 +278,34 @@ def _condition_names(configs: list[str]) -> tuple[dict[str, str], str]:
     return names, fixed
 
 
+def _saving_error(run: pd.Series, ratio: str) -> list[list[float]] | None:
+    """Asymmetric error bar of ``100 x (1 - ratio)`` from the ratio's interval (None: none)."""
+    low, high = run.get(f"{ratio}_ci_low"), run.get(f"{ratio}_ci_high")
+    if low is None or high is None or pd.isna(low) or pd.isna(high):
+        return None
+    saving = 100 * (1 - run[ratio])
+    return [[saving - 100 * (1 - high)], [100 * (1 - low) - saving]]
+
+
 def savings(runs: pd.DataFrame) -> Figure | None:
-    """Runtime saving vs energy saving relative to the reference, with the y = x diagonal."""
+    """Runtime saving vs energy saving relative to the reference, with the y = x diagonal.
+
+    Error bars: the ratios' 95% intervals; a hollow marker: a run whose execution mode differs
+    from the reference's (its savings measure the mode as well as the change).
+    """
     data = runs[~runs["is_reference"]].dropna(subset=["runtime_saving_pct", "energy_saving_pct"])
     if data.empty:
         return None
     fig, ax = plt.subplots(figsize=(5.2, 4.6), layout="constrained")
     for index, (_, run) in enumerate(data.iterrows()):
-        ax.scatter(run["runtime_saving_pct"], run["energy_saving_pct"],
-                   marker=MARKERS[index % len(MARKERS)], color=f"C{index % 10}", label=run["run"])
+        color = f"C{index % 10}"
+        mixed = bool(run.get("modes_differ", False))
+        ax.errorbar(run["runtime_saving_pct"], run["energy_saving_pct"],
+                    xerr=_saving_error(run, "runtime_ratio"),
+                    yerr=_saving_error(run, "energy_ratio"), marker=MARKERS[index % len(MARKERS)],
+                    color=color, markerfacecolor="none" if mixed else color, capsize=2,
+                    linestyle="none",
+                    label=run["run"] + (" (mode differs)" if mixed else ""))
     low = min(data["runtime_saving_pct"].min(), data["energy_saving_pct"].min(), 0) - 5
     high = max(data["runtime_saving_pct"].max(), data["energy_saving_pct"].max(), 0) + 5
     ax.plot([low, high], [low, high], color="grey", linestyle="--", linewidth=1,

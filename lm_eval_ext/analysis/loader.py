@@ -24,6 +24,8 @@ from lm_eval_ext.analysis.metrics import metrics_for
 from lm_eval_ext.cards import CARD_FILE, model_identity, task_card
 from lm_eval_ext.data.store import sha256_of
 from lm_eval_ext.files import path_error
+from lm_eval_ext.metering.derived import DERIVED_FLAG
+from lm_eval_ext.metering.idle import physical_or_none
 from lm_eval_ext.outputs import RESULTS_NAME as _RESULTS
 from lm_eval_ext.outputs import results_stamp, samples_path  # also imported from here
 
@@ -155,6 +157,9 @@ def run_info(results: dict[str, Any], results_path: Path, run_id: str) -> dict[s
     tasks = sorted(results.get("configs", {}))
     settings = {t: _task_setting(results, t) for t in tasks}
     first = settings[tasks[0]] if tasks else {}
+    # written before the check: an impossible idle-corrected energy or share is no number
+    corrected, idle_share = physical_or_none(metering.get("energy_joules_idle_corrected"),
+                                             metering.get("idle_share"))
     precision = metering.get("precision")
     if precision is None and isinstance(config.get("model_args"), str):
         match = re.search(r"(?:precision|dtype)=([\w.]+)", config["model_args"])
@@ -172,10 +177,17 @@ def run_info(results: dict[str, Any], results_path: Path, run_id: str) -> dict[s
         "shots": first.get("shots"),
         "decoding": first.get("decoding"),
         "inference_seconds": metering.get("inference_seconds"),
+        "inference_seconds_se": metering.get("inference_seconds_se"),
         "energy_joules": metering.get("energy_joules"),
+        "energy_joules_se": metering.get("energy_joules_se"),
+        "energy_joules_idle_corrected": corrected,
+        "energy_joules_idle_corrected_se": metering.get("energy_joules_idle_corrected_se")
+        if corrected is not None else None,
+        "execution_mode": metering.get("execution_mode"),
+        "energy_derived": DERIVED_FLAG in (metering.get("flags") or []),
         "energy_source": metering.get("energy_source"),
         "gpu_uuids": ",".join(sorted(str(g.get("uuid")) for g in metering.get("gpus") or [])),
-        "idle_share": metering.get("idle_share"),
+        "idle_share": idle_share,
         "forward_share": metering.get("forward_share"),
         "energy_flags": ",".join(metering.get("flags", [])),
         "total_evaluation_seconds": float(results.get("total_evaluation_time_seconds") or "nan"),

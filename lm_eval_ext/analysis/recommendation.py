@@ -11,6 +11,7 @@ The statistics are in :mod:`lm_eval_ext.analysis.stats.recommend` and
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +36,8 @@ from lm_eval_ext.analysis.stats.recommend import (
     Claim,
     Recommendation,
 )
+from lm_eval_ext.metering.modes import mode_difference
+from lm_eval_ext.metering.uncertainty import ratio_interval
 
 #: the frozen instrument's nested memberships, in natural units (4 items each)
 INSTRUMENT_SIZES_UNITS = (62, 125, 250, 500)
@@ -103,6 +106,12 @@ class Pilot:
         self.seconds = dict(zip(self.runs, pd.to_numeric(runs["inference_seconds"],
                                                          errors="coerce") / n_items, strict=True))
         self.measured_joules = bool((energy > 0).all())
+        ses = pd.to_numeric(runs.reindex(columns=["energy_joules_se"])["energy_joules_se"],
+                            errors="coerce")
+        #: each run's within-run SE of its joules per item (NaN: none) and execution mode
+        self.joules_se = dict(zip(self.runs, ses / n_items, strict=True))
+        self.modes = dict(zip(self.runs, runs.reindex(columns=["execution_mode"])[
+            "execution_mode"].fillna("").astype(str), strict=True))
         files = runs.reindex(columns=["results_sha256", "samples_sha256"]).fillna("")
         #: each run's files (SHA-256 of results and samples): the pilot's content
         self.fingerprints = {f"{r}|{s}" for r, s in files.itertuples(index=False) if r or s}
@@ -209,8 +218,12 @@ def pilot_candidates(pilots: dict[str, Pilot], claims: Sequence[Claim], *,
                            for p in pilots.values())) for run in first.runs}
     order = [first.reference, *(r for r in first.runs if r != first.reference)]
     candidates = [Candidate(run, cost[run], estimates[run]) for run in order]
+    se = {run: math.sqrt(sum(p.joules_se[run] ** 2 for p in pilots.values()))
+          if unit == "J" else math.nan for run in first.runs}
     return candidates, {"reference": first.reference, "cost_unit": unit,
-                        "pilots": list(pilots), "reference_cost_per_item": cost[first.reference]}
+                        "pilots": list(pilots), "reference_cost_per_item": cost[first.reference],
+                        "cost_per_item": cost, "cost_per_item_se": se,
+                        "modes": {run: first.modes[run] for run in first.runs}}
 
 
 def recommend_from_pilots(folders: Sequence[str | Path], claim_texts: Sequence[str], *,
@@ -304,10 +317,32 @@ def card(rec: Recommendation, claims: Sequence[Claim], reference: dict[str, Any]
             "protocol": chosen.candidate, "units": chosen.units, "items": chosen.items,
             "cost": chosen.cost, "saved": baseline - chosen.cost,
             "saved_share": (baseline - chosen.cost) / baseline if baseline else None,
+            **saving_interval(reference, chosen.candidate, chosen.cost, baseline),
             "mde_pp": chosen.mde_pp,
             "p_holm": rec.certificates[chosen.candidate].pvalue_holm
             if chosen.candidate in rec.certificates else None}
     return out
+
+
+def saving_interval(reference: dict[str, Any], candidate: str, cost: float,
+                    baseline: float) -> dict[str, Any]:
+    """The saved share's 95% interval (the per-item costs' within-run errors) and its caveats.
+
+    ``saved_share_ci95`` is None where a side has no interval (derived energy, a short window,
+    seconds as the cost); ``cost_note`` names a difference in execution mode.
+    """
+    per_item, se = reference.get("cost_per_item", {}), reference.get("cost_per_item_se", {})
+    ref = reference["reference"]
+    scale = cost / per_item[candidate] if per_item.get(candidate) else math.nan
+    low, high = ratio_interval(cost, se.get(candidate, math.nan) * scale, baseline,
+                               se.get(ref, math.nan) * baseline / per_item[ref]
+                               if per_item.get(ref) else None)
+    bad = low is None or not all(map(math.isfinite, (low, high)))
+    modes = reference.get("modes", {})
+    note = mode_difference(modes.get(ref), modes.get(candidate))
+    return {"saved_share_ci95": None if bad else [1 - high, 1 - low],
+            "cost_note": f"{note}: the saving measures the mode as well as the change"
+            if note else None}
 
 
 def _amount(value: float) -> str:
@@ -326,7 +361,11 @@ def card_markdown(data: dict[str, Any]) -> str:
         lines += [f"**Run {chosen['protocol']} on {chosen['items']} items ({chosen['units']} "
                   f"natural units)**: expected {_amount(chosen['cost'])} {unit} against "
                   f"{_amount(base['cost'])} {unit} for {base['protocol']} on the full instrument "
-                  f"({100 * chosen['saved_share']:.1f}% saved).", "",
+                  f"({100 * chosen['saved_share']:.1f}% saved"
+                  + (f", 95% interval {100 * chosen['saved_share_ci95'][0]:.1f}-"
+                     f"{100 * chosen['saved_share_ci95'][1]:.1f}%"
+                     if chosen.get("saved_share_ci95") else "")
+                  + ")." + (f" {chosen['cost_note']}." if chosen.get("cost_note") else ""), "",
                   f"Guarantee: {data['guarantee']}.", "",
                   f"Covered: {data['covered']}. Not covered: "
                   + "; ".join(data["not_covered"]) + ".", ""]

@@ -270,6 +270,44 @@ def _difference_lines(differences: pd.DataFrame | None) -> list[str]:
     return lines
 
 
+def _interval(row: pd.Series, ratio: str) -> str:
+    """``0.52 [0.50, 0.54]``, or the bare ratio where it has no interval, or n/a."""
+    value, low, high = row.get(ratio), row.get(f"{ratio}_ci_low"), row.get(f"{ratio}_ci_high")
+    if value is None or pd.isna(value):
+        return "n/a"
+    if row.get("is_reference"):
+        return "reference"
+    if low is None or pd.isna(low):
+        return f"{value:.3g} (no interval)"
+    return f"{value:.3g} [{low:.3g}, {high:.3g}]"
+
+
+def _cost_lines(runs: pd.DataFrame) -> list[str]:
+    """The cost table, each ratio with its 95% interval and the runs' execution modes."""
+    table = runs.assign(**{
+        "energy ratio (raw)": [_interval(r, "energy_ratio") for _, r in runs.iterrows()],
+        "energy ratio (idle-corrected)": [_interval(r, "energy_ratio_idle_corrected")
+                                          for _, r in runs.iterrows()],
+        "runtime ratio": [_interval(r, "runtime_ratio") for _, r in runs.iterrows()]})
+    mixed = runs[runs["modes_differ"].astype(bool)] if "modes_differ" in runs else runs[:0]
+    lines = [markdown_table(table, ["run", "precision", "batch_size", "execution_mode",
+                                    "inference_seconds", "energy_joules", "idle_share",
+                                    "energy ratio (raw)", "energy ratio (idle-corrected)",
+                                    "runtime ratio", "energy_flags", "energy_ratio_note",
+                                    "ratio_note"]),
+             "\nRatios are run / reference with 95% intervals from each run's within-run "
+             "standard errors (docs/energy.md: what they cover, measured against repeated "
+             "runs); raw is the board's energy in the inference windows, idle-corrected less "
+             "the idle baseline sampled before and after the work.\n"]
+    if not mixed.empty:
+        lines.append("**Execution modes differ** for " + ", ".join(
+            f"{r['run']} ({r['execution_mode']})" for _, r in mixed.iterrows())
+                     + f" against the reference ({runs.iloc[0]['execution_mode']}): those "
+                     "ratios measure the execution mode as well as the change. Campaigns: "
+                     "`--execution lm-eval` runs every cell in lm-eval's own mode.\n")
+    return lines
+
+
 def _report_markdown(result, figure_paths: list[Path], out: Path) -> str:
     s = result.settings
     parts = [
@@ -287,11 +325,7 @@ def _report_markdown(result, figure_paths: list[Path], out: Path) -> str:
         *_clustering_lines(result),
         *_claim_lines(result.claims),
         *_difference_lines(result.card_differences),
-        "\n## Cost\n", markdown_table(result.runs, ["run", "precision", "batch_size",
-                                                    "inference_seconds", "energy_joules",
-                                                    "idle_share", "forward_share",
-                                                    "energy_ratio", "runtime_ratio",
-                                                    "energy_flags", "energy_ratio_note"]),
+        "\n## Cost\n", *_cost_lines(result.runs),
         "\n## Paired comparisons\n", markdown_table(result.comparisons),
         "\n## Subgroup deltas (Holm-adjusted within run x metric x subgroup type)\n",
         markdown_table(result.deltas[result.deltas["subgroup_type"] != "all"],

@@ -15,6 +15,8 @@ import pandas as pd
 from lm_eval_ext.analysis.errors import DegenerateDataWarning
 from lm_eval_ext.analysis.loader import Run
 from lm_eval_ext.cards import describe_difference, differing_axes, differing_factors
+from lm_eval_ext.metering.modes import mode_difference
+from lm_eval_ext.metering.uncertainty import Z95, ratio_interval
 
 
 def energy_comparability(reference: dict[str, Any], run: dict[str, Any]) -> str | None:
@@ -31,26 +33,91 @@ def energy_comparability(reference: dict[str, Any], run: dict[str, Any]) -> str 
     return None
 
 
+#: (value column, its SE column, ratio column, basis) of the cost ratios in ``runs.csv``
+RATIOS = (("energy_joules", "energy_joules_se", "energy_ratio", "raw"),
+          ("energy_joules_idle_corrected", "energy_joules_idle_corrected_se",
+           "energy_ratio_idle_corrected", "idle-corrected"),
+          ("inference_seconds", "inference_seconds_se", "runtime_ratio", "seconds"))
+
+
+def _number(value: Any) -> float | None:
+    number = pd.to_numeric(value, errors="coerce")
+    return None if pd.isna(number) else float(number)
+
+
+def _ratio_columns(table: pd.DataFrame, column: str, se_column: str, ratio: str) -> None:
+    """``ratio`` = run / reference, and its 95% interval (log scale, independent runs)."""
+    values = pd.to_numeric(table[column], errors="coerce")
+    ref = values.iloc[0]
+    table[ratio] = values / ref if pd.notna(ref) and ref else np.nan
+    ses = table[se_column] if se_column in table else [None] * len(table)
+    bounds = [ratio_interval(_number(v), _number(se), _number(ref), _number(ses.iloc[0]))
+              if index else (None, None)
+              for index, (v, se) in enumerate(zip(values, ses, strict=True))]
+    table[f"{ratio}_ci_low"] = [np.nan if low is None else low for low, _ in bounds]
+    table[f"{ratio}_ci_high"] = [np.nan if high is None else high for _, high in bounds]
+
+
+def interval_note(reference: dict[str, Any], run: dict[str, Any]) -> str:
+    """Why a run's ratios have no interval, or mix execution modes ("" when neither)."""
+    notes = []
+    if run.get("energy_derived") or reference.get("energy_derived"):
+        notes.append("derived energy (a parent run's joules per item): no interval of its own")
+    elif run.get("energy_joules_se") is None or reference.get("energy_joules_se") is None:
+        notes.append("no within-run interval (a window under 4 s, or not measured)")
+    modes = mode_difference(reference.get("execution_mode"), run.get("execution_mode"))
+    if modes:
+        notes.append(modes + ": the ratio measures the mode as well as the change")
+    return "; ".join(notes)
+
+
+def cost_ratios(table: pd.DataFrame) -> pd.DataFrame:
+    """The reference-first ``table`` with every cost ratio, its interval and notes added.
+
+    ``table`` holds one row per run with the fields of
+    :func:`~lm_eval_ext.analysis.loader.run_info` (energy and seconds with their SEs,
+    ``execution_mode``, ``energy_derived``) and ``n_items``; the first row is the reference.
+    Each ratio (energy raw and idle-corrected, runtime) gets a 95% interval from the two runs'
+    within-run standard errors (:mod:`lm_eval_ext.metering.uncertainty`); ``ratio_note`` says
+    where there is none and whether the two runs ran in different execution modes.
+    """
+    table = table.reset_index(drop=True)
+    for column, se_column, ratio, _ in RATIOS:
+        _ratio_columns(table, column, se_column, ratio)
+    rows = table.to_dict("records")
+    table["modes_differ"] = [mode_difference(rows[0].get("execution_mode"),
+                                             r.get("execution_mode")) is not None for r in rows]
+    table["ratio_note"] = [""] + [interval_note(rows[0], r) for r in rows[1:]]
+    table["energy_saving_pct"] = 100 * (1 - table["energy_ratio"])
+    table["runtime_saving_pct"] = 100 * (1 - table["runtime_ratio"])
+    items = pd.to_numeric(table["n_items"], errors="coerce")
+    table["joules_per_item"] = pd.to_numeric(table["energy_joules"], errors="coerce") / items
+    se = pd.to_numeric(table["energy_joules_se"], errors="coerce") / items
+    table["joules_per_item_ci_low"] = table["joules_per_item"] - Z95 * se
+    table["joules_per_item_ci_high"] = table["joules_per_item"] + Z95 * se
+    return table
+
+
 def run_table(reference: Run, runs: list[Run]) -> pd.DataFrame:
-    """One row per run, the reference first: its settings, item count and cost ratios."""
+    """One row per run, the reference first: its settings, item count and cost ratios.
+
+    The ratios and their intervals: :func:`cost_ratios`. A ratio across energy sources or GPUs
+    is not reported (``energy_ratio_note`` says why).
+    """
     table = pd.DataFrame([{**r.info, "is_reference": r is reference, "n_items": len(r.items)}
                           for r in [reference, *runs]]).drop(columns=["task_settings"])
-    ref = table.iloc[0]
     notes = [energy_comparability(reference.info, r.info) for r in [reference, *runs]]
     table["energy_ratio_note"] = [n or "" for n in notes]
-    for column, ratio in (("energy_joules", "energy_ratio"),
-                          ("inference_seconds", "runtime_ratio")):
-        values = pd.to_numeric(table[column], errors="coerce")
-        table[ratio] = values / values.iloc[0] if pd.notna(ref[column]) and ref[column] else np.nan
+    table = cost_ratios(table)
     refused = np.array([n is not None for n in notes])
     if refused.any():
         warnings.warn("energy ratio not reported for " + "; ".join(
             f"{run_id}: {note}" for run_id, note in zip(table["run"], notes, strict=True) if note),
             DegenerateDataWarning, stacklevel=2)
-        table.loc[refused, "energy_ratio"] = np.nan
-    table["energy_saving_pct"] = 100 * (1 - table["energy_ratio"])
-    table["runtime_saving_pct"] = 100 * (1 - table["runtime_ratio"])
-    table["joules_per_item"] = pd.to_numeric(table["energy_joules"], errors="coerce") / table["n_items"]
+        for _, _, ratio, basis in RATIOS:
+            if basis != "seconds":
+                table.loc[refused, [ratio, f"{ratio}_ci_low", f"{ratio}_ci_high"]] = np.nan
+        table["energy_saving_pct"] = 100 * (1 - table["energy_ratio"])
     return table
 
 

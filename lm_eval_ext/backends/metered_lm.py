@@ -30,6 +30,8 @@ from lm_eval_ext.backends.model_args import merge_model_args
 from lm_eval_ext.backends.warm import WARM
 from lm_eval_ext.errors import ending_lm_eval_command
 from lm_eval_ext.metering import Metering
+from lm_eval_ext.metering.derived import DERIVED_FLAG
+from lm_eval_ext.metering.modes import joined
 
 if TYPE_CHECKING:
     from lm_eval_ext.backends.derived_answers import DerivedAnswers
@@ -85,13 +87,15 @@ class MeteredLM:
     def start_metered(self, pretrained: Any, load: Callable[[str], None],
                       cuda_indices: Callable[[], Sequence[int]], *, energy: str,
                       idle_seconds: float, sync: bool = True, forward_observable: bool = True,
-                      codecarbon: Callable[[list[int]], Any] | None = None) -> None:
+                      codecarbon: Callable[[list[int]], Any] | None = None,
+                      power_check: bool = False) -> None:
         """Resolve the weights, ``load`` them (timed), then start metering on their GPUs.
 
         ``pretrained=None`` is the embedded SmolLM2; a packaged model's name resolves to its
         folder. The idle baseline is sampled after the load, on the devices ``cuda_indices()``
-        names once the model is there. In a campaign worker an earlier run's idle sample of
-        the same devices is reused while it is young (:mod:`~lm_eval_ext.backends.warm`).
+        names once the model is there, and again after the work. In a campaign worker the
+        previous run's last idle sample of the same devices stands for the sample before
+        while it is young (:mod:`~lm_eval_ext.backends.warm`).
         """
         self._embedded = pretrained is None
         if self._embedded:
@@ -102,14 +106,15 @@ class MeteredLM:
         self._load_seconds = time.perf_counter() - started
         cuda = list(cuda_indices())
         source = f"{energy}:{idle_seconds}"
+        self._idle_key = (cuda, source)
         kept = WARM.idle(cuda, source)
         self.metering = Metering.start(
             cuda, energy=energy, sync=sync, idle_seconds=idle_seconds,
             forward_observable=forward_observable,
             codecarbon=codecarbon(cuda) if codecarbon is not None else None,
-            idle=kept.idle if kept is not None else None)
+            idle=kept.idle if kept is not None else None, power_check=power_check)
         if kept is None:
-            WARM.keep_idle(cuda, source, self.metering.meter.idle)
+            self._keep_last_idle()
         self.warm_reuse = {**self.warm_reuse, "idle_reused_after_seconds": None if kept is None
                            else round(time.monotonic() - kept.taken_at, 1)}
 
@@ -179,15 +184,38 @@ class MeteredLM:
         if self.derived is not None:
             self.derived.reset()
 
+    def execution_modes(self) -> dict[str, str]:
+        """How each request type ran (:mod:`~lm_eval_ext.metering.modes`): lm-eval's own code."""
+        return {"loglikelihood": "lm_eval_forward", "loglikelihood_rolling": "lm_eval_forward",
+                "generate_until": "lm_eval_generate"}
+
     def metering_info(self) -> dict[str, Any]:
         """The ``config.metering`` block (every field: ``docs/hf-metered.md``).
 
         With ``self.derived``, ``derived`` holds each log-likelihood task's derivation record.
+        ``execution_modes``: the mode of each request type that ran (``derived`` where every
+        task of it took its answers from a parent run); ``execution_mode`` joins them.
         """
         info = self.metering.report(self.metering_extras())
+        self._keep_last_idle()
         if self.derived is not None:
             info["derived"] = self.derived.report(info["per_task"])
+        ran: dict[str, bool] = {}  # request type -> every task of it derived
+        for entry in (info.get("per_task") or {}).values():
+            for request_type, part in (entry.get("request_types") or {}).items():
+                derived = DERIVED_FLAG in (part.get("flags") or ())
+                ran[request_type] = ran.get(request_type, True) and derived
+        modes = self.execution_modes()
+        info["execution_modes"] = {t: "derived" if derived else modes.get(t, "unknown")
+                                   for t, derived in sorted(ran.items())}
+        info["execution_mode"] = joined(info["execution_modes"])
         return info
+
+    def _keep_last_idle(self) -> None:
+        """Keep this run's latest idle sample for the next run of a campaign worker."""
+        cuda, source = getattr(self, "_idle_key", ([], ""))
+        samples = self.metering.meter.idle_samples
+        WARM.keep_idle(cuda, source, samples[-1] if samples else None)
 
     def wrapper_info(self) -> dict[str, Any]:
         """Model class, what it adds, the weights' provenance and who applied the chat template."""

@@ -111,6 +111,8 @@ class MeteredArgs:
     precision: str | None = None
     energy: str = "auto"
     idle_seconds: float = 3.0
+    #: a second reading of every window: instantaneous power sampled in a thread (NVML)
+    power_check: bool = False
 
     @classmethod
     def names(cls) -> tuple[str, ...]:
@@ -136,8 +138,9 @@ class MeteredArgs:
         packaged_models.check_available(self.pretrained)
         if self.energy == "nvml":
             _check_nvml_device(model, lm_args.get("device"))
-        return dataclasses.replace(self, idle_seconds=_number(model, "idle_seconds",
-                                                              self.idle_seconds))
+        return dataclasses.replace(
+            self, idle_seconds=_number(model, "idle_seconds", self.idle_seconds),
+            power_check=strict_bool(model, "power_check", self.power_check))
 
 
 @dataclass(frozen=True)

@@ -19,8 +19,9 @@ def campaign_source(spec_path: str | None, *, grid: bool = False, preset: str | 
     """(spec, YAML text) from ``CAMPAIGN.yaml``, ``GRID.yaml`` (``grid``) or a ``preset``.
 
     ``preset_options`` are the preset's own settings (``model_args``, ``tasks``, ``path``,
-    ``large_batch``, ``limit``); only ``limit`` may be given without a preset, and it is refused
-    there (a campaign file sets ``lm_eval: {limit: N}``).
+    ``large_batch``, ``limit``, ``execution``); only ``limit`` and ``execution`` may be given
+    without a preset: ``limit`` is refused there (a campaign file sets ``lm_eval: {limit: N}``),
+    ``execution`` replaces the file's ``execution:``.
     """
     import yaml
 
@@ -45,6 +46,16 @@ def campaign_source(spec_path: str | None, *, grid: bool = False, preset: str | 
     if options.get("limit") is not None:
         raise LmEvalExtError("--limit belongs to --preset; in a campaign file set lm_eval: "
                              "{limit: N}")
+    if options.get("execution"):
+        from lm_eval_ext.campaign.yaml_file import read_yaml
+
+        content = read_yaml(spec_path, "campaign")
+        raw = ({**content, "execution": options["execution"]} if isinstance(content, dict)
+               else content)
+        try:
+            return build_spec(raw), yaml.safe_dump(raw, sort_keys=False)
+        except ConfigError as exc:
+            raise ConfigError(f"{spec_path}: {exc}") from exc
     return load_spec(spec_path), Path(spec_path).read_text(encoding="utf-8")
 
 
@@ -74,6 +85,7 @@ def run_campaign(spec: CampaignSpec, out: str | Path, source_yaml: str, *, shard
     """
     from lm_eval_ext.campaign.analysis import run_comparisons, run_grid_analysis
     from lm_eval_ext.campaign.derivation import plan_derivations
+    from lm_eval_ext.campaign.energy import summarize_energy
     from lm_eval_ext.campaign.preflight import check_cells
     from lm_eval_ext.campaign.runner import run_cells
     from lm_eval_ext.campaign.subsets import summarize_subsets
@@ -101,7 +113,8 @@ def run_campaign(spec: CampaignSpec, out: str | Path, source_yaml: str, *, shard
         records = folder.records(spec)  # read once, for every analysis step
         reports = (run_grid_analysis(spec, folder, records, **settings) if grid else
                    run_comparisons(spec, folder, records, **settings)
-                   + summarize_subsets(spec, folder, records))
+                   + summarize_subsets(spec, folder, records)
+                   + summarize_energy(spec, folder, records))
     return CampaignOutcome(outcome["done"], outcome["skipped"], outcome["failed"],
                            outcome["busy"], manifest["complete"], reports)
 

@@ -21,8 +21,13 @@ PRESETS = ("paper-stress-test",)
 
 
 def paper_stress_test(*, model_args: str = "", tasks: str = "bbq", path: str = "loglik",
-                      large_batch: int = 32, limit: int | None = None) -> dict[str, Any]:
-    """The 19-cell stress test of one model on one benchmark block, as a campaign mapping."""
+                      large_batch: int = 32, limit: int | None = None,
+                      execution: str | None = None) -> dict[str, Any]:
+    """The 19-cell stress test of one model on one benchmark block, as a campaign mapping.
+
+    ``execution="lm-eval"``: every cell in lm-eval's own forward and generation loop, as the
+    paper ran its conditions, so that M2 / M0 measures the quantization only.
+    """
     if tasks != "bbq":
         raise ConfigError(f"--tasks {tasks!r}: the paper-stress-test preset needs a benchmark with "
                           "a frozen instrument and nested subset memberships; only bbq has them")
@@ -57,7 +62,8 @@ def paper_stress_test(*, model_args: str = "", tasks: str = "bbq", path: str = "
                          "tasks": subset("50pct")}
     m4 = [c for c in conditions if c.startswith("M4_")]
     return {
-        "name": f"paper-stress-test-{path}",
+        "name": f"paper-stress-test-{path}" + (f"-{execution}" if execution else ""),
+        **({"execution": execution} if execution else {}),
         "models": {_model_label(model_args): model_args},
         "tasks": [f"bbq_instrument{suffix}"],
         "lm_eval": {"limit": limit} if limit else {},

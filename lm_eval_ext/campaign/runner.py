@@ -29,6 +29,11 @@ from lm_eval_ext.campaign.store import HOST, CampaignFolder, _now
 from lm_eval_ext.campaign.worker import Worker, die_with_parent
 from lm_eval_ext.cards import CARD_FILE, task_card
 
+#: the fields of ``config.metering`` each cell's record keeps
+RECORDED_METERING = ("energy_joules", "energy_joules_se", "energy_joules_idle_corrected",
+                     "energy_joules_idle_corrected_se", "energy_joules_idle_corrected_reason",
+                     "idle_share", "forward_share", "inference_seconds", "inference_seconds_se",
+                     "execution_mode")
 PACKAGES = ("lm_eval", "lm-eval-ext", "torch", "transformers", "accelerate", "bitsandbytes")
 _LOG_TAIL = 4000
 
@@ -80,11 +85,7 @@ def describe_cell(cell: Cell, folder: Path) -> tuple[dict[str, Any], dict[str, A
         "metrics": {k: v for k, v in (results.get("results") or {}).get(cell.task, {}).items()
                     if isinstance(v, (int, float)) and "_stderr," not in k},
         "gpu_uuids": [g.get("uuid") for g in metering.get("gpus") or []],
-        "energy_joules": metering.get("energy_joules"),
-        "energy_joules_idle_corrected": metering.get("energy_joules_idle_corrected"),
-        "energy_joules_idle_corrected_se": metering.get("energy_joules_idle_corrected_se"),
-        "idle_share": metering.get("idle_share"), "forward_share": metering.get("forward_share"),
-        "inference_seconds": metering.get("inference_seconds"),
+        **{key: metering.get(key) for key in RECORDED_METERING},
         "energy_flags": metering.get("flags"),
     }
     return card, summary

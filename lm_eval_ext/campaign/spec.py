@@ -13,6 +13,7 @@ The YAML form (``lm-eval-ext campaign CAMPAIGN.yaml``)::
     compare:                    # optional; default: the first condition vs the others
       interventions: {reference: M0, runs: [M1]}
     subsets: {reference: M0, runs: [M4_25pct]}   # optional: subset-size summary
+    execution: lm-eval          # optional: every cell in lm-eval's own mode (default: fast)
 
 A condition's ``tasks`` replaces the campaign's ``tasks`` for that condition. Every cell is
 resolved to one plain configuration (model args merged, options sorted) whose SHA-256 keys the
@@ -53,7 +54,11 @@ LOAD_OPTIONS = ("device", "trust_remote_code")
 #: lm_eval options whose values are checked when the campaign file is read (no model loads)
 _VALUE_CHECKS = {"limit": check_limit, "num_fewshot": check_num_fewshot,
                  "gen_kwargs": check_gen_kwargs}
-_TOP_KEYS = ("name", "models", "tasks", "lm_eval", "conditions", "compare", "subsets")
+_TOP_KEYS = ("name", "models", "tasks", "lm_eval", "conditions", "compare", "subsets",
+             "execution")
+#: ``execution:`` -> the model args it sets on every cell (``fast``: the models' defaults)
+EXECUTION = {"fast": {}, "lm-eval": {"cuda_graphs": "false", "generation": "standard",
+                                     "mc_scoring": "standard"}}
 _LABEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]*")
 
 
@@ -216,6 +221,17 @@ def _join_model_args(args: Mapping[str, str]) -> str:
     return ",".join(f"{k}={v}" for k, v in args.items())
 
 
+def _with_execution(args: dict[str, str], execution: str, where: str) -> dict[str, str]:
+    """The model args with those ``execution`` sets; a clash with the cell's own is an error."""
+    forced = EXECUTION[execution]
+    clash = {k: v for k, v in args.items() if k in forced and v.lower() != forced[k]}
+    if clash:
+        key, value = next(iter(clash.items()))
+        raise ConfigError(f"{where}: model arg {key}={value} contradicts execution: {execution} "
+                          f"(which sets {key}={forced[key]}); remove it, or use execution: fast")
+    return {**args, **forced}
+
+
 def _check_label(kind: str, label: Any) -> str:
     if not isinstance(label, str) or not _LABEL.fullmatch(label):
         raise ConfigError(f"{kind} label {label!r}: use letters, digits and _.+- only "
@@ -297,6 +313,11 @@ def build_spec(raw: Mapping[str, Any]) -> CampaignSpec:
         raise ConfigError("conditions: a mapping of label -> lm_eval options")
     common = _options(raw.get("lm_eval"), "lm_eval")
     default_tasks = _tasks(raw["tasks"], "tasks") if "tasks" in raw else None
+    execution = raw.get("execution") or "fast"
+    if execution not in EXECUTION:
+        raise ConfigError(f"execution: {execution!r} is not a mode; use fast (the default: "
+                          "replayed scoring, the fast generation path) or lm-eval (lm-eval's own "
+                          "forward and generation loop, as the paper ran)")
     cells = []
     for model_label, model_args in models.items():
         _check_label("model", model_label)
@@ -311,7 +332,9 @@ def build_spec(raw: Mapping[str, Any]) -> CampaignSpec:
             tasks = _tasks(settings.pop("tasks"), where) if "tasks" in settings else default_tasks
             if tasks is None:
                 raise ConfigError(f"{where}: no tasks (set campaign tasks: or the condition's)")
-            args = {**base_args, **parse_model_args(settings.pop("model_args", None), where)}
+            args = _with_execution(
+                {**base_args, **parse_model_args(settings.pop("model_args", None), where)},
+                execution, where)
             options = {**common, **_options(settings, where)}
             for task in tasks:
                 cell_id = f"{model_label}__{condition}__{task}"

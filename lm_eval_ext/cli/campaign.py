@@ -20,6 +20,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     campaign.add_argument("--large-batch", type=positive_int, default=32,
                           help="--preset: the batch size of M1 and M5a")
     campaign.add_argument("--limit", type=positive_int, help="--preset: items per cell (smoke tests)")
+    campaign.add_argument("--execution", choices=("fast", "lm-eval"),
+                          help="every cell in this mode: fast (replayed scoring, the fast "
+                               "generation path; the default) or lm-eval (lm-eval's own forward "
+                               "and loop, as the paper ran: ratios then measure the change only)")
     _add_cell_options(campaign)
     grid = sub.add_parser("grid", help="models x configuration axes, then rank flips")
     grid.add_argument("spec", help="GRID.yaml")
@@ -57,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
     spec, source = campaign_source(
         args.spec, grid=args.command == "grid", preset=getattr(args, "preset", None),
         preset_options={k: getattr(args, k, None) for k in
-                        ("model_args", "tasks", "path", "large_batch", "limit")})
+                        ("model_args", "tasks", "path", "large_batch", "limit", "execution")})
     if args.status:
         lines, complete = status_lines(spec, args.out)
         print("\n".join(lines))

@@ -11,15 +11,21 @@ them under ``measured_recheck``, never added to the task's or the run's totals.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from lm_eval_ext.metering.idle import physical_or_none
 
 #: flag of an entry whose seconds and joules were derived, not measured
 DERIVED_FLAG = "derived_energy"
 #: the entry fields that scale with the items (seconds and joules)
 EXTENSIVE = ("inference_seconds", "forward_seconds", "energy_joules",
-             "energy_joules_idle_corrected", "energy_joules_idle_corrected_se", "idle_joules")
+             "energy_joules_idle_corrected", "idle_joules")
+#: standard errors: none for a derived entry (it has no interval of its own); in quadrature
+#: when measured entries are combined
+ERRORS = ("inference_seconds_se", "energy_joules_se", "energy_joules_idle_corrected_se")
 
 
 def _ratio(part: float | None, whole: float | None) -> float | None:
@@ -27,9 +33,11 @@ def _ratio(part: float | None, whole: float | None) -> float | None:
 
 
 def _shares(entry: dict[str, Any]) -> dict[str, Any]:
-    """The entry with its forward and idle shares recomputed from its sums."""
+    """The entry with its forward and idle shares recomputed from its sums (none above 1)."""
+    corrected, share = physical_or_none(entry["energy_joules_idle_corrected"],
+                                        _ratio(entry["idle_joules"], entry["energy_joules"]))
     return {**entry, "forward_share": _ratio(entry["forward_seconds"], entry["inference_seconds"]),
-            "idle_share": _ratio(entry["idle_joules"], entry["energy_joules"])}
+            "energy_joules_idle_corrected": corrected, "idle_share": share}
 
 
 @dataclass(frozen=True)
@@ -64,7 +72,8 @@ class DerivedEnergy:
         ``windows`` is 0: no window of this run measured these sums.
         """
         entry = {field: self.value(field) for field in EXTENSIVE}
-        return {**_shares(entry), "n_requests": self.n_requests, "windows": 0,
+        return {**_shares(entry), **dict.fromkeys(ERRORS), "n_requests": self.n_requests,
+                "windows": 0, "slices": 0,
                 "flags": sorted(set(self.parent.get("flags") or ()) | {DERIVED_FLAG})}
 
 
@@ -80,6 +89,11 @@ def combine(entries: Iterable[Mapping[str, Any] | None]) -> dict[str, Any] | Non
     for field in EXTENSIVE:
         values = [e.get(field) for e in present]
         sums[field] = None if any(v is None for v in values) else float(sum(values))
+    for field in ERRORS:
+        values = [e.get(field) for e in present]
+        sums[field] = (None if any(v is None for v in values)
+                       else math.sqrt(sum(v * v for v in values)))
     return {**_shares(sums), "n_requests": sum(e.get("n_requests", 0) for e in present),
             "windows": sum(e.get("windows", 0) for e in present),
+            "slices": sum(e.get("slices", 0) for e in present),
             "flags": sorted({f for e in present for f in e.get("flags") or ()})}

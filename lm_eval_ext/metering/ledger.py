@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import contextlib
+import math
 import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from lm_eval_ext.metering.derived import DerivedEnergy, combine
+from lm_eval_ext.metering.idle import idle_correction
 from lm_eval_ext.metering.meter import EnergyMeter, EnergyWindow, assess_energy
+from lm_eval_ext.metering.uncertainty import RECORDED_SLICE_SECONDS, Slice, WithinRunError
 
 #: flag of a window whose forward time cannot be seen (the engine runs in another process)
 FORWARD_NOT_OBSERVABLE = "forward_time_not_observable"
@@ -30,11 +33,16 @@ class _Tally:
     n_requests: int = 0
     windows: int = 0
     flags: set[str] = field(default_factory=set)
+    runs: list[list[Slice]] = field(default_factory=list)  # slices of each measured block
+    spans: list[tuple[float, float]] = field(default_factory=list)  # each segment's edges
 
-    def add(self, segment: EnergyWindow) -> None:
+    def add(self, segment: EnergyWindow, forwards: int = 0) -> None:
         self.seconds += segment.seconds
         self.windows += 1
         self.flags.update(segment.flags)
+        self.runs[-1].append(Slice(segment.seconds, segment.total_joules, forwards))
+        if segment.started_at is not None:
+            self.spans.append((segment.started_at, segment.started_at + segment.seconds))
         if segment.joules_by_device is None:
             self.unavailable = True
             return
@@ -48,8 +56,16 @@ class _Tally:
         self.n_requests += other.n_requests
         self.flags |= other.flags
         self.unavailable |= other.unavailable
+        self.runs += other.runs
+        self.spans += other.spans
         for device, joules in other.joules_by_device.items():
             self.joules_by_device[device] = self.joules_by_device.get(device, 0.0) + joules
+
+    def slice_record(self) -> dict[str, list]:
+        """Every slice as lists (seconds, joules, forwards) and the length of each block."""
+        slices = [s for run in self.runs for s in run]
+        return {"seconds": [s.seconds for s in slices], "joules": [s.joules for s in slices],
+                "forwards": [s.forwards for s in slices], "runs": [len(r) for r in self.runs]}
 
     def as_dict(self, meter: EnergyMeter, forward_observable: bool = True) -> dict[str, Any]:
         joules, quality = None, []
@@ -58,26 +74,47 @@ class _Tally:
                 self.seconds, None if self.unavailable else self.joules_by_device,
                 meter.source.counter_period_s)
             joules = None if by_device is None else float(sum(by_device.values()))
-        idle = meter.idle
-        idle_joules = idle.total_watts * self.seconds if idle else None
-        se = idle.se_watts() if idle else None
-        return {
+        error = WithinRunError.of(self.runs, meter.source.counter_period_s)
+        se_joules = error.se_joules if joules is not None else None
+        entry = {
             "inference_seconds": self.seconds,
+            "inference_seconds_se": error.se_seconds,
             "forward_seconds": self.forward_seconds if forward_observable else None,
             "forward_share": _share(self.forward_seconds, self.seconds) if forward_observable
             else None,
             "energy_joules": joules,
-            "energy_joules_idle_corrected": None if joules is None or idle_joules is None
-            else joules - idle_joules,
-            "energy_joules_idle_corrected_se": None if joules is None or se is None
-            else se * self.seconds,
-            "idle_joules": idle_joules,
-            "idle_share": _share(idle_joules, joules),
+            "energy_joules_se": se_joules,
+            **_idle_fields(meter, joules, self.seconds, se_joules),
             "n_requests": self.n_requests,
             "windows": self.windows,
-            "flags": sorted(self.flags | set(quality)
-                            | (set() if forward_observable else {FORWARD_NOT_OBSERVABLE})),
+            "slices": error.slices,
         }
+        if error.se_seconds is None and self.windows:
+            quality.append("interval_not_estimable")
+        flags = self.flags | set(quality) | set(entry.pop("_flags"))
+        return {**entry, "flags": sorted(flags | (set() if forward_observable
+                                                  else {FORWARD_NOT_OBSERVABLE}))}
+
+
+def _idle_fields(meter: EnergyMeter, joules: float | None, seconds: float,
+                 se_joules: float | None) -> dict[str, Any]:
+    """The idle-corrected energy, its SE (baseline and counter), the idle share; or Nones."""
+    idle = meter.idle
+    empty = {"energy_joules_idle_corrected": None, "energy_joules_idle_corrected_se": None,
+             "energy_joules_idle_corrected_reason": None,
+             "idle_joules": idle.total_watts * seconds if idle else None, "idle_share": None,
+             "_flags": idle.flags() if idle else []}
+    if joules is None or idle is None:
+        return empty
+    corrected = idle_correction(joules, seconds, idle.total_watts, idle.se_watts)
+    se = corrected.se_joules
+    if se is not None and se_joules is not None:
+        se = math.hypot(se, se_joules)
+    return {"energy_joules_idle_corrected": corrected.joules,
+            "energy_joules_idle_corrected_se": se,
+            "energy_joules_idle_corrected_reason": corrected.reason,
+            "idle_joules": corrected.idle_joules, "idle_share": corrected.idle_share,
+            "_flags": [*idle.flags(), *corrected.flags]}
 
 
 class InferenceLedger:
@@ -106,15 +143,18 @@ class InferenceLedger:
         self._derived: dict[tuple[str, str], DerivedEnergy] = {}
         self._current: _Tally | None = None
         self._segment = 0
+        self._segment_started = 0.0
+        self._segment_forwards = 0
         self._excluding = False
 
     def _open_segment(self) -> None:
         self._segment += 1
-        self.meter.begin_window(f"segment-{self._segment}")
+        self._segment_forwards = 0
+        self._segment_started = self.meter.begin_window(f"segment-{self._segment}")
 
     def _close_segment(self) -> None:
         segment = self.meter.end_segment(f"segment-{self._segment}")
-        self._current.add(segment)
+        self._current.add(segment, self._segment_forwards)
 
     @contextlib.contextmanager
     def measure(self, task: str, request_type: str, n_requests: int, *,
@@ -129,6 +169,7 @@ class InferenceLedger:
         tallies = self._rechecks if recheck else self._tallies
         tally = tallies.setdefault((task, request_type), _Tally())
         tally.n_requests += n_requests
+        tally.runs.append([])
         self._current = tally
         self._open_segment()
         try:
@@ -151,10 +192,26 @@ class InferenceLedger:
             self._excluding = False
             self._open_segment()
 
-    def add_forward_seconds(self, seconds: float) -> None:
-        """Credit synchronised forward/generate time to the open window (if not excluded)."""
-        if self._current is not None and not self._excluding:
-            self._current.forward_seconds += seconds
+    def add_forward_seconds(self, seconds: float, ended_at: float | None = None) -> None:
+        """Credit synchronised forward/generate time to the open window (if not excluded).
+
+        ``ended_at``: the clock at the call's synchronised end; a slice of the window ends
+        there once it is :data:`~lm_eval_ext.metering.uncertainty.RECORDED_SLICE_SECONDS` long.
+        """
+        if self._current is None or self._excluding:
+            return
+        self._current.forward_seconds += seconds
+        self._segment_forwards += 1
+        if ended_at is not None and ended_at - self._segment_started >= RECORDED_SLICE_SECONDS:
+            self._close_segment()
+            self._open_segment()
+
+    def spans(self) -> dict[str, list[tuple[float, float]]]:
+        """Each measured task's segment edges (clock times), re-checks left out."""
+        out: dict[str, list[tuple[float, float]]] = {}
+        for (task, _), tally in sorted(self._tallies.items()):
+            out.setdefault(task, []).extend(tally.spans)
+        return out
 
     def derive(self, task: str, request_type: str, derived: DerivedEnergy) -> None:
         """Report ``task`` / ``request_type`` with ``derived`` seconds and joules, not measured."""
@@ -170,8 +227,9 @@ class InferenceLedger:
         for (task, request_type), tally in sorted(self._tallies.items()):
             entry = per_task.setdefault(task, {"_tally": _Tally(), "request_types": {}})
             entry["_tally"].merge(tally)
-            entry["request_types"][request_type] = tally.as_dict(self.meter,
-                                                                 self.forward_observable)
+            entry["request_types"][request_type] = {
+                **tally.as_dict(self.meter, self.forward_observable),
+                "slice_record": tally.slice_record()}
             total.merge(tally)
         observable = self.forward_observable
         tasks = {t: {**e.pop("_tally").as_dict(self.meter, observable), **e}

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import statistics
 import time
 import warnings
@@ -10,6 +9,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 
 from lm_eval_ext.metering.contention import OTHER_SHARE_LIMIT, CpuContention
+from lm_eval_ext.metering.idle import IdleBaseline, IdlePower
 from lm_eval_ext.metering.sources import EnergySource
 
 #: A window shorter than this many counter periods is flagged ``short_window``.
@@ -36,34 +36,6 @@ def assess_energy(seconds: float, joules_by_device: Mapping[int, float] | None,
 
 
 @dataclass(frozen=True)
-class IdlePower:
-    """Idle power sampled before any work, in sub-intervals so that its spread is known.
-
-    Attributes:
-        watts_by_device: Mean idle watts per device.
-        sd_watts_by_device: SD of the sub-interval means per device (None with one interval).
-        seconds: Total sampled seconds.
-        intervals: Number of sub-intervals.
-    """
-
-    watts_by_device: Mapping[int, float]
-    sd_watts_by_device: Mapping[int, float] | None
-    seconds: float
-    intervals: int
-
-    @property
-    def total_watts(self) -> float:
-        """Idle watts summed over devices."""
-        return float(sum(self.watts_by_device.values()))
-
-    def se_watts(self) -> float | None:
-        """Standard error of ``total_watts`` (sub-interval spread / sqrt(intervals))."""
-        if not self.sd_watts_by_device:
-            return None
-        return math.sqrt(sum(sd**2 for sd in self.sd_watts_by_device.values()) / self.intervals)
-
-
-@dataclass(frozen=True)
 class EnergyWindow:
     """One measured window.
 
@@ -73,7 +45,8 @@ class EnergyWindow:
         joules_by_device: Energy per device in joules, or None when not measured.
         source: ``nvml``, ``rapl`` or ``unavailable``.
         flags: Quality flags (see :class:`EnergyMeter`).
-        idle_watts_by_device: Idle power sampled before the run, when available.
+        idle_watts_by_device: The idle baseline when the window closed, when available.
+        started_at: The clock at the window's first edge (for a second reading of its span).
     """
 
     key: str
@@ -82,6 +55,7 @@ class EnergyWindow:
     source: str
     flags: tuple[str, ...] = ()
     idle_watts_by_device: Mapping[int, float] | None = field(default=None)
+    started_at: float | None = None
 
     @property
     def total_joules(self) -> float | None:
@@ -126,26 +100,36 @@ class EnergyMeter:
         self.contention = contention
         self._open: dict[str, tuple[float, Mapping[int, float], int]] = {}
         self._contention_start: dict[str, tuple[float, float, float]] = {}
-        self.idle: IdlePower | None = None
+        self.idle_samples: list[IdlePower] = []
+
+    @property
+    def idle(self) -> IdleBaseline | None:
+        """The idle baseline of every sample so far (None when none was taken)."""
+        return IdleBaseline(tuple(self.idle_samples)) if self.idle_samples else None
 
     @property
     def idle_watts(self) -> dict[int, float] | None:
         """Mean idle watts per device (None when not measured)."""
-        return dict(self.idle.watts_by_device) if self.idle else None
+        idle = self.idle
+        return idle.watts_by_device if idle else None
 
     def _edge(self) -> tuple[float, Mapping[int, float]]:
         if self.sync is not None:
             self.sync()
         return self.clock(), self.source.read()
 
-    def begin_window(self, key: str) -> None:
-        """Open window ``key`` (names may overlap; reusing an open name is an error)."""
+    def begin_window(self, key: str) -> float:
+        """Open window ``key`` (names may overlap; reusing an open name is an error).
+
+        Returns the clock at its (synchronised) edge.
+        """
         if key in self._open:
             raise ValueError(f"measurement window {key!r} is already open")
         start_time, reading = self._edge()
         self._open[key] = (start_time, reading, self.source.other_processes())
         if self.contention is not None:
             self._contention_start[key] = self.contention.begin()
+        return start_time
 
     def end_segment(self, key: str) -> EnergyWindow:
         """Close window ``key`` with its raw reading: no zero/short-window judgement.
@@ -167,7 +151,7 @@ class EnergyMeter:
         if started is not None and self.contention.other_share(started) > OTHER_SHARE_LIMIT:
             flags.append("other_processes")
         return EnergyWindow(key, end_time - start_time, joules, self.source.name,
-                            tuple(sorted(set(flags))), self.idle_watts)
+                            tuple(sorted(set(flags))), self.idle_watts, start_time)
 
     def end_window(self, key: str) -> EnergyWindow:
         """Close window ``key`` and return its measurement, judged as a reported figure."""
@@ -185,12 +169,12 @@ class EnergyMeter:
         return window
 
     def measure_idle(self, seconds: float = 1.0, sleep: Callable[[float], None] = time.sleep,
-                     intervals: int = 1) -> dict[int, float] | None:
-        """Sample idle power (W per device) over ``seconds`` before any work; None if unknown.
+                     intervals: int = 1, when: str = "before") -> dict[int, float] | None:
+        """Sample idle power (W per device) over ``seconds``; None if unknown.
 
-        With ``intervals`` > 1 the time is split into equal sub-intervals whose spread gives
-        the idle power's standard error (:class:`IdlePower`), propagated to idle-corrected
-        figures as ``seconds x SE``.
+        ``when``: ``before`` the work or ``after`` it; every sample joins the baseline
+        (:attr:`idle`). With ``intervals`` > 1 the time is split into equal sub-intervals whose
+        spread gives the sample's own standard error (:class:`IdlePower`).
         """
         if seconds <= 0 or self.source.name == "unavailable":
             return None
@@ -211,5 +195,5 @@ class EnergyMeter:
         watts = {device: value / elapsed for device, value in total.items()}
         spread = ({device: statistics.stdev(v) for device, v in samples.items()}
                   if intervals > 1 else None)
-        self.idle = IdlePower(watts, spread, elapsed, intervals)
-        return self.idle_watts
+        self.idle_samples.append(IdlePower(watts, spread, elapsed, intervals, when))
+        return watts

@@ -14,14 +14,17 @@ with :meth:`Metering.timed`.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from lm_eval_ext.metering.contention import cpu_contention_probe
 from lm_eval_ext.metering.derived import DerivedEnergy
+from lm_eval_ext.metering.idle import IdlePower
 from lm_eval_ext.metering.ledger import InferenceLedger
-from lm_eval_ext.metering.meter import EnergyMeter, IdlePower
+from lm_eval_ext.metering.meter import EnergyMeter
+from lm_eval_ext.metering.power_samples import PowerSampler, agreement
 from lm_eval_ext.metering.ranks import (
     gather_rank_metering,
     merge_rank_metering,
@@ -32,6 +35,16 @@ from lm_eval_ext.metering.sources import device_label, select_source
 
 #: idle power is sampled in sub-intervals of this length (their spread is its uncertainty)
 IDLE_INTERVAL_S = 0.5
+#: the run's totals copied into ``config.metering``
+TOTAL_FIELDS = ("inference_seconds", "inference_seconds_se", "forward_seconds", "forward_share",
+                "energy_joules", "energy_joules_se", "energy_joules_idle_corrected",
+                "energy_joules_idle_corrected_se", "energy_joules_idle_corrected_reason",
+                "idle_joules", "idle_share", "slices")
+#: how the ``*_se`` fields are estimated (docs/energy.md says what it covers, as measured)
+UNCERTAINTY = ("within-run: each window cut into slices of >= 1 s at forward-call ends; SE "
+               "from the successive differences of joules and seconds per forward call, plus "
+               "the counter's steps at the edges; the idle-corrected SE adds the idle baseline's "
+               "(the SD between its samples before and after the work, and their own error)")
 BOUNDARY = ("per (task, request type): the model's request loop between device-synchronised "
             "edges; excludes model load, data preparation, metrics, file writing and auto "
             "batch-size probes")
@@ -56,16 +69,23 @@ class Metering:
         clock: The one seconds clock of forward timing (the meter's, unless injected).
         synced_devices: Device names the edges synchronise (reported).
         codecarbon: An optional CodeCarbon cross-check, started already.
+        idle_after_seconds: Idle power is sampled again for this long once the work is done
+            (at the first :meth:`report`), so the baseline brackets the work; 0: not sampled.
+        power: A running :class:`PowerSampler` (the second reading), or None.
     """
 
     def __init__(self, meter: EnergyMeter, *, clock: Callable[[], float] | None = None,
                  synced_devices: Sequence[str] = (), codecarbon: Any = None,
-                 forward_observable: bool = True):
+                 forward_observable: bool = True, idle_after_seconds: float = 0.0,
+                 power: PowerSampler | None = None):
         self.meter = meter
         self.clock = clock or meter.clock
         self.synced_devices = list(synced_devices)
         self.codecarbon = codecarbon
         self.forward_observable = forward_observable
+        self.idle_after_seconds = idle_after_seconds
+        self.power = power
+        self._idle_after_taken = False
         self.ledger = InferenceLedger(meter, forward_observable)
         self.padding_requests = 0  # data-parallel padding answered without the model
         self._rank_blocks: list[dict[str, Any]] | None = None  # every rank's block (DP)
@@ -74,27 +94,34 @@ class Metering:
     def start(cls, cuda_indices: Sequence[int], *, energy: str = "auto", sync: bool = True,
               idle_seconds: float = 3.0, codecarbon: Any = None,
               clock: Callable[[], float] = time.perf_counter,
-              forward_observable: bool = True, idle: IdlePower | None = None) -> Metering:
+              forward_observable: bool = True, idle: IdlePower | None = None,
+              power_check: bool = False) -> Metering:
         """Pick the energy source for these GPUs (none: the CPU) and sample idle power.
 
+        Idle power is sampled now and again after the work (``idle_seconds`` each).
         ``forward_observable=False``: the backend's forward passes run where this process
         cannot time them (an engine process); forward time is then reported as null.
-        ``idle``: an earlier sample of the same devices, used instead of sampling again.
+        ``idle``: an earlier sample of the same devices, used instead of sampling now.
+        ``power_check``: sample instantaneous power in a thread, a second reading of every
+        window (NVML only).
         """
         cuda = list(cuda_indices)
         meter = EnergyMeter(select_source(cuda, prefer=energy),
                             sync=synchronize_all(cuda) if cuda and sync else None, clock=clock,
                             contention=None if cuda else cpu_contention_probe())
         if idle is not None:  # an earlier run's sample of the same devices (a campaign worker)
-            meter.idle = idle
+            meter.idle_samples.append(dataclasses.replace(idle, when="reused"))
         else:
             meter.measure_idle(idle_seconds,
                                intervals=max(1, round(idle_seconds / IDLE_INTERVAL_S)))
         if codecarbon is not None:
             codecarbon.start()
+        power = (PowerSampler(meter.source.power_watts, clock).start()
+                 if power_check and hasattr(meter.source, "power_watts") else None)
         return cls(meter, clock=clock, codecarbon=codecarbon,
                    synced_devices=[device_label(i) for i in cuda] if sync else [],
-                   forward_observable=forward_observable)
+                   forward_observable=forward_observable, power=power,
+                   idle_after_seconds=idle_seconds)
 
     # measuring ------------------------------------------------------------------------------
     def run(self, request_type: str, requests: Sequence[Any], call: Callable[[list], list], *,
@@ -124,7 +151,8 @@ class Metering:
         out = call(*args, **kwargs)
         if sync is not None:
             sync()
-        self.ledger.add_forward_seconds(self.clock() - started)
+        ended = self.clock()
+        self.ledger.add_forward_seconds(ended - started, ended)
         return out
 
     def recheck(self, task: str, request_type: str,
@@ -145,6 +173,15 @@ class Metering:
         self.ledger = InferenceLedger(self.meter, self.forward_observable)
         self.padding_requests = 0
         self._rank_blocks = None
+        self._idle_after_taken = False
+
+    def sample_idle_after(self) -> None:
+        """Sample idle power once the work is done (once per ledger; see ``idle_after_seconds``)."""
+        if self._idle_after_taken or self.idle_after_seconds <= 0 or not self.meter.idle_samples:
+            return
+        self._idle_after_taken = True
+        self.meter.measure_idle(self.idle_after_seconds, when="after", intervals=max(
+            1, round(self.idle_after_seconds / IDLE_INTERVAL_S)))
 
     # reporting ------------------------------------------------------------------------------
     def local_block(self, extras: Mapping[str, Any]) -> dict[str, Any]:
@@ -156,18 +193,9 @@ class Metering:
         gpus = [{**d, "idle_watts": idle.get(d["index"])} for d in meter.source.describe()]
         idle_info = meter.idle
         block = {
-            "inference_seconds": total["inference_seconds"],
-            "forward_seconds": total["forward_seconds"],
-            "forward_share": total["forward_share"],
-            "energy_joules": total["energy_joules"],
-            "energy_joules_idle_corrected": total["energy_joules_idle_corrected"],
-            "energy_joules_idle_corrected_se": total["energy_joules_idle_corrected_se"],
-            "idle_joules": total["idle_joules"],
-            "idle_share": total["idle_share"],
-            "idle_power": None if idle_info is None else {
-                "watts": idle_info.total_watts, "se_watts": idle_info.se_watts(),
-                "sd_watts_by_device": dict(idle_info.sd_watts_by_device or {}),
-                "seconds": idle_info.seconds, "intervals": idle_info.intervals},
+            **{key: total.get(key) for key in TOTAL_FIELDS},
+            "idle_power": None if idle_info is None else idle_info.as_dict(),
+            "uncertainty": UNCERTAINTY,
             "energy_source": meter.source.name,
             "energy_unavailable_reason": getattr(meter.source, "reason", None),
             "flags": total["flags"] + (["idle_not_measured"] if not idle else []),
@@ -184,10 +212,34 @@ class Metering:
             raise ValueError(f"metering_extras() may not replace the meter's own fields: {clash}")
         return {**extras, **block}
 
+    def power_check(self, info: Mapping[str, Any]) -> dict[str, Any]:
+        """The second reading: sampled power integrated over each task's spans vs the counter."""
+        self.power.stop()
+        spans = self.ledger.spans()
+        per_task = {}
+        for task, task_spans in spans.items():
+            counter = (info.get("per_task", {}).get(task) or {}).get("energy_joules")
+            sampled = self.power.over(task_spans)
+            per_task[task] = {"counter_joules": counter, "sampled_joules": sampled,
+                              "difference_pct": agreement(counter, sampled)}
+        total = self.power.over([s for task_spans in spans.values() for s in task_spans])
+        counters = [t["counter_joules"] for t in per_task.values()]
+        counter = None if not counters or None in counters else float(sum(counters))
+        return {"method": "NVML instantaneous power (NVML_FI_DEV_POWER_INSTANT) sampled in a "
+                          "thread, trapezoids over each window's synchronised span",
+                **self.power.summary(), "counter_joules": counter, "sampled_joules": total,
+                "difference_pct": agreement(counter, total), "per_task": per_task}
+
     def report(self, extras: Mapping[str, Any]) -> dict[str, Any]:
-        """The ``config.metering`` block: every rank's merged (rank 0), CodeCarbon beside it."""
+        """The ``config.metering`` block: every rank's merged (rank 0), CodeCarbon beside it.
+
+        The first report samples idle power after the work (:meth:`sample_idle_after`).
+        """
+        self.sample_idle_after()
         info = (merge_rank_metering(self._rank_blocks) if self._rank_blocks
                 else self.local_block(extras))
+        if self.power is not None:
+            info["power_check"] = self.power_check(info)
         if self.codecarbon is not None:
             total = info["energy_joules"]
             check = self.codecarbon.stop()

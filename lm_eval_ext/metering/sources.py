@@ -90,6 +90,28 @@ class NvmlSource:
             return None, ["counter_decreased"]
         return {i: end[i] - start[i] for i in start}, []
 
+    def power_watts(self) -> float:
+        """Instantaneous board power summed over the metered GPUs (W).
+
+        NVML's ``NVML_FI_DEV_POWER_INSTANT`` field (as Zeus reads it); where the driver does
+        not answer it, ``nvmlDeviceGetPowerUsage`` (averaged over 1 s on Ampere and newer).
+        """
+        nvml, total = self._nvml, 0.0
+        for handle in self._handles.values():
+            milliwatts = None
+            field_id = getattr(nvml, "NVML_FI_DEV_POWER_INSTANT", None)
+            if field_id is not None and hasattr(nvml, "nvmlDeviceGetFieldValues"):
+                try:
+                    [value] = nvml.nvmlDeviceGetFieldValues(handle, [field_id])
+                    if value.nvmlReturn == 0:
+                        milliwatts = value.value.uiVal
+                except Exception:  # an older driver: the averaged reading below
+                    milliwatts = None
+            if milliwatts is None:
+                milliwatts = nvml.nvmlDeviceGetPowerUsage(handle)
+            total += milliwatts / 1000.0
+        return total
+
     def other_processes(self) -> int:
         """Compute processes on our GPUs other than this one."""
         own = os.getpid()

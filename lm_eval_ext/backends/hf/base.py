@@ -88,7 +88,7 @@ class HFMeteredBase(MeteredLM):
 
         self.start_metered(
             own.pretrained, load, lambda: parameter_cuda_devices(self.model), energy=own.energy,
-            idle_seconds=own.idle_seconds, sync=own.sync,
+            idle_seconds=own.idle_seconds, sync=own.sync, power_check=own.power_check,
             codecarbon=(lambda cuda: CodeCarbonCheck(
                 cuda or None, country_iso_code=own.codecarbon_country,
                 region=own.codecarbon_region, carbon_intensity_g_per_kwh=own.carbon_intensity))

@@ -162,6 +162,20 @@ class HFMeteredLM(HFMeteredBase, HFLM):
     def generation_settings(self) -> GenerationSettings:  # noqa: D102
         return self.fast_generation.settings
 
+    def execution_modes(self) -> dict[str, str]:
+        """Scoring: packed, replayed or lm-eval's forward; generation: fast path or lm-eval's."""
+        graphs, packed = self.scoring_graphs.stats, self.shared_prefix.stats
+        scoring = ("shared_prefix" if packed.requests_packed else
+                   "graph_replay" if graphs.replays else "lm_eval_forward")
+        gen = self.fast_generation.stats
+        generation = "+".join(
+            ([("fast_generation_graphs" if gen.graph_batches else "fast_generation")]
+             if gen.fast_requests else []) + (["lm_eval_generate"] if gen.standard_requests
+                                              or not gen.fast_requests else []))
+        return {**super().execution_modes(), "loglikelihood": scoring,
+                "loglikelihood_rolling": "graph_replay" if graphs.replays else "lm_eval_forward",
+                "generate_until": generation}
+
     def generation_stats(self) -> FastGenerationStats:  # noqa: D102
         return self.fast_generation.stats
 

@@ -85,7 +85,8 @@ class VLLMMeteredLM(MeteredLM, VLLM):
             atexit.register(self.shutdown)
 
         self.start_metered(own.pretrained, load, self._cuda_indices, energy=own.energy,
-                           idle_seconds=own.idle_seconds, sync=False, forward_observable=False)
+                           idle_seconds=own.idle_seconds, sync=False, forward_observable=False,
+                           power_check=own.power_check)
         self.announce()
 
     def _cuda_indices(self) -> list[int]:
@@ -104,6 +105,10 @@ class VLLMMeteredLM(MeteredLM, VLLM):
                 f"max_num_seqs={seqs}; GPUs={self._plan.gpus}; energy={source.name}{why} "
                 "(inference windows only; forward time not observable inside the engine); "
                 f"{self.chat.describe(self.tokenizer)}.")
+
+    def execution_modes(self) -> dict[str, str]:
+        """Every request type runs in the vLLM engine."""
+        return dict.fromkeys(("loglikelihood", "loglikelihood_rolling", "generate_until"), "vllm")
 
     def metering_extras(self) -> dict[str, Any]:
         """Precision, the engine's own settings and load time added to ``config.metering``."""

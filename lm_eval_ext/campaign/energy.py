@@ -1,0 +1,115 @@
+"""After the cells: the campaign's energy table, each condition relative to the reference.
+
+The paper's energy columns (its Table 1: energy and runtime relative to M0) from the cells'
+records: per cell its joules, joules per item and seconds, each ratio to the reference cell
+with a 95% interval (the two cells' within-run errors; none for a derived cell), the execution
+mode of each side and a note where the modes differ. Outputs under ``OUT/analysis/<model>/``:
+``energy.csv``, ``energy.md`` and ``energy_savings.png`` (runtime saving against energy saving,
+with the equal-savings diagonal).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from lm_eval_ext.campaign.spec import CampaignSpec, Cell
+from lm_eval_ext.campaign.store import CampaignFolder
+from lm_eval_ext.campaign.subsets import energy_derived
+
+#: the columns of ``energy.md`` (``energy.csv`` has every one)
+SHOWN = ("condition", "task", "n_items", "execution_mode", "energy_joules", "joules_per_item",
+         "energy ratio", "energy ratio (idle-corrected)", "runtime ratio", "ratio_note")
+
+
+def reference_condition(spec: CampaignSpec) -> str:
+    """The condition energy is relative to: the first comparison's reference, else the first."""
+    if spec.comparisons:
+        return spec.comparisons[0].reference
+    return spec.cells[0].condition
+
+
+def _row(cell: Cell, record: Mapping[str, Any]) -> dict[str, Any]:
+    return {"run": cell.condition, "condition": cell.condition, "task": cell.task,
+            "n_items": record.get("n_items"), "energy_derived": energy_derived(record),
+            "derived_from": record.get("derived_from"),
+            **{key: record.get(key) for key in (
+                "execution_mode", "energy_joules", "energy_joules_se",
+                "energy_joules_idle_corrected", "energy_joules_idle_corrected_se",
+                "inference_seconds", "inference_seconds_se", "energy_flags")},
+            "gpu_uuids": ",".join(record.get("gpu_uuids") or [])}
+
+
+def energy_table(spec: CampaignSpec, records: Mapping[str, Mapping[str, Any]],
+                 model: str) -> pd.DataFrame | None:
+    """Every finished cell of ``model`` against the reference cell (None: it is not done)."""
+    from lm_eval_ext.analysis.run_table import cost_ratios
+
+    refs = spec.cell(model, reference_condition(spec))
+    if not refs or refs[0].cell_id not in records:
+        return None
+    cells = [refs[0], *(c for c in spec.cells if c.model_label == model
+                        and c.cell_id in records and c is not refs[0])]
+    table = pd.DataFrame([_row(c, records[c.cell_id]) for c in cells])
+    table["is_reference"] = [True] + [False] * (len(cells) - 1)
+    return cost_ratios(table)
+
+
+def _interval(row: pd.Series, ratio: str) -> str:
+    value, low, high = row[ratio], row[f"{ratio}_ci_low"], row[f"{ratio}_ci_high"]
+    if row["is_reference"]:
+        return "reference"
+    if pd.isna(value):
+        return "n/a"
+    return f"{value:.3g}" + (f" [{low:.3g}, {high:.3g}]" if pd.notna(low) else "")
+
+
+def energy_markdown(table: pd.DataFrame, model: str) -> str:
+    """``energy.md``: the table with each ratio and its interval, and what the ratios mean."""
+    from lm_eval_ext.analysis.report import markdown_table
+
+    shown = table.assign(**{
+        "energy ratio": [_interval(r, "energy_ratio") for _, r in table.iterrows()],
+        "energy ratio (idle-corrected)": [_interval(r, "energy_ratio_idle_corrected")
+                                          for _, r in table.iterrows()],
+        "runtime ratio": [_interval(r, "runtime_ratio") for _, r in table.iterrows()]})
+    reference = table.iloc[0]
+    mixed = table[table["modes_differ"].astype(bool)]
+    lines = [f"# Energy relative to {reference['condition']} ({model})\n",
+             "Each ratio is the cell's total over the reference cell's, with a 95% interval "
+             "from the two cells' within-run standard errors (docs/energy.md: what they cover, "
+             "as measured against repeated runs). Raw: the GPU's energy in the inference "
+             "windows; idle-corrected: less the idle baseline sampled before and after the "
+             "work. A derived cell's energy is its parent's joules per item times its items: "
+             "no interval of its own.\n",
+             markdown_table(shown, list(SHOWN))]
+    if not mixed.empty:
+        lines.append(f"\n**Execution modes differ** from the reference's "
+                     f"({reference['execution_mode']}) for "
+                     + ", ".join(f"{r['condition']} ({r['execution_mode']})"
+                                 for _, r in mixed.iterrows())
+                     + ": those ratios measure the execution mode as well as the change. "
+                     "`--execution lm-eval` runs every cell in lm-eval's own mode.\n")
+    return "\n".join(lines) + "\n"
+
+
+def summarize_energy(spec: CampaignSpec, folder: CampaignFolder,
+                     records: Mapping[str, Mapping[str, Any]]) -> list[Path]:
+    """``energy.csv``, ``energy.md`` and the savings figure of every model; the ``.md`` paths."""
+    from lm_eval_ext.analysis import figures
+
+    written = []
+    for model in dict.fromkeys(c.model_label for c in spec.cells):
+        table = energy_table(spec, records, model)
+        if table is None:
+            continue
+        out = folder.root / "analysis" / model
+        out.mkdir(parents=True, exist_ok=True)
+        table.to_csv(out / "energy.csv", index=False)
+        (out / "energy.md").write_text(energy_markdown(table, model), encoding="utf-8")
+        figures.save(figures.savings(table), out / "energy_savings.png")
+        written.append(out / "energy.md")
+    return written

@@ -1,0 +1,125 @@
+"""How much a window's joules and seconds would move in a repeat of the same run, from one run.
+
+A window is cut into slices of at least :data:`RECORDED_SLICE_SECONDS` at the end of a forward
+call (no extra synchronisation: the forward clock has just synchronised); each slice keeps its
+seconds, joules and forward calls, and the results file keeps them all. The estimate joins
+consecutive slices into stretches of at least :data:`SLICE_SECONDS`. Run-to-run noise is
+read off the per-forward rates (joules per forward, seconds per forward), whose second
+differences cancel the slow drift of a length-sorted workload (a linear trend exactly):
+
+    Var(total) ~= sum_s f_s^2 * mean((r[s+1] - 2 r[s] + r[s-1])^2) / 6
+
+which is right whether the noise is per forward call (host jitter) or per slice (clock and
+power state over about a second). The energy counter's steps add ``2 (P x period)^2 / 12`` at
+the window's two edges. A window of fewer than :data:`MIN_SLICES` slices has no estimate
+(``None``). Whether this covers what repeated runs show is measured, not assumed:
+``benchmarks/energy_repeats.py`` and docs/energy.md.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+#: a recorded slice ends at the first forward call that ends this long after it began
+RECORDED_SLICE_SECONDS = 0.25
+#: the estimate's slices: recorded ones joined until at least this long
+SLICE_SECONDS = 1.0
+#: fewer slices than this give no within-run estimate
+MIN_SLICES = 4
+#: two-sided 95% normal quantile, for the intervals printed beside a figure
+Z95 = 1.959963984540054
+
+
+@dataclass(frozen=True)
+class Slice:
+    """A stretch of one window: seconds, joules (None: not measured) and forward calls."""
+
+    seconds: float
+    joules: float | None
+    forwards: int
+
+
+def _mssd_total_variance(values: Sequence[float], weights: Sequence[float]) -> float:
+    """``sum w_s^2 * sigma^2`` over one contiguous run, sigma^2 from second differences.
+
+    ``x[s+1] - 2 x[s] + x[s-1]`` of independent noise has variance ``6 sigma^2`` and is free
+    of any linear trend (a length-sorted workload's rates drift smoothly).
+    """
+    second = [(c - 2 * b + a) ** 2 for a, b, c in zip(values, values[1:], values[2:],
+                                                        strict=False)]
+    return sum(w * w for w in weights) * (sum(second) / len(second)) / 6.0
+
+
+def _rates(slices: Sequence[Slice], field: str) -> tuple[list[float], list[float]]:
+    """Per-forward rates of ``field`` and their weights (slices without forwards: per second)."""
+    values, weights = [], []
+    for s in slices:
+        amount = getattr(s, field)
+        unit = float(s.forwards) if s.forwards > 0 else s.seconds
+        values.append(amount / unit)
+        weights.append(unit)
+    return values, weights
+
+
+def joined(run: Sequence[Slice], seconds: float = SLICE_SECONDS) -> list[Slice]:
+    """Consecutive slices joined until each is at least ``seconds`` long."""
+    out: list[Slice] = []
+    open_: Slice | None = None
+    for s in run:
+        open_ = s if open_ is None else _join(open_, s)
+        if open_.seconds >= seconds:
+            out.append(open_)
+            open_ = None
+    if open_ is not None:  # a tail under half the length joins the slice before
+        out.append(_join(out.pop(), open_) if out and open_.seconds < seconds / 2 else open_)
+    return out
+
+
+def _join(a: Slice, b: Slice) -> Slice:
+    joules = None if a.joules is None or b.joules is None else a.joules + b.joules
+    return Slice(a.seconds + b.seconds, joules, a.forwards + b.forwards)
+
+
+@dataclass(frozen=True)
+class WithinRunError:
+    """Standard errors of one or more windows' total seconds and joules (None: not estimable)."""
+
+    se_seconds: float | None
+    se_joules: float | None
+    slices: int
+
+    @staticmethod
+    def of(runs: Sequence[Sequence[Slice]], counter_period_s: float,
+           slice_seconds: float = SLICE_SECONDS) -> WithinRunError:
+        """The error of the sum over contiguous ``runs`` of recorded slices (independent windows).
+
+        A run of fewer than :data:`MIN_SLICES` joined slices makes the whole estimate None.
+        """
+        runs = [joined(r, slice_seconds) for r in runs if r]
+        count = sum(len(r) for r in runs)
+        if not runs or any(len(r) < MIN_SLICES for r in runs):
+            return WithinRunError(None, None, count)
+        var_t = sum(_mssd_total_variance(*_rates(r, "seconds")) for r in runs)
+        if any(s.joules is None for r in runs for s in r):
+            return WithinRunError(math.sqrt(var_t), None, count)
+        var_e = 0.0
+        for run in runs:
+            var_e += _mssd_total_variance(*_rates(run, "joules"))
+            seconds = sum(s.seconds for s in run)
+            watts = sum(s.joules for s in run) / seconds if seconds > 0 else 0.0
+            var_e += 2.0 * (watts * counter_period_s) ** 2 / 12.0
+        return WithinRunError(math.sqrt(var_t), math.sqrt(var_e), count)
+
+
+def ratio_interval(numerator: float | None, se_numerator: float | None,
+                   denominator: float | None, se_denominator: float | None,
+                   z: float = Z95) -> tuple[float | None, float | None]:
+    """A ratio's interval on the log scale (delta method, independent sides); Nones if unknown."""
+    if (numerator is None or denominator is None or se_numerator is None
+            or se_denominator is None or numerator <= 0 or denominator <= 0):
+        return None, None
+    ratio = numerator / denominator
+    half = z * math.hypot(se_numerator / numerator, se_denominator / denominator)
+    return ratio * math.exp(-half), ratio * math.exp(half)
