@@ -199,7 +199,7 @@ def summarize(args: argparse.Namespace) -> None:
         out = {}
         for condition, repeats in conditions.items():
             entry: dict[str, Any] = {"repeats": repeats, "calibration": {}}
-            per_item = [(c["energy_joules"] / c["n_items"],
+            per_item = [(None if c["energy_joules"] is None else c["energy_joules"] / c["n_items"],
                          None if c["energy_joules_se"] is None
                          else c["energy_joules_se"] / c["n_items"]) for c in repeats]
             entry["calibration"]["joules_per_item"] = calibration(per_item)
