@@ -61,9 +61,10 @@ def _ratio_columns(table: pd.DataFrame, column: str, se_column: str, ratio: str)
 def interval_note(reference: dict[str, Any], run: dict[str, Any]) -> str:
     """Why a run's ratios have no interval, or mix execution modes ("" when neither)."""
     notes = []
-    if run.get("energy_derived") or reference.get("energy_derived"):
+    if run.get("energy_derived") in (True, 1) or reference.get("energy_derived") in (True, 1):
         notes.append("derived energy (a parent run's joules per item): no interval of its own")
-    elif run.get("energy_joules_se") is None or reference.get("energy_joules_se") is None:
+    elif _number(run.get("energy_joules_se")) is None or \
+            _number(reference.get("energy_joules_se")) is None:
         notes.append("no within-run interval (a window under 4 s, or not measured)")
     modes = mode_difference(reference.get("execution_mode"), run.get("execution_mode"))
     if modes:

@@ -1,0 +1,141 @@
+"""Every energy ratio a reader sees has an interval and names its sides' execution modes:
+``runs.csv`` and the report of ``analyze``, the campaign's energy table, and ``--execution``."""
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from lm_eval_ext.analysis import analyze
+from lm_eval_ext.analysis.report import write_outputs
+from lm_eval_ext.analysis.synthetic import write_run
+from lm_eval_ext.campaign.spec import build_spec
+from lm_eval_ext.errors import ConfigError
+
+TASK = "bbq_subset_12p5pct_loglik"
+
+
+def _metering(joules, se, seconds, seconds_se, mode, flags=()):
+    return {"metering": {"precision": "bf16", "batch_size": 1, "energy_joules": joules,
+                         "energy_joules_se": se, "inference_seconds": seconds,
+                         "inference_seconds_se": seconds_se, "energy_source": "nvml",
+                         "execution_mode": mode, "flags": list(flags),
+                         "energy_joules_idle_corrected": joules / 2,
+                         "energy_joules_idle_corrected_se": None if se is None else 2 * se,
+                         "gpus": [{"uuid": "GPU-x"}]}}
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory, data_dir):
+    from lm_eval_ext.data.instrument import load_membership
+
+    rows = load_membership("12p5pct").rows[:40]
+    preds = np.array([r["label"] for r in rows])
+    root = tmp_path_factory.mktemp("ratios")
+    paths = {
+        "M0": write_run(root / "M0", TASK, rows, preds, extra_config=_metering(
+            1000.0, 10.0, 10.0, 0.1, "graph_replay")),
+        "M2": write_run(root / "M2", TASK, rows, preds, precision="int8", extra_config=_metering(
+            4000.0, 60.0, 40.0, 0.5, "lm_eval_forward")),
+        "M3": write_run(root / "M3", TASK, rows, preds, precision="nf4", extra_config=_metering(
+            1500.0, None, 15.0, None, "graph_replay")),
+        "M5b": write_run(root / "M5b", TASK, rows, preds, precision="int8",
+                         extra_config=_metering(2000.0, None, 20.0, None, "derived",
+                                                flags=("derived_energy",))),
+    }
+    result = analyze(f"M0={paths['M0']}", [f"{k}={v}" for k, v in paths.items() if k != "M0"],
+                     n_resamples=200, mc_draws=10, progress=False)
+    out = write_outputs(result, root / "report")
+    return pd.read_csv(out["runs"]).set_index("run"), out["report_md"].read_text()
+
+
+def test_runs_csv_ratio_intervals_are_the_log_scale_delta_method(runs):
+    table, _ = runs
+    half = 1.959964 * math.hypot(60 / 4000, 10 / 1000)
+    m2 = table.loc["M2"]
+    assert m2["energy_ratio"] == pytest.approx(4.0)
+    assert (m2["energy_ratio_ci_low"], m2["energy_ratio_ci_high"]) == pytest.approx(
+        (4 * math.exp(-half), 4 * math.exp(half)), rel=1e-5)
+    half_t = 1.959964 * math.hypot(0.5 / 40, 0.1 / 10)
+    assert m2["runtime_ratio_ci_high"] == pytest.approx(4 * math.exp(half_t), rel=1e-5)
+    half_c = 1.959964 * math.hypot(120 / 2000, 20 / 500)
+    assert m2["energy_ratio_idle_corrected_ci_low"] == pytest.approx(4 * math.exp(-half_c),
+                                                                      rel=1e-5)
+    assert m2["joules_per_item_ci_high"] == pytest.approx((4000 + 1.959964 * 60) / 40, rel=1e-6)
+
+
+def test_a_ratio_across_execution_modes_is_flagged(runs):
+    table, report = runs
+    assert bool(table.loc["M2", "modes_differ"]) and not bool(table.loc["M3", "modes_differ"])
+    assert "execution modes differ (lm_eval_forward vs graph_replay)" in table.loc["M2",
+                                                                                    "ratio_note"]
+    assert "**Execution modes differ** for M2 (lm_eval_forward)" in report
+    assert "4 [3.4" in report  # the ratio printed with its interval
+
+
+def test_no_interval_where_a_side_has_none_and_derived_energy_says_so(runs):
+    table, _ = runs
+    assert np.isnan(table.loc["M3", "energy_ratio_ci_low"])
+    assert table.loc["M3", "energy_ratio"] == pytest.approx(1.5)
+    assert "no within-run interval" in table.loc["M3", "ratio_note"]
+    assert "derived energy" in table.loc["M5b", "ratio_note"]
+    assert np.isnan(table.loc["M5b", "energy_ratio_ci_low"])
+
+
+# --- campaigns -----------------------------------------------------------------------------
+
+def test_execution_lm_eval_sets_lm_evals_own_mode_on_every_cell():
+    raw = {"models": {"m": "idle_seconds=0"}, "tasks": [TASK], "execution": "lm-eval",
+           "conditions": {"M0": {"model_args": "precision=bf16", "batch_size": 1},
+                          "M1": {"batch_size": 8}}}
+    spec = build_spec(raw)
+    for cell in spec.cells:
+        assert "cuda_graphs=false" in cell.model_args
+        assert "generation=standard" in cell.model_args
+    fast = build_spec({**raw, "execution": "fast"})
+    assert all("cuda_graphs" not in c.model_args for c in fast.cells)
+    assert spec.cells[0].config_sha256() != fast.cells[0].config_sha256()
+    with pytest.raises(ConfigError, match="cuda_graphs=true contradicts execution: lm-eval"):
+        build_spec({**raw, "models": {"m": "cuda_graphs=true"}})
+    with pytest.raises(ConfigError, match="execution: 'paper' is not a mode"):
+        build_spec({**raw, "execution": "paper"})
+
+
+def test_the_preset_in_lm_evals_mode_is_another_campaign():
+    from lm_eval_ext.campaign.presets import paper_stress_test
+
+    raw = paper_stress_test(execution="lm-eval", limit=5)
+    assert raw["name"] == "paper-stress-test-loglik-lm-eval"
+    spec = build_spec(raw)
+    assert all("cuda_graphs=false" in c.model_args for c in spec.cells)
+
+
+def test_the_campaign_energy_table_is_relative_to_the_reference_with_intervals():
+    from lm_eval_ext.campaign.energy import energy_markdown, energy_table
+
+    raw = {"models": {"m": ""}, "tasks": [TASK],
+           "conditions": {"M0": {"batch_size": 1}, "M2": {"model_args": "precision=int8"},
+                          "M4": {"tasks": ["bbq_subset_25pct_loglik"]}}}
+    spec = build_spec(raw)
+    ids = {c.condition: c.cell_id for c in spec.cells}
+    records = {
+        ids["M0"]: {"n_items": 100, "energy_joules": 700.0, "energy_joules_se": 7.0,
+                    "inference_seconds": 5.0, "inference_seconds_se": 0.05,
+                    "execution_mode": "graph_replay"},
+        ids["M2"]: {"n_items": 100, "energy_joules": 7000.0, "energy_joules_se": 35.0,
+                    "inference_seconds": 50.0, "inference_seconds_se": 0.2,
+                    "execution_mode": "lm_eval_forward"},
+        ids["M4"]: {"n_items": 50, "energy_joules": 350.0, "execution_mode": "derived",
+                    "derived_from": ids["M0"], "energy_flags": ["derived_energy"]},
+    }
+    table = energy_table(spec, records, "m").set_index("condition")
+    assert table.loc["M2", "energy_ratio"] == pytest.approx(10.0)
+    half = 1.959964 * math.hypot(35 / 7000, 7 / 700)
+    assert table.loc["M2", "energy_ratio_ci_high"] == pytest.approx(10 * math.exp(half),
+                                                                    rel=1e-5)
+    assert table.loc["M4", "energy_ratio"] == pytest.approx(0.5)
+    assert "derived energy" in table.loc["M4", "ratio_note"]
+    text = energy_markdown(table.reset_index(), "m")
+    assert "**Execution modes differ**" in text and "M2 (lm_eval_forward)" in text
+    assert energy_table(spec, {ids["M2"]: records[ids["M2"]]}, "m") is None  # no reference
