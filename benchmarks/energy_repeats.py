@@ -138,7 +138,9 @@ def cell_figures(cell: Path, counter_period: float) -> dict[str, Any]:
         by_slice[str(seconds)] = {"se_joules": error.se_joules, "se_seconds": error.se_seconds,
                                   "slices": error.slices}
     idle = m.get("idle_power") or {}
-    return {"n_items": record["n_items"], "energy_joules": m["energy_joules"],
+    within = WithinRunError.of(runs, counter_period)
+    return {"n_items": record["n_items"], "cell": cell.name,
+            "within_se_joules": within.se_joules, "within_se_seconds": within.se_seconds, "energy_joules": m["energy_joules"],
             "energy_joules_se": m.get("energy_joules_se"),
             "energy_joules_idle_corrected": m.get("energy_joules_idle_corrected"),
             "energy_joules_idle_corrected_se": m.get("energy_joules_idle_corrected_se"),
@@ -150,7 +152,8 @@ def cell_figures(cell: Path, counter_period: float) -> dict[str, Any]:
             "power_check": {k: (m.get("power_check") or {}).get(k) for k in
                             ("counter_joules", "sampled_joules", "difference_pct",
                              "achieved_hz", "samples")},
-            "by_slice": by_slice, "gpu_uuids": record.get("gpu_uuids")}
+            "by_slice": by_slice, "gpu_uuids": record.get("gpu_uuids"),
+            "started": record.get("started"), "wall_seconds": record.get("seconds")}
 
 
 def _z(pairs: list[tuple[float, float, float, float]]) -> list[float]:
@@ -177,6 +180,138 @@ def _log_ratio(cell: dict[str, Any], ref: dict[str, Any], field: str, se_field: 
     if None in (x, sx, y, sy) or x <= 0 or y <= 0:
         return None, None
     return math.log(x / y), math.hypot(sx / x, sy / y)
+
+
+#: windows shorter than this have no within-run interval (fewer than 4 one-second slices)
+MIN_WINDOW_SECONDS = 2.0
+
+
+def _groups(cells: dict[str, dict[str, list[dict[str, Any]]]], first: str | None
+            ) -> dict[tuple[str, str], list[dict[str, Any]]]:
+    """Each (mode, condition)'s repeats with windows of at least :data:`MIN_WINDOW_SECONDS`,
+    the machine's first cell (``first``: its folder/cell) left out."""
+    out = {}
+    for mode, conditions in cells.items():
+        for condition, repeats in conditions.items():
+            kept = [c for c in repeats if c["inference_seconds"] >= MIN_WINDOW_SECONDS
+                    and c["energy_joules"] and f"{c['repeat']}/{c['cell']}" != first]
+            if len(kept) >= 2:
+                out[(mode, condition)] = kept
+    return out
+
+
+def _pooled_cv(groups: dict, field: str, leave_out: tuple[str, str] | None = None
+               ) -> tuple[float, int]:
+    """Pooled SD of log(field) within groups (a relative SD) and its degrees of freedom."""
+    num, df = 0.0, 0
+    for key, repeats in groups.items():
+        if key == leave_out:
+            continue
+        logs = [math.log(c[field]) for c in repeats]
+        num += statistics.variance(logs) * (len(logs) - 1)
+        df += len(logs) - 1
+    return math.sqrt(num / df), df
+
+
+def _first_cell(cells: dict) -> str | None:
+    """The first cell run on the machine: the first campaign's earliest record."""
+    started = [(c.get("started", ""), f"{c['repeat']}/{c['cell']}") for conditions in
+               cells.values() for repeats in conditions.values() for c in repeats]
+    return min(started)[1] if started else None
+
+
+def run_to_run(cells: dict) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """The run-to-run CVs of joules and seconds, pooled; and the machine's first cell apart."""
+    first = _first_cell(cells)
+    groups = _groups(cells, first)
+    cv_e, df = _pooled_cv(groups, "energy_joules")
+    cv_t, _ = _pooled_cv(groups, "inference_seconds")
+    cold = None
+    for conditions in cells.values():
+        for condition, repeats in conditions.items():
+            mine = [c for c in repeats if f"{c['repeat']}/{c['cell']}" == first]
+            others = [c for c in repeats if c not in mine]
+            if mine and others:
+                cold = {"cell": first, "condition": condition,
+                        "energy_joules": mine[0]["energy_joules"],
+                        "inference_seconds": mine[0]["inference_seconds"],
+                        "others_energy_joules": [c["energy_joules"] for c in others],
+                        "others_inference_seconds": [c["inference_seconds"] for c in others]}
+    return {"cv_joules": cv_e, "cv_seconds": cv_t, "degrees_of_freedom": df,
+            "groups": [f"{m}/{c}" for m, c in groups],
+            "rule": f"cells with windows of at least {MIN_WINDOW_SECONDS} s, the machine's "
+                    "first cell left out (reported as cold_start); pooled SD of the log"}, cold
+
+
+def coverage(cells: dict) -> dict[str, Any]:
+    """Pairwise coverage of the stated SE (within-run + run-to-run term), each group checked
+    with the run-to-run term pooled from the other groups; also ratios to M0 of one repeat."""
+    first = _first_cell(cells)
+    groups = _groups(cells, first)
+    out: dict[str, Any] = {"joules": [], "seconds": [], "ratio_joules": []}
+    for key, repeats in groups.items():
+        cv_e, _ = _pooled_cv(groups, "energy_joules", key)
+        cv_t, _ = _pooled_cv(groups, "inference_seconds", key)
+        for field, within, cv, name in (("energy_joules", "within_se_joules", cv_e, "joules"),
+                                        ("inference_seconds", "within_se_seconds", cv_t,
+                                         "seconds")):
+            stated = [(c[field], math.hypot(c[within] or 0.0, cv * c[field])) for c in repeats]
+            out[name].append({"group": "/".join(key), "within_only": calibration(
+                [(c[field], c[within]) for c in repeats]), "stated": calibration(stated)})
+        mode, condition = key
+        refs = {c["repeat"]: c for c in groups.get((mode, "M0"), [])}
+        if condition != "M0" and refs:
+            logs = []
+            for c in repeats:
+                ref = refs.get(c["repeat"])
+                if ref is None:
+                    continue
+                se = [math.hypot(x["within_se_joules"] or 0.0, cv_e * x["energy_joules"])
+                      / x["energy_joules"] for x in (c, ref)]
+                logs.append((math.log(c["energy_joules"] / ref["energy_joules"]),
+                             math.hypot(*se)))
+            out["ratio_joules"].append({"group": f"{mode}/{condition}/M0",
+                                        "stated": calibration(logs)})
+    for name in ("joules", "seconds", "ratio_joules"):
+        pairs = sum(g["stated"].get("pairs", 0) for g in out[name])
+        covered = sum(g["stated"].get("covered", 0) for g in out[name])
+        out[f"{name}_pairs_covered"] = [covered, pairs]
+    within_pairs = sum(g["within_only"].get("pairs", 0) for g in out["joules"])
+    within_cov = sum(g["within_only"].get("covered", 0) for g in out["joules"])
+    out["joules_within_only_pairs_covered"] = [within_cov, within_pairs]
+    return out
+
+
+def power_agreement(cells: dict) -> dict[str, Any]:
+    """The counter against the sampled power's integral, by window length."""
+    rows = [(c["inference_seconds"], c["power_check"]["difference_pct"])
+            for conditions in cells.values() for repeats in conditions.values()
+            for c in repeats if c["power_check"]["difference_pct"] is not None]
+    long = [d for t, d in rows if t >= MIN_WINDOW_SECONDS]
+    short = [d for t, d in rows if t < MIN_WINDOW_SECONDS]
+    hz = [c["power_check"]["achieved_hz"] for conditions in cells.values()
+          for repeats in conditions.values() for c in repeats
+          if c["power_check"]["achieved_hz"]]
+    return {"windows_at_least_2s": len(long),
+            "max_abs_difference_pct": max(map(abs, long), default=None),
+            "mean_difference_pct": statistics.fmean(long) if long else None,
+            "sd_difference_pct": statistics.stdev(long) if len(long) > 1 else None,
+            "windows_under_2s": len(short),
+            "max_abs_difference_pct_under_2s": max(map(abs, short), default=None),
+            "median_achieved_hz": statistics.median(hz) if hz else None}
+
+
+def idle_summary(cells: dict) -> dict[str, Any]:
+    """Every idle sample's watts; the cells whose idle-corrected energy was not a number."""
+    every = [c for conditions in cells.values() for repeats in conditions.values()
+             for c in repeats]
+    watts = [w for c in every for w in c["idle_samples"]]
+    return {"samples": len(watts), "min_watts": min(watts, default=None),
+            "max_watts": max(watts, default=None),
+            "below_zero_cells": [f"{c['repeat']}/{c['cell']}" for c in every
+                                 if "idle_corrected_below_zero" in (c["flags"] or [])],
+            "within_noise_cells": sum("idle_corrected_within_noise" in (c["flags"] or [])
+                                      for c in every), "cells": len(every)}
 
 
 def summarize(args: argparse.Namespace) -> None:
@@ -229,6 +364,12 @@ def summarize(args: argparse.Namespace) -> None:
                         for c in repeats]
             out[condition] = entry
         report["modes"][mode] = out
+    report["run_to_run"], report["cold_start"] = run_to_run(cells)
+    report["coverage"] = coverage(cells)
+    report["power_check"] = power_agreement(cells)
+    report["idle"] = idle_summary(cells)
+    report["m2_over_m0"] = {mode: report["modes"][mode].get("M2", {}).get("ratio_energy_joules")
+                            for mode in MODES}
     write_json(args.json, report)
     for mode, conditions in report["modes"].items():
         for condition, entry in sorted(conditions.items()):

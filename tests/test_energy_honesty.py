@@ -8,11 +8,19 @@ import statistics
 
 import pytest
 from helpers import Clock, FakeNvml
+from scipy import stats
 
 from lm_eval_ext.metering import EnergyMeter, InferenceLedger, Metering, NvmlSource
 from lm_eval_ext.metering.idle import IdleBaseline, IdlePower, idle_correction
 from lm_eval_ext.metering.power_samples import PowerSampler
-from lm_eval_ext.metering.uncertainty import Slice, WithinRunError, joined, ratio_interval
+from lm_eval_ext.metering.uncertainty import (
+    RUN_TO_RUN_CV_JOULES,
+    RUN_TO_RUN_CV_SECONDS,
+    Slice,
+    WithinRunError,
+    joined,
+    ratio_interval,
+)
 
 
 def _meter(counters_mj, times):
@@ -120,7 +128,13 @@ def test_within_run_error_by_hand():
     # 2 x 1.2^2 / 12 = 0.24
     slices = [Slice(1.0, j, 2) for j in (10.0, 12.0, 11.0, 15.0)]
     error = WithinRunError.of([slices], 0.1)
-    assert error.se_joules == pytest.approx(math.sqrt(16 * 4.25 / 6 + 0.24))
+    # with 4 slices the estimate is scaled by t(0.975, 2) / z(0.975) (scipy: the reference)
+    factor = stats.t.ppf(0.975, 2) / stats.norm.ppf(0.975)
+    assert error.se_joules == pytest.approx(factor * math.sqrt(16 * 4.25 / 6 + 0.24))
+    # what a results file states adds the run-to-run term measured by repeats
+    se_t, se_e = error.stated(4.0, 48.0)
+    assert se_e == pytest.approx(math.hypot(error.se_joules, RUN_TO_RUN_CV_JOULES * 48.0))
+    assert se_t == pytest.approx(RUN_TO_RUN_CV_SECONDS * 4.0)
     assert error.se_seconds == pytest.approx(0.0)
     assert WithinRunError.of([slices[:3]], 0.1).se_joules is None  # under 4 slices
 

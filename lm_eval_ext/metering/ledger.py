@@ -75,10 +75,10 @@ class _Tally:
                 meter.source.counter_period_s)
             joules = None if by_device is None else float(sum(by_device.values()))
         error = WithinRunError.of(self.runs, meter.source.counter_period_s)
-        se_joules = error.se_joules if joules is not None else None
+        se_seconds, se_joules = error.stated(self.seconds, joules)
         entry = {
             "inference_seconds": self.seconds,
-            "inference_seconds_se": error.se_seconds,
+            "inference_seconds_se": se_seconds,
             "forward_seconds": self.forward_seconds if forward_observable else None,
             "forward_share": _share(self.forward_seconds, self.seconds) if forward_observable
             else None,
