@@ -140,7 +140,8 @@ def cell_figures(cell: Path, counter_period: float) -> dict[str, Any]:
     idle = m.get("idle_power") or {}
     within = WithinRunError.of(runs, counter_period)
     return {"n_items": record["n_items"], "cell": cell.name,
-            "within_se_joules": within.se_joules, "within_se_seconds": within.se_seconds, "energy_joules": m["energy_joules"],
+            "within_se_joules": within.se_joules, "within_se_seconds": within.se_seconds,
+            "energy_joules": m["energy_joules"],
             "energy_joules_se": m.get("energy_joules_se"),
             "energy_joules_idle_corrected": m.get("energy_joules_idle_corrected"),
             "energy_joules_idle_corrected_se": m.get("energy_joules_idle_corrected_se"),

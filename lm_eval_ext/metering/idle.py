@@ -128,7 +128,7 @@ class IdleCorrection:
     Attributes:
         idle_joules: Baseline watts x seconds.
         joules: The idle-corrected joules; None when below zero (not measurable here).
-        se_joules: Its uncertainty from the baseline (the counter's is not in it).
+        se_joules: Its standard error (the baseline's, and the raw total's where given).
         idle_share: ``idle_joules / raw joules``; None when above 1.
         flags: ``idle_corrected_below_zero``, ``idle_corrected_within_noise``.
         reason: Why ``joules`` is None, in words (None when it is a number).
@@ -142,18 +142,21 @@ class IdleCorrection:
     reason: str | None
 
 
-def idle_correction(joules: float, seconds: float, watts: float,
-                    se_watts: float | None) -> IdleCorrection:
+def idle_correction(joules: float, seconds: float, watts: float, se_watts: float | None,
+                    raw_se_joules: float | None = None) -> IdleCorrection:
     """``joules - watts x seconds``, reported as None when it is below zero.
 
     A negative value means the GPU drew less than the baseline through the window: either the
     work's energy above idle is too small to resolve (within the baseline's uncertainty:
     flagged ``idle_corrected_within_noise`` too) or the baseline did not hold. A positive value
-    within :data:`RESOLVED_SE` standard errors of zero is kept and flagged.
+    within :data:`RESOLVED_SE` standard errors of zero is kept and flagged. The standard error
+    is the baseline's over the window and ``raw_se_joules`` (the raw total's) together.
     """
     idle_joules = watts * seconds
     corrected = joules - idle_joules
     se = None if se_watts is None else se_watts * seconds
+    if se is not None and raw_se_joules is not None:
+        se = math.hypot(se, raw_se_joules)
     flags = []
     within = se is not None and abs(corrected) < RESOLVED_SE * se
     if within:

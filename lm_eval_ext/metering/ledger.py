@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import math
 import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -36,9 +35,10 @@ class _Tally:
     runs: list[list[Slice]] = field(default_factory=list)  # slices of each measured block
     spans: list[tuple[float, float]] = field(default_factory=list)  # each segment's edges
 
-    def add(self, segment: EnergyWindow, forwards: int = 0) -> None:
+    def add(self, segment: EnergyWindow, forwards: int = 0, *, sliced: bool = False) -> None:
+        """Add a segment; ``sliced``: a slice cut ends it, its window goes on (not counted)."""
         self.seconds += segment.seconds
-        self.windows += 1
+        self.windows += 0 if sliced else 1
         self.flags.update(segment.flags)
         self.runs[-1].append(Slice(segment.seconds, segment.total_joules, forwards))
         if segment.started_at is not None:
@@ -106,12 +106,9 @@ def _idle_fields(meter: EnergyMeter, joules: float | None, seconds: float,
              "_flags": idle.flags() if idle else []}
     if joules is None or idle is None:
         return empty
-    corrected = idle_correction(joules, seconds, idle.total_watts, idle.se_watts)
-    se = corrected.se_joules
-    if se is not None and se_joules is not None:
-        se = math.hypot(se, se_joules)
+    corrected = idle_correction(joules, seconds, idle.total_watts, idle.se_watts, se_joules)
     return {"energy_joules_idle_corrected": corrected.joules,
-            "energy_joules_idle_corrected_se": se,
+            "energy_joules_idle_corrected_se": corrected.se_joules,
             "energy_joules_idle_corrected_reason": corrected.reason,
             "idle_joules": corrected.idle_joules, "idle_share": corrected.idle_share,
             "_flags": [*idle.flags(), *corrected.flags]}
@@ -152,9 +149,9 @@ class InferenceLedger:
         self._segment_forwards = 0
         self._segment_started = self.meter.begin_window(f"segment-{self._segment}")
 
-    def _close_segment(self) -> None:
+    def _close_segment(self, sliced: bool = False) -> None:
         segment = self.meter.end_segment(f"segment-{self._segment}")
-        self._current.add(segment, self._segment_forwards)
+        self._current.add(segment, self._segment_forwards, sliced=sliced)
 
     @contextlib.contextmanager
     def measure(self, task: str, request_type: str, n_requests: int, *,
@@ -203,7 +200,7 @@ class InferenceLedger:
         self._current.forward_seconds += seconds
         self._segment_forwards += 1
         if ended_at is not None and ended_at - self._segment_started >= RECORDED_SLICE_SECONDS:
-            self._close_segment()
+            self._close_segment(sliced=True)
             self._open_segment()
 
     def spans(self) -> dict[str, list[tuple[float, float]]]:
