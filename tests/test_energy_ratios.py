@@ -139,3 +139,19 @@ def test_the_campaign_energy_table_is_relative_to_the_reference_with_intervals()
     text = energy_markdown(table.reset_index(), "m")
     assert "**Execution modes differ**" in text and "M2 (lm_eval_forward)" in text
     assert energy_table(spec, {ids["M2"]: records[ids["M2"]]}, "m") is None  # no reference
+
+
+def test_the_cards_saving_has_an_interval_and_names_a_mode_difference():
+    from lm_eval_ext.analysis.recommendation import saving_interval
+
+    reference = {"reference": "M0", "cost_per_item": {"M0": 10.0, "M2": 5.0},
+                 "cost_per_item_se": {"M0": 0.2, "M2": 0.15},
+                 "modes": {"M0": "graph_replay", "M2": "lm_eval_forward"}}
+    # the candidate on 1,000 items against the reference on 2,000: cost 5,000 vs 20,000 J
+    out = saving_interval(reference, "M2", 5000.0, 20000.0)
+    half = 1.959964 * math.hypot(0.15 / 5, 0.2 / 10)
+    assert out["saved_share_ci95"] == pytest.approx(
+        [1 - 0.25 * math.exp(half), 1 - 0.25 * math.exp(-half)], rel=1e-5)
+    assert "execution modes differ (lm_eval_forward vs graph_replay)" in out["cost_note"]
+    seconds = {**reference, "cost_per_item_se": {"M0": math.nan, "M2": math.nan}}
+    assert saving_interval(seconds, "M2", 5000.0, 20000.0)["saved_share_ci95"] is None

@@ -362,7 +362,7 @@ def card_markdown(data: dict[str, Any]) -> str:
                   f"natural units)**: expected {_amount(chosen['cost'])} {unit} against "
                   f"{_amount(base['cost'])} {unit} for {base['protocol']} on the full instrument "
                   f"({100 * chosen['saved_share']:.1f}% saved"
-                  + (f", 95% interval {100 * chosen['saved_share_ci95'][0]:.1f}-"
+                  + (f", 95% interval for measurement noise {100 * chosen['saved_share_ci95'][0]:.1f}-"
                      f"{100 * chosen['saved_share_ci95'][1]:.1f}%"
                      if chosen.get("saved_share_ci95") else "")
                   + ")." + (f" {chosen['cost_note']}." if chosen.get("cost_note") else ""), "",
