@@ -123,14 +123,15 @@ def test_results_written_before_the_check_are_read_without_the_impossible_values
 
 def test_within_run_error_by_hand():
     # 4 one-second slices of 2 forwards each: 10, 12, 11, 15 J -> rates 5, 6, 5.5, 7.5 J/forward
-    # second differences: 5.5 - 12 + 5 = -1.5, 7.5 - 11 + 6 = 2.5 -> mean square 4.25,
-    # sigma^2 = 4.25 / 6; Var = sum f^2 (16) x sigma^2; counter steps (0.1 s at 12 W):
-    # 2 x 1.2^2 / 12 = 0.24
+    # second differences: 5.5 - 12 + 5 = -1.5, 7.5 - 11 + 6 = 2.5; the counter's step at a read
+    # (0.1 s at 12 W): v = 1.2^2 / 12 = 0.12, in a second difference of rates with 2 forwards
+    # per slice with weight 1/4 + 9/4 + 9/4 + 1/4 = 5 -> (2.25 - 0.6 + 6.25 - 0.6) / 2 = 3.65,
+    # sigma^2 = 3.65 / 6; Var = sum f^2 (16) x sigma^2 + the two window edges 2v
     slices = [Slice(1.0, j, 2) for j in (10.0, 12.0, 11.0, 15.0)]
     error = WithinRunError.of([slices], 0.1)
     # with 4 slices the estimate is scaled by t(0.975, 2) / z(0.975) (scipy: the reference)
     factor = stats.t.ppf(0.975, 2) / stats.norm.ppf(0.975)
-    assert error.se_joules == pytest.approx(factor * math.sqrt(16 * 4.25 / 6 + 0.24))
+    assert error.se_joules == pytest.approx(factor * math.sqrt(16 * 3.65 / 6 + 0.24))
     # what a results file states adds the run-to-run term measured by repeats
     se_t, se_e = error.stated(4.0, 48.0)
     assert se_e == pytest.approx(math.hypot(error.se_joules, RUN_TO_RUN_CV_JOULES * 48.0))
@@ -170,6 +171,30 @@ def test_within_run_error_matches_the_spread_of_simulated_repeats(noise):
     truth = statistics.stdev(sum(s.joules for s in r) for r in runs)
     stated = statistics.fmean(WithinRunError.of([r], 0.0).se_joules for r in runs[:200])
     assert stated == pytest.approx(truth, rel=0.1)
+
+
+def test_counter_steps_count_at_the_window_edges_only():
+    # constant 130 W, a counter that moves every 0.1 s, read at a random phase: the total's
+    # error is the two edges' steps only (sqrt(2 v) = 5.3 J), whatever the number of slices
+    rng = random.Random(11)
+
+    def reading(t, phase):
+        return 13.0 * math.floor(t / 0.1 + phase)
+
+    stated, totals = [], []
+    for _ in range(400):
+        phase, start = rng.random(), rng.random()
+        edges = [start] + [start + k + rng.uniform(0, 0.1) for k in range(1, 61)]
+        values = [reading(t, phase) for t in edges]
+        slices = [Slice(b - a, vb - va, 0) for a, b, va, vb in zip(
+            edges, edges[1:], values, values[1:], strict=False)]
+        stated.append(WithinRunError.of([slices], 0.1).se_joules)
+        totals.append(values[-1] - values[0] - 130.0 * (edges[-1] - edges[0]))
+    truth = statistics.stdev(totals)
+    assert truth == pytest.approx(math.sqrt(2 * 13.0**2 / 12), rel=0.15)
+    # before the correction about 14 times the truth; now the typical run states the truth
+    assert statistics.median(stated) == pytest.approx(truth, rel=0.1)
+    assert statistics.fmean(stated) < 3 * truth
 
 
 def test_ratio_interval_is_the_log_scale_delta_method_and_covers_in_simulation():

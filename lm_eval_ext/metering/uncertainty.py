@@ -10,8 +10,9 @@ differences cancel the slow drift of a length-sorted workload (a linear trend ex
     Var(total) ~= sum_s f_s^2 * mean((r[s+1] - 2 r[s] + r[s-1])^2) / 6
 
 which is right whether the noise is per forward call (host jitter) or per slice (clock and
-power state over about a second). The energy counter's steps add ``2 (P x period)^2 / 12`` at
-the window's two edges. A window of fewer than :data:`MIN_SLICES` slices has no estimate
+power state over about a second). The energy counter's steps (``(P x period)^2 / 12`` at each
+read) are taken out of the slices' differences, where neighbours share them, and added once
+for the window's two edges, where the total carries them. A window of fewer than :data:`MIN_SLICES` slices has no estimate
 (``None``); with few slices the estimate is itself uncertain, so it is scaled by
 ``t(0.975, df = slices / 2) / 1.96`` (the multiplier that gives 95% in simulation).
 
@@ -56,15 +57,23 @@ class Slice:
     forwards: int
 
 
-def _mssd_total_variance(values: Sequence[float], weights: Sequence[float]) -> float:
+def _mssd_total_variance(values: Sequence[float], weights: Sequence[float],
+                         edge_variance: float = 0.0) -> float:
     """``sum w_s^2 * sigma^2`` over one contiguous run, sigma^2 from second differences.
 
     ``x[s+1] - 2 x[s] + x[s-1]`` of independent noise has variance ``6 sigma^2`` and is free
-    of any linear trend (a length-sorted workload's rates drift smoothly).
+    of any linear trend (a length-sorted workload's rates drift smoothly). ``edge_variance``:
+    the counter's step error at each slice edge (its variance), which the slices share with
+    their neighbours and the total does not carry (it telescopes to the two window edges):
+    its expected part of each squared second difference is taken out (floored at 0).
     """
-    second = [(c - 2 * b + a) ** 2 for a, b, c in zip(values, values[1:], values[2:],
-                                                        strict=False)]
-    return sum(w * w for w in weights) * (sum(second) / len(second)) / 6.0
+    squares = []
+    for i in range(1, len(values) - 1):
+        a, b, c = weights[i - 1], weights[i], weights[i + 1]
+        second = values[i + 1] - 2 * values[i] + values[i - 1]
+        steps = (1 / a) ** 2 + (2 / b + 1 / a) ** 2 + (1 / c + 2 / b) ** 2 + (1 / c) ** 2
+        squares.append(second * second - edge_variance * steps)
+    return sum(w * w for w in weights) * max(sum(squares) / len(squares), 0.0) / 6.0
 
 
 def _rates(slices: Sequence[Slice], field: str) -> tuple[list[float], list[float]]:
@@ -122,10 +131,10 @@ class WithinRunError:
             return WithinRunError(scale * math.sqrt(var_t), None, count)
         var_e = 0.0
         for run in runs:
-            var_e += _mssd_total_variance(*_rates(run, "joules"))
             seconds = sum(s.seconds for s in run)
             watts = sum(s.joules for s in run) / seconds if seconds > 0 else 0.0
-            var_e += 2.0 * (watts * counter_period_s) ** 2 / 12.0
+            edge = (watts * counter_period_s) ** 2 / 12.0  # a step read at a random phase
+            var_e += _mssd_total_variance(*_rates(run, "joules"), edge) + 2.0 * edge
         return WithinRunError(scale * math.sqrt(var_t), scale * math.sqrt(var_e), count)
 
     def stated(self, seconds: float, joules: float | None) -> tuple[float | None, float | None]:
