@@ -57,6 +57,12 @@ def cell_rows(out: Path) -> list[dict[str, Any]]:
     return rows
 
 
+def measured_inference_seconds(cells: list[dict[str, Any]]) -> float:
+    """Inference seconds of the measured cells (a derived cell's are its parent's per item x
+    its items: no inference of this run)."""
+    return sum(c["inference_seconds"] or 0.0 for c in cells if not c["derived_from"])
+
+
 def run(args: argparse.Namespace) -> None:
     """Time the preset once (or resume it) and write the summary."""
     env = dict(os.environ, PYTHONUNBUFFERED="1")
@@ -77,8 +83,7 @@ def run(args: argparse.Namespace) -> None:
     invocations = [*previous.get("invocations", []),
                    {"wall_seconds": wall, "returncode": code, "command": command[1:]}]
     cells = cell_rows(out) if (out / "cells").is_dir() else []
-    # a derived cell's seconds are its parent's per item x items: no inference of this run
-    inference = sum(c["inference_seconds"] or 0.0 for c in cells if not c["derived_from"])
+    inference = measured_inference_seconds(cells)
     total = sum(i["wall_seconds"] for i in invocations)
     write_json(args.json, {
         "label": args.label, "limit": args.limit, "preset": "paper-stress-test --path loglik",
