@@ -12,9 +12,10 @@ differences cancel the slow drift of a length-sorted workload (a linear trend ex
 which is right whether the noise is per forward call (host jitter) or per slice (clock and
 power state over about a second). The energy counter's steps (``(P x period)^2 / 12`` at each
 read) are taken out of the slices' differences, where neighbours share them, and added once
-for the window's two edges, where the total carries them. A window of fewer than :data:`MIN_SLICES` slices has no estimate
-(``None``); with few slices the estimate is itself uncertain, so it is scaled by
-``t(0.975, df = slices / 2) / 1.96`` (the multiplier that gives 95% in simulation).
+for the window's two edges, where the total carries them. A window of fewer than
+:data:`MIN_SLICES` slices has no estimate (``None``); with few slices the estimate is itself
+uncertain, so it is scaled by ``t(0.975, df = slices / 2) / 1.96`` (about the multiplier that
+gives 95% in an independent simulation).
 
 This sees noise inside one run only. Repeated runs of the same cells on an H100 moved by more:
 a run-level offset (the host's speed at batch 1, the GPU's clock state) shared by every slice
