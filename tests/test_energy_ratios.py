@@ -155,3 +155,23 @@ def test_the_cards_saving_has_an_interval_and_names_a_mode_difference():
     assert "execution modes differ (lm_eval_forward vs graph_replay)" in out["cost_note"]
     seconds = {**reference, "cost_per_item_se": {"M0": math.nan, "M2": math.nan}}
     assert saving_interval(seconds, "M2", 5000.0, 20000.0)["saved_share_ci95"] is None
+
+
+def test_a_side_that_is_not_resolved_gives_no_interval_and_no_corrected_ratio():
+    from lm_eval_ext.analysis.run_table import cost_ratios
+
+    # the idle-corrected M0 is 19 J with an SE of 1,750 J (a real H100 cell at 60 items)
+    table = cost_ratios(pd.DataFrame([
+        {"run": "M0", "n_items": 60, "energy_joules": 1421.0, "energy_joules_se": 1750.0,
+         "energy_joules_idle_corrected": 19.0, "energy_joules_idle_corrected_se": 1750.0,
+         "inference_seconds": 11.6, "inference_seconds_se": 0.5,
+         "execution_mode": "graph_replay", "energy_derived": False, "is_reference": True},
+        {"run": "M2", "n_items": 60, "energy_joules": 3020.0, "energy_joules_se": 80.0,
+         "energy_joules_idle_corrected": 113.0, "energy_joules_idle_corrected_se": 80.0,
+         "inference_seconds": 24.5, "inference_seconds_se": 0.7,
+         "execution_mode": "graph_replay", "energy_derived": False, "is_reference": False}]))
+    m2 = table.iloc[1]
+    assert m2["energy_ratio"] == pytest.approx(3020 / 1421) and np.isnan(m2["energy_ratio_ci_low"])
+    assert np.isnan(m2["energy_ratio_idle_corrected"])
+    assert "not resolved" in m2["ratio_note"]
+    assert m2["runtime_ratio_ci_low"] < 24.5 / 11.6 < m2["runtime_ratio_ci_high"]

@@ -16,7 +16,7 @@ from lm_eval_ext.analysis.errors import DegenerateDataWarning
 from lm_eval_ext.analysis.loader import Run
 from lm_eval_ext.cards import describe_difference, differing_axes, differing_factors
 from lm_eval_ext.metering.modes import mode_difference
-from lm_eval_ext.metering.uncertainty import Z95, ratio_interval
+from lm_eval_ext.metering.uncertainty import Z95, ratio_interval, resolved
 
 
 def energy_comparability(reference: dict[str, Any], run: dict[str, Any]) -> str | None:
@@ -66,6 +66,14 @@ def interval_note(reference: dict[str, Any], run: dict[str, Any]) -> str:
     elif _number(run.get("energy_joules_se")) is None or \
             _number(reference.get("energy_joules_se")) is None:
         notes.append("no within-run interval (a window under 4 s, or not measured)")
+    elif not all(resolved(_number(side.get("energy_joules")), _number(side.get("energy_joules_se")))
+                 for side in (run, reference)):
+        notes.append("no interval: a side's SE is over half its joules (not resolved)")
+    if not all(resolved(_number(side.get("energy_joules_idle_corrected")),
+                        _number(side.get("energy_joules_idle_corrected_se")))
+               for side in (run, reference)):
+        notes.append("idle-corrected ratio not reported: a side's idle-corrected energy is "
+                     "missing or not resolved (its SE over half its value)")
     modes = mode_difference(reference.get("execution_mode"), run.get("execution_mode"))
     if modes:
         notes.append(modes + ": the ratio measures the mode as well as the change")
@@ -86,6 +94,11 @@ def cost_ratios(table: pd.DataFrame) -> pd.DataFrame:
     for column, se_column, ratio, _ in RATIOS:
         _ratio_columns(table, column, se_column, ratio)
     rows = table.to_dict("records")
+    unresolved = [not all(resolved(_number(side.get("energy_joules_idle_corrected")),
+                                   _number(side.get("energy_joules_idle_corrected_se")))
+                          for side in (rows[0], r)) for r in rows]
+    table.loc[unresolved, "energy_ratio_idle_corrected"] = np.nan
+    table.loc[0, "energy_ratio_idle_corrected"] = 1.0 if not unresolved[0] else np.nan
     table["modes_differ"] = [mode_difference(rows[0].get("execution_mode"),
                                              r.get("execution_mode")) is not None for r in rows]
     table["ratio_note"] = [""] + [interval_note(rows[0], r) for r in rows[1:]]

@@ -46,6 +46,9 @@ Z95 = 1.959963984540054
 #: campaigns (11 degrees of freedom; benchmarks/results/energy_2026-12-05/energy_repeats.json
 #: ``run_to_run``: SmolLM2-135M, 60 items a cell, one H100)
 RUN_TO_RUN_CV_JOULES = 0.041
+#: a side whose SE is over this share of its value gives no ratio interval (the log-scale
+#: delta method does not hold there: the figure is not resolved)
+MAX_RELATIVE_SE = 0.5
 RUN_TO_RUN_CV_SECONDS = 0.046
 
 
@@ -154,12 +157,20 @@ def few_slices_factor(slices: int) -> float:
     return float(stats.t.ppf(0.975, max(slices // 2, 1)) / Z95)
 
 
+def resolved(value: float | None, se: float | None) -> bool:
+    """A positive value whose SE is known and at most :data:`MAX_RELATIVE_SE` of it."""
+    return (value is not None and se is not None and math.isfinite(value)
+            and math.isfinite(se) and value > 0 and se <= MAX_RELATIVE_SE * value)
+
+
 def ratio_interval(numerator: float | None, se_numerator: float | None,
                    denominator: float | None, se_denominator: float | None,
                    z: float = Z95) -> tuple[float | None, float | None]:
-    """A ratio's interval on the log scale (delta method, independent sides); Nones if unknown."""
-    if (numerator is None or denominator is None or se_numerator is None
-            or se_denominator is None or numerator <= 0 or denominator <= 0):
+    """A ratio's interval on the log scale (delta method, independent sides).
+
+    Nones where a side is not :func:`resolved`.
+    """
+    if not (resolved(numerator, se_numerator) and resolved(denominator, se_denominator)):
         return None, None
     ratio = numerator / denominator
     half = z * math.hypot(se_numerator / numerator, se_denominator / denominator)
