@@ -116,6 +116,7 @@ def test_results_written_before_the_check_are_read_without_the_impossible_values
                "configs": {}}
     info = run_info(results, tmp_path / "results.json", "M2")
     assert info["energy_joules_idle_corrected"] is None and info["idle_share"] is None
+    assert "idle_corrected_below_zero" in info["energy_flags"]
     assert info["energy_joules"] == 123684.0
 
 
@@ -127,17 +128,18 @@ def test_within_run_error_by_hand():
     # (0.1 s at 12 W): v = 1.2^2 / 12 = 0.12, in a second difference of rates with 2 forwards
     # per slice with weight 1/4 + 9/4 + 9/4 + 1/4 = 5 -> (2.25 - 0.6 + 6.25 - 0.6) / 2 = 3.65,
     # sigma^2 = 3.65 / 6; Var = sum f^2 (16) x sigma^2 + the two window edges 2v
-    slices = [Slice(1.0, j, 2) for j in (10.0, 12.0, 11.0, 15.0)]
+    # (a first slice, 40 J, pays the window's one-time costs: it is left out of the estimate)
+    slices = [Slice(1.0, j, 2) for j in (40.0, 10.0, 12.0, 11.0, 15.0)]
     error = WithinRunError.of([slices], 0.1)
     # with 4 slices the estimate is scaled by t(0.975, 2) / z(0.975) (scipy: the reference)
     factor = stats.t.ppf(0.975, 2) / stats.norm.ppf(0.975)
     assert error.se_joules == pytest.approx(factor * math.sqrt(16 * 3.65 / 6 + 0.24))
     # what a results file states adds the run-to-run term measured by repeats
-    se_t, se_e = error.stated(4.0, 48.0)
-    assert se_e == pytest.approx(math.hypot(error.se_joules, RUN_TO_RUN_CV_JOULES * 48.0))
-    assert se_t == pytest.approx(RUN_TO_RUN_CV_SECONDS * 4.0)
+    se_t, se_e = error.stated(5.0, 88.0)
+    assert se_e == pytest.approx(math.hypot(error.se_joules, RUN_TO_RUN_CV_JOULES * 88.0))
+    assert se_t == pytest.approx(RUN_TO_RUN_CV_SECONDS * 5.0)
     assert error.se_seconds == pytest.approx(0.0)
-    assert WithinRunError.of([slices[:3]], 0.1).se_joules is None  # under 4 slices
+    assert WithinRunError.of([slices[:4]], 0.1).se_joules is None  # under 4 after the first
 
 
 def test_joined_slices_reach_the_length_and_keep_the_totals():
@@ -250,3 +252,22 @@ def test_power_sampler_thread_reads_until_stopped():
     assert summary["samples"] == len(sampler.times) >= 5 and summary["error"] is None
     assert sampler.joules(sampler.times[0], sampler.times[-1]) == pytest.approx(
         150.0 * (sampler.times[-1] - sampler.times[0]))
+
+
+def test_power_check_without_nvml_says_why_and_idle_samples_always_have_a_spread():
+    from lm_eval_ext.metering.seam import idle_intervals
+
+    metering = Metering.start([], energy="off", idle_seconds=0, power_check=True)
+    block = metering.report({})
+    assert block["power_check"] == {"error": "power_check needs NVML (a CUDA GPU); this run's "
+                                              "energy source is unavailable: not sampled"}
+    assert idle_intervals(0.5) == 2 and idle_intervals(3.0) == 6
+
+
+def test_a_derived_run_is_compared_in_its_parents_mode():
+    from lm_eval_ext.metering.modes import mode_difference
+
+    assert mode_difference("lm_eval_forward", "derived(lm_eval_forward)") is None
+    assert mode_difference("graph_replay", "derived(lm_eval_forward)") == (
+        "execution modes differ (derived(lm_eval_forward) vs graph_replay)")
+    assert mode_difference("graph_replay", "derived") is None  # the parent's mode unknown

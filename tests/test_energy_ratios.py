@@ -78,7 +78,7 @@ def test_no_interval_where_a_side_has_none_and_derived_energy_says_so(runs):
     table, _ = runs
     assert np.isnan(table.loc["M3", "energy_ratio_ci_low"])
     assert table.loc["M3", "energy_ratio"] == pytest.approx(1.5)
-    assert "no within-run interval" in table.loc["M3", "ratio_note"]
+    assert "no energy interval" in table.loc["M3", "ratio_note"]
     assert "derived energy" in table.loc["M5b", "ratio_note"]
     assert np.isnan(table.loc["M5b", "energy_ratio_ci_low"])
 
@@ -96,10 +96,24 @@ def test_execution_lm_eval_sets_lm_evals_own_mode_on_every_cell():
     fast = build_spec({**raw, "execution": "fast"})
     assert all("cuda_graphs" not in c.model_args for c in fast.cells)
     assert spec.cells[0].config_sha256() != fast.cells[0].config_sha256()
-    with pytest.raises(ConfigError, match="cuda_graphs=true contradicts execution: lm-eval"):
+    with pytest.raises(ConfigError, match="models.m with conditions.M0: model arg "
+                                          "cuda_graphs=true contradicts execution: lm-eval"):
         build_spec({**raw, "models": {"m": "cuda_graphs=true"}})
     with pytest.raises(ConfigError, match="execution: 'paper' is not a mode"):
         build_spec({**raw, "execution": "paper"})
+
+
+def test_execution_given_twice_differently_is_refused(tmp_path):
+    from lm_eval_ext.campaign import campaign_source
+
+    spec = tmp_path / "c.yaml"
+    spec.write_text(f"models: {{m: ''}}\ntasks: [{TASK}]\nexecution: lm-eval\n"
+                    "conditions: {M0: {batch_size: 1}}\n")
+    with pytest.raises(ConfigError, match="sets execution: lm-eval, and --execution asks for "
+                                          "fast"):
+        campaign_source(str(spec), preset_options={"execution": "fast"})
+    same, _ = campaign_source(str(spec), preset_options={"execution": "lm-eval"})
+    assert "cuda_graphs=false" in same.cells[0].model_args
 
 
 def test_the_preset_in_lm_evals_mode_is_another_campaign():

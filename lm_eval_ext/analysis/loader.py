@@ -189,7 +189,9 @@ def run_info(results: dict[str, Any], results_path: Path, run_id: str) -> dict[s
         "gpu_uuids": ",".join(sorted(str(g.get("uuid")) for g in metering.get("gpus") or [])),
         "idle_share": idle_share,
         "forward_share": metering.get("forward_share"),
-        "energy_flags": ",".join(metering.get("flags", [])),
+        "energy_flags": ",".join(metering.get("flags", []) + (
+            ["idle_corrected_below_zero"] if corrected is None and (
+                metering.get("energy_joules_idle_corrected") or 0) < 0 else [])),
         "total_evaluation_seconds": float(results.get("total_evaluation_time_seconds") or "nan"),
         "results_path": str(results_path),
         "task_settings": settings,

@@ -295,9 +295,9 @@ def _cost_lines(runs: pd.DataFrame) -> list[str]:
                                     "energy ratio (raw)", "energy ratio (idle-corrected)",
                                     "runtime ratio", "energy_flags", "energy_ratio_note",
                                     "ratio_note"]),
-             "\nRatios are run / reference with 95% intervals from each run's within-run "
-             "standard errors (docs/energy.md: what they cover, measured against repeated "
-             "runs); raw is the board's energy in the inference windows, idle-corrected less "
+             "\nRatios are run / reference with 95% intervals from each run's standard errors "
+             "(within-run and run-to-run; docs/energy.md: what they cover, measured against "
+             "repeated runs); raw is the board's energy in the inference windows, idle-corrected less "
              "the idle baseline sampled before and after the work.\n"]
     if not mixed.empty:
         lines.append("**Execution modes differ** for " + ", ".join(

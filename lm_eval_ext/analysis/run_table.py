@@ -61,19 +61,22 @@ def _ratio_columns(table: pd.DataFrame, column: str, se_column: str, ratio: str)
 def interval_note(reference: dict[str, Any], run: dict[str, Any]) -> str:
     """Why a run's ratios have no interval, or mix execution modes ("" when neither)."""
     notes = []
+    sides = (run, reference)
     if run.get("energy_derived") in (True, 1) or reference.get("energy_derived") in (True, 1):
         notes.append("derived energy (a parent run's joules per item): no interval of its own")
-    elif _number(run.get("energy_joules_se")) is None or \
-            _number(reference.get("energy_joules_se")) is None:
-        notes.append("no within-run interval (a window under 4 s, or not measured)")
-    elif not all(resolved(_number(side.get("energy_joules")), _number(side.get("energy_joules_se")))
-                 for side in (run, reference)):
-        notes.append("no interval: a side's SE is over half its joules (not resolved)")
-    if not all(resolved(_number(side.get("energy_joules_idle_corrected")),
-                        _number(side.get("energy_joules_idle_corrected_se")))
-               for side in (run, reference)):
-        notes.append("idle-corrected ratio not reported: a side's idle-corrected energy is "
-                     "missing or not resolved (its SE over half its value)")
+    elif any(_number(side.get("energy_joules")) is None for side in sides):
+        notes.append("energy not measured (runtime only)")
+    elif any(_number(side.get("energy_joules_se")) is None for side in sides):
+        notes.append("no energy interval (a window of under 4 slices besides its first)")
+    elif not all(resolved(_number(s.get("energy_joules")), _number(s.get("energy_joules_se")))
+                 for s in sides):
+        notes.append("no energy interval: a side's SE is over half its joules (not resolved)")
+    measured = all(_number(side.get("energy_joules")) is not None for side in sides)
+    if measured and not all(resolved(_number(s.get("energy_joules_idle_corrected")),
+                                     _number(s.get("energy_joules_idle_corrected_se")))
+                            for s in sides):
+        notes.append("no idle-corrected ratio: a side's idle-corrected energy is null (below "
+                     "zero) or not resolved (its SE over half its value)")
     modes = mode_difference(reference.get("execution_mode"), run.get("execution_mode"))
     if modes:
         notes.append(modes + ": the ratio measures the mode as well as the change")

@@ -206,7 +206,9 @@ class MeteredLM:
                 derived = DERIVED_FLAG in (part.get("flags") or ())
                 ran[request_type] = ran.get(request_type, True) and derived
         modes = self.execution_modes()
-        info["execution_modes"] = {t: "derived" if derived else modes.get(t, "unknown")
+        parent = self.derived.parent.execution_mode if self.derived is not None else None
+        derived_mode = f"derived({parent})" if parent else "derived"
+        info["execution_modes"] = {t: derived_mode if derived else modes.get(t, "unknown")
                                    for t, derived in sorted(ran.items())}
         info["execution_mode"] = joined(info["execution_modes"])
         return info

@@ -60,6 +60,8 @@ class ParentRun:
     devices: tuple[str, ...]
     transformers_version: str | None
     weights: Mapping[str, Any]
+    #: how the parent's answers were computed (its ``config.metering.execution_mode``)
+    execution_mode: str | None = None
 
     def covering(self, keys: Iterable[Key]) -> ParentTask | None:
         """The first parent task that holds an answer for every key (None: none does)."""
@@ -120,7 +122,8 @@ def load_parent(path: str | Path, model: str, model_args: Mapping[str, Any],
                      tuple(str(d.get("name")) for d in metering.get("devices") or []),
                      results.get("transformers_version"),
                      {"embedded_model": wrapper.get("embedded_model"),
-                      "packaged_model": wrapper.get("packaged_model")})
+                      "packaged_model": wrapper.get("packaged_model")},
+                     metering.get("execution_mode"))
 
 
 def _read_results(path: Path, where: str) -> tuple[Path, dict[str, Any]]:

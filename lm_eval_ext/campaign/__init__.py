@@ -50,6 +50,11 @@ def campaign_source(spec_path: str | None, *, grid: bool = False, preset: str | 
         from lm_eval_ext.campaign.yaml_file import read_yaml
 
         content = read_yaml(spec_path, "campaign")
+        given = content.get("execution") if isinstance(content, dict) else None
+        if given and given != options["execution"]:
+            raise ConfigError(f"{spec_path} sets execution: {given}, and --execution asks for "
+                              f"{options['execution']}; give the mode once (edit the file, or "
+                              "drop --execution)")
         raw = ({**content, "execution": options["execution"]} if isinstance(content, dict)
                else content)
         try:

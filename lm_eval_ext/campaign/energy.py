@@ -39,7 +39,8 @@ def _row(cell: Cell, record: Mapping[str, Any]) -> dict[str, Any]:
             **{key: record.get(key) for key in (
                 "execution_mode", "energy_joules", "energy_joules_se",
                 "energy_joules_idle_corrected", "energy_joules_idle_corrected_se",
-                "inference_seconds", "inference_seconds_se", "energy_flags")},
+                "inference_seconds", "inference_seconds_se")},
+            "energy_flags": ",".join(record.get("energy_flags") or []),
             "gpu_uuids": ",".join(record.get("gpu_uuids") or [])}
 
 
@@ -80,8 +81,8 @@ def energy_markdown(table: pd.DataFrame, model: str) -> str:
     mixed = table[table["modes_differ"].astype(bool)]
     lines = [f"# Energy relative to {reference['condition']} ({model})\n",
              "Each ratio is the cell's total over the reference cell's, with a 95% interval "
-             "from the two cells' within-run standard errors (docs/energy.md: what they cover, "
-             "as measured against repeated runs). Raw: the GPU's energy in the inference "
+             "from the two cells' standard errors (within-run and run-to-run; docs/energy.md: "
+             "what they cover, as measured against repeated runs). Raw: the GPU's energy in the inference "
              "windows; idle-corrected: less the idle baseline sampled before and after the "
              "work. A derived cell's energy is its parent's joules per item times its items: "
              "no interval of its own.\n",

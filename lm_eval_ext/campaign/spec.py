@@ -334,7 +334,7 @@ def build_spec(raw: Mapping[str, Any]) -> CampaignSpec:
                 raise ConfigError(f"{where}: no tasks (set campaign tasks: or the condition's)")
             args = _with_execution(
                 {**base_args, **parse_model_args(settings.pop("model_args", None), where)},
-                execution, where)
+                execution, f"models.{model_label} with {where}")
             options = {**common, **_options(settings, where)}
             for task in tasks:
                 cell_id = f"{model_label}__{condition}__{task}"

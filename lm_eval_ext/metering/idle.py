@@ -105,8 +105,10 @@ class IdleBaseline:
             return ["idle_sampled_once"]
         totals = [s.total_watts for s in self.samples]
         spread = max(totals) - min(totals)
-        noise = max((s.se_watts() or 0.0) for s in self.samples)
-        return ["idle_drift"] if spread > DRIFT_SE * max(noise, 1e-9) else []
+        ses = [s.se_watts() for s in self.samples]
+        if None in ses:  # a sample of one interval knows no spread: nothing to judge against
+            return []
+        return ["idle_drift"] if spread > DRIFT_SE * max(max(ses), 1e-9) else []
 
     def as_dict(self) -> dict[str, Any]:
         """``config.metering.idle_power``: the baseline, its uncertainty, every sample."""

@@ -22,7 +22,8 @@ MODES = {
     "fast_generation_graphs": "hf-metered's fast generation path, decode steps replayed as "
                               "CUDA graphs",
     "vllm": "the vLLM engine (vllm-metered)",
-    "derived": "not run: answers and energy taken from a parent run (answers_from)",
+    "derived": "not run: answers and energy taken from a parent run (answers_from); written "
+               "derived(PARENT_MODE) where the parent's mode is known",
 }
 #: the modes in which lm-eval runs its own code (no replay, no packing, no fast path)
 LM_EVAL_MODES = ("lm_eval_forward", "lm_eval_generate")
@@ -30,14 +31,25 @@ LM_EVAL_MODES = ("lm_eval_forward", "lm_eval_generate")
 
 def joined(modes: Mapping[str, str]) -> str | None:
     """A run's one mode string: its request types' modes, sorted and joined by ``+``."""
-    names = sorted({part for mode in modes.values() for part in mode.split("+") if part})
+    names = sorted({mode for mode in modes.values() if mode})
     return "+".join(names) or None
 
 
+def effective(mode: str) -> str:
+    """The mode that computed a run's joules: a derived run's parent's (``derived(MODE)``)."""
+    if mode.startswith("derived(") and mode.endswith(")"):
+        return mode[len("derived("):-1]
+    return mode
+
+
 def mode_difference(reference: Any, run: Any) -> str | None:
-    """Why a ratio of these two runs mixes execution modes (None: the same, or unknown)."""
+    """Why a ratio of these two runs mixes execution modes (None: the same, or unknown).
+
+    A derived run counts as its parent's mode; a bare ``derived`` (the parent's unknown) is
+    not compared.
+    """
     if not isinstance(reference, str) or not isinstance(run, str) or not reference or not run:
         return None
-    if reference == run:
+    if "derived" in (reference, run) or effective(reference) == effective(run):
         return None
     return f"execution modes differ ({run} vs {reference})"

@@ -32,6 +32,7 @@ from lm_eval_ext.metering.ranks import (
 )
 from lm_eval_ext.metering.requests import run_by_task
 from lm_eval_ext.metering.sources import device_label, select_source
+from lm_eval_ext.metering.uncertainty import RUN_TO_RUN_CV_JOULES, RUN_TO_RUN_CV_SECONDS
 
 #: idle power is sampled in sub-intervals of this length (their spread is its uncertainty)
 IDLE_INTERVAL_S = 0.5
@@ -41,13 +42,22 @@ TOTAL_FIELDS = ("inference_seconds", "inference_seconds_se", "forward_seconds", 
                 "energy_joules_idle_corrected_se", "energy_joules_idle_corrected_reason",
                 "idle_joules", "idle_share", "slices")
 #: how the ``*_se`` fields are estimated (docs/energy.md says what it covers, as measured)
-UNCERTAINTY = ("within-run: each window cut into slices of >= 1 s at forward-call ends; SE "
-               "from the successive differences of joules and seconds per forward call, plus "
-               "the counter's steps at the edges; the idle-corrected SE adds the idle baseline's "
-               "(the SD between its samples before and after the work, and their own error)")
+UNCERTAINTY = ("within-run and run-to-run together: the window's slices (joined to >= 1 s at "
+               "forward-call ends) give the within-run part from the second differences of "
+               "joules and seconds per forward call, plus the counter's steps at the edges; a "
+               f"relative run-to-run term measured by repeated campaigns on one H100 "
+               f"({RUN_TO_RUN_CV_JOULES:.1%} of the joules, {RUN_TO_RUN_CV_SECONDS:.1%} of the "
+               "seconds) is added; the idle-corrected SE adds the idle "
+               "baseline's (the SD between its samples before and after the work, and their own "
+               "error). docs/energy.md")
 BOUNDARY = ("per (task, request type): the model's request loop between device-synchronised "
             "edges; excludes model load, data preparation, metrics, file writing and auto "
             "batch-size probes")
+
+
+def idle_intervals(seconds: float) -> int:
+    """Sub-intervals of an idle sample: :data:`IDLE_INTERVAL_S` each, at least 2 (a spread)."""
+    return max(2, round(seconds / IDLE_INTERVAL_S))
 
 
 def synchronize_all(cuda_indices: Sequence[int]) -> Callable[[], None]:
@@ -85,6 +95,7 @@ class Metering:
         self.forward_observable = forward_observable
         self.idle_after_seconds = idle_after_seconds
         self.power = power
+        self.power_unavailable: str | None = None  # power_check asked for, but no sampler
         self._idle_after_taken = False
         self.ledger = InferenceLedger(meter, forward_observable)
         self.padding_requests = 0  # data-parallel padding answered without the model
@@ -113,15 +124,19 @@ class Metering:
             meter.idle_samples.append(dataclasses.replace(idle, when="reused"))
         else:
             meter.measure_idle(idle_seconds,
-                               intervals=max(1, round(idle_seconds / IDLE_INTERVAL_S)))
+                               intervals=idle_intervals(idle_seconds))
         if codecarbon is not None:
             codecarbon.start()
         power = (PowerSampler(meter.source.power_watts, clock).start()
                  if power_check and hasattr(meter.source, "power_watts") else None)
-        return cls(meter, clock=clock, codecarbon=codecarbon,
-                   synced_devices=[device_label(i) for i in cuda] if sync else [],
-                   forward_observable=forward_observable, power=power,
-                   idle_after_seconds=idle_seconds)
+        metering = cls(meter, clock=clock, codecarbon=codecarbon,
+                       synced_devices=[device_label(i) for i in cuda] if sync else [],
+                       forward_observable=forward_observable, power=power,
+                       idle_after_seconds=idle_seconds)
+        if power_check and power is None:
+            metering.power_unavailable = (f"power_check needs NVML (a CUDA GPU); this run's "
+                                          f"energy source is {meter.source.name}: not sampled")
+        return metering
 
     # measuring ------------------------------------------------------------------------------
     def run(self, request_type: str, requests: Sequence[Any], call: Callable[[list], list], *,
@@ -180,8 +195,8 @@ class Metering:
         if self._idle_after_taken or self.idle_after_seconds <= 0 or not self.meter.idle_samples:
             return
         self._idle_after_taken = True
-        self.meter.measure_idle(self.idle_after_seconds, when="after", intervals=max(
-            1, round(self.idle_after_seconds / IDLE_INTERVAL_S)))
+        self.meter.measure_idle(self.idle_after_seconds, when="after",
+                                intervals=idle_intervals(self.idle_after_seconds))
 
     # reporting ------------------------------------------------------------------------------
     def local_block(self, extras: Mapping[str, Any]) -> dict[str, Any]:
@@ -240,6 +255,8 @@ class Metering:
                 else self.local_block(extras))
         if self.power is not None:
             info["power_check"] = self.power_check(info)
+        elif self.power_unavailable:
+            info["power_check"] = {"error": self.power_unavailable}
         if self.codecarbon is not None:
             total = info["energy_joules"]
             check = self.codecarbon.stop()

@@ -13,7 +13,8 @@ which is right whether the noise is per forward call (host jitter) or per slice 
 power state over about a second). The energy counter's steps (``(P x period)^2 / 12`` at each
 read) are taken out of the slices' differences, where neighbours share them, and added once
 for the window's two edges, where the total carries them. A window of fewer than
-:data:`MIN_SLICES` slices has no estimate (``None``); with few slices the estimate is itself
+:data:`MIN_SLICES` slices besides its first (which pays one-time costs every repeat pays
+again, so it is no noise) has no estimate (``None``); with few slices the estimate is itself
 uncertain, so it is scaled by ``t(0.975, df = slices / 2) / 1.96`` (about the multiplier that
 gives 95% in an independent simulation).
 
@@ -125,11 +126,14 @@ class WithinRunError:
 
         A run of fewer than :data:`MIN_SLICES` joined slices makes the whole estimate None.
         """
-        runs = [joined(r, slice_seconds) for r in runs if r]
-        count = sum(len(r) for r in runs)
+        joined_runs = [joined(r, slice_seconds) for r in runs if r]
+        count = sum(len(r) for r in joined_runs)
+        # each block's first slice pays one-time costs (first forwards, captures) that every
+        # repeat pays again: not noise, so it is left out of the estimate
+        runs = [r[1:] for r in joined_runs]
         if not runs or any(len(r) < MIN_SLICES for r in runs):
             return WithinRunError(None, None, count)
-        scale = few_slices_factor(count)
+        scale = few_slices_factor(sum(len(r) for r in runs))
         var_t = sum(_mssd_total_variance(*_rates(r, "seconds")) for r in runs)
         if any(s.joules is None for r in runs for s in r):
             return WithinRunError(scale * math.sqrt(var_t), None, count)
