@@ -7,6 +7,8 @@ disk in process, the preflight of ``--output_path``, and (slow) the real command
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from helpers import run_cli
 
@@ -106,4 +108,13 @@ def test_lm_eval_on_a_nearly_full_disk_exits_non_zero(mounted_filesystem, embedd
     assert proc.returncode == 1, proc.stderr[-2000:]
     last = proc.stderr.strip().splitlines()[-1]
     assert last.startswith("lm_eval: error: the samples file ") and "Traceback" not in proc.stderr
-    assert "was cut at 8,192 bytes (2 of 4 lines) (No space left on device)" in last
+    # The results file (its size grows with the metering record) is whole; the samples file is
+    # cut wherever the disk filled, and the message states the cut file's own size and lines.
+    (results,) = disk.glob("out/*/results_*.json")
+    assert json.loads(results.read_text())["results"]
+    (samples,) = disk.glob("out/*/samples_*.jsonl")
+    text = samples.read_text(encoding="utf-8", errors="replace")
+    lines = text.count("\n")
+    assert 0 < samples.stat().st_size and lines < 4
+    assert (f"was cut at {samples.stat().st_size:,} bytes ({lines} of 4 lines) "
+            "(No space left on device)") in last
