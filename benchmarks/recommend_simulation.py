@@ -69,6 +69,7 @@ from lm_eval_ext.analysis.stats.recommend import (
     Candidate,
     Claim,
     ClaimEstimate,
+    Declared,
     Recommendation,
     claim_pvalue,
     recommend,
@@ -77,6 +78,8 @@ from lm_eval_ext.analysis.stats.subgroups import holm
 from lm_eval_ext.analysis.synthetic import move_answers
 
 SIZES = (62, 125, 250, 500)
+#: the frozen instrument's natural units: every pilot is drawn from it without replacement
+POPULATION = 500
 SPECS: dict[str, MetricSpec] = {"accuracy": ACCURACY, "bias_s_dis": BIAS_S_DIS,
                                 "bias_s_amb": BIAS_S_AMB}
 MARGINS = {"accuracy": 5.0, "bias_s_dis": 10.0, "bias_s_amb": 5.0}
@@ -98,7 +101,7 @@ def _broken_units(ref: np.ndarray, share: float, items: int, rng: np.random.Gene
     """A ``share`` of units (chosen at random) right on their first ``items`` items under the
     reference and wrong on them under the candidate; the shift is ``-share * items / 4``."""
     ref = ref.copy()
-    hit = np.repeat(rng.random(ref.size // 4) < share, 4) & (np.arange(ref.size) % 4 < items)
+    hit = np.repeat(_exact_units(ref.size // 4, share, rng), 4) & (np.arange(ref.size) % 4 < items)
     ref[hit] = True
     return ref, np.where(hit, False, ref)
 
@@ -123,8 +126,15 @@ ACCURACY_NULLS: dict[str, Callable] = {
 KIND_MARGINS = {"partly_hidden_margin10": 10.0}
 
 
+def _exact_units(n_units: int, share: float, rng: np.random.Generator) -> np.ndarray:
+    """Exactly ``round(share * n_units)`` units, chosen at random (the instrument's count)."""
+    hit = np.zeros(n_units, bool)
+    hit[rng.choice(n_units, round(share * n_units), replace=False)] = True
+    return hit
+
+
 def _clustered(ref: np.ndarray, rng: np.random.Generator, share: float):
-    hit = np.repeat(rng.random(ref.size // 4) < share, 4)
+    hit = np.repeat(_exact_units(ref.size // 4, share, rng), 4)
     return ref, np.where(hit, move_answers(ref, -0.05 / share, CHURN, rng), _churned(ref, rng))
 
 
@@ -138,7 +148,7 @@ def _partly_hidden(ref: np.ndarray, rng: np.random.Generator, share: float, marg
                    sign: float = -1.0) -> tuple[np.ndarray, np.ndarray]:
     """A ``share`` of units flips entirely (right -> wrong, or wrong -> right for ``sign`` +1),
     the other units move one way by the rest of ``margin`` (in expectation) with 2% churn."""
-    hit = np.repeat(rng.random(ref.size // 4) < share, 4)
+    hit = np.repeat(_exact_units(ref.size // 4, share, rng), 4)
     ref = np.where(hit, sign < 0, ref)
     rest = sign * (margin - share) / (1 - share)
     return ref, np.where(hit, sign > 0, move_answers(ref, rest, 0.02, rng))
@@ -288,8 +298,21 @@ class Cell:
         return [Claim(self.metric, self.margin, pilots)]
 
     @property
+    def is_power(self) -> bool:
+        """The first candidate truly moves nothing (``power``: it costs the most of them;
+        ``power_declared``: it costs the least and is declared first)."""
+        return self.kind.startswith("power")
+
+    @property
+    def declared(self) -> Declared:
+        """The fixed sequence a ``power_declared`` cell names before its pilots."""
+        if self.kind != "power_declared":
+            return Declared()
+        return Declared(order=tuple(f"c{i}" for i in range(self.n_candidates)))
+
+    @property
     def key(self) -> str:
-        churn = f"_churn{self.churn:g}" if self.kind == "power" else ""
+        churn = f"_churn{self.churn:g}" if self.is_power else ""
         return f"{self.kind}{churn}_{self.n_units}u_{self.n_candidates}c"
 
 
@@ -304,10 +327,21 @@ def _forced_together(ref: np.ndarray, forced: list[np.ndarray]) -> np.ndarray:
 
 def simulate_pilot(cell: Cell, rng: np.random.Generator, rate: float | None
                    ) -> tuple[dict, list[str]]:
-    """Per model and run, the pilot's item frame; the names of the truly shifted candidates."""
+    """Per model and run, the pilot's item frame (``cell.n_units`` units drawn without
+    replacement from an instrument of :data:`POPULATION` units); the truly shifted candidates."""
+    frames, shifted = simulate_instrument(cell, rng, rate)
+    chosen = {str(u) for u in rng.choice(POPULATION, cell.n_units, replace=False)}
+    return {model: {run: frame[frame["unit_id"].isin(chosen)].reset_index(drop=True)
+                    for run, frame in runs.items()} for model, runs in frames.items()}, shifted
+
+
+def simulate_instrument(cell: Cell, rng: np.random.Generator, rate: float | None
+                        ) -> tuple[dict, list[str]]:
+    """Per model and run, the whole instrument's item frame; the truly shifted candidates."""
     names = [f"c{i}" for i in range(cell.n_candidates)]
+    n_units = POPULATION
     if cell.metric != "accuracy":
-        layout = bbq_layout(cell.n_units, rng)
+        layout = bbq_layout(n_units, rng)
         ref = bbq_reference(layout, rng)
         runs = {"ref": bbq_frame(layout, ref)}
         for name in names:
@@ -315,7 +349,7 @@ def simulate_pilot(cell: Cell, rng: np.random.Generator, rate: float | None
             runs[name] = bbq_frame(layout, bbq_candidate(layout, ref, cell.metric, rate, draws))
         return {"m": runs}, names
     if cell.kind == "between_models":
-        ref_a, ref_b = (accuracy_reference(cell.n_units, rng) for _ in range(2))
+        ref_a, ref_b = (accuracy_reference(n_units, rng) for _ in range(2))
         moved = [_broken_units(ref_a, 0.10, 2, rng) for _ in names]
         ref_a = _forced_together(ref_a, [r for r, _ in moved])
         a = {"ref": accuracy_frame(ref_a)}
@@ -325,8 +359,8 @@ def simulate_pilot(cell: Cell, rng: np.random.Generator, rate: float | None
             a[name] = accuracy_frame(np.where(forced != cand, False, ref_a))
             b[name] = accuracy_frame(_churned(ref_b, rng))
         return {"a": a, "b": b}, names
-    ref = accuracy_reference(cell.n_units, rng)
-    if cell.kind == "power":
+    ref = accuracy_reference(n_units, rng)
+    if cell.kind.startswith("power"):
         shifted = names[1:]
         pairs = [(ref, _churned(ref, rng, cell.churn))]
         pairs += [ACCURACY_NULLS["independent"](ref, rng) for _ in shifted]
@@ -370,10 +404,12 @@ def run_pilot(cell: Cell, rng: np.random.Generator, rate: float | None, alpha: f
     estimates = claim_estimates(frames, "ref", claims, {cell.metric: SPECS[cell.metric]},
                                 resamples, rng)
     names = [n for n in estimates if n != "ref"]
-    costs = {"ref": 1.0, **{n: (0.9 if cell.kind == "power" and i == 0 else 0.2 + 0.1 * i)
+    first = {"power": 0.9, "power_declared": 0.1}.get(cell.kind)
+    costs = {"ref": 1.0, **{n: (first if first and i == 0 else 0.2 + 0.1 * i)
                             for i, n in enumerate(names)}}
     candidates = [Candidate(n, costs[n], estimates[n]) for n in ["ref", *names]]
-    rec = recommend(candidates, claims, SIZES, 4, reference="ref", alpha=alpha)
+    rec = recommend(candidates, claims, SIZES, 4, reference="ref", alpha=alpha,
+                    declared=cell.declared, population_units=POPULATION)
     old_p = np.array([max(t_tost_before(estimates[n][k.name], k) for k in claims)
                       for n in names])
     old = dict(zip(names, (holm(old_p) <= alpha).tolist(), strict=True))
@@ -383,9 +419,9 @@ def run_pilot(cell: Cell, rng: np.random.Generator, rate: float | None, alpha: f
         chosen = _chosen(rec, certified)
         out[rule] = {"chosen_shifted": chosen in shifted,
                      "certified_shifted": any(certified[n] for n in shifted),
-                     "certified_equal": cell.kind == "power" and certified[names[0]],
-                     "chose_equal": cell.kind == "power" and chosen == names[0]}
-    out["recommend"]["p_max"] = float(max(claim_pvalue(estimates[n][k.name], k)
+                     "certified_equal": cell.is_power and certified[names[0]],
+                     "chose_equal": cell.is_power and chosen == names[0]}
+    out["recommend"]["p_max"] = float(max(claim_pvalue(estimates[n][k.name], k, POPULATION)
                                           for n in names for k in claims))
     return out
 
@@ -406,18 +442,19 @@ def run_cell(cell: Cell, pilots: int, alpha: float, resamples: int, seed: int,
                                                              "certified_equal", "chose_equal")}
         rules[rule] = {"error": _rate(counts["chosen_shifted"], pilots),
                        "fwer": _rate(counts["certified_shifted"], pilots)}
-        if cell.kind == "power":
+        if cell.is_power:
             rules[rule]["certified_equal"] = _rate(counts["certified_equal"], pilots)
             rules[rule]["chose_equal"] = _rate(counts["chose_equal"], pilots)
     return {"key": cell.key, "kind": cell.kind, "metric": cell.metric,
             "margin_pp": cell.margin, "pilot_units": cell.n_units,
             "candidates": cell.n_candidates, "churn_of_equal": cell.churn
-            if cell.kind == "power" else None, "pilots": pilots, "move_rate": rate,
+            if cell.is_power else None, "pilots": pilots, "move_rate": rate,
             "claims": [c.name for c in cell.claims], "rules": rules}
 
 
 def exact_all_or_nothing(n_units: int, share: float, alpha: float, resamples: int) -> dict:
-    """Certified or not for every count of broken units; the error over Binomial(n, share)."""
+    """Certified or not for every count of broken units; the error over the hypergeometric
+    count of the instrument's ``share * POPULATION`` broken units in a pilot of ``n_units``."""
     rng = np.random.default_rng(0)
     base = accuracy_reference(n_units, rng)
     claim = Claim("accuracy", MARGINS["accuracy"])
@@ -427,20 +464,39 @@ def exact_all_or_nothing(n_units: int, share: float, alpha: float, resamples: in
         ref[: 4 * broken], cand[: 4 * broken] = True, False
         est = claim_estimates({"m": {"ref": accuracy_frame(ref), "c": accuracy_frame(cand)}},
                               "ref", [claim], {"accuracy": ACCURACY}, resamples, 0)["c"]
-        p, old = claim_pvalue(est[claim.name], claim), t_tost_before(est[claim.name], claim)
+        p = claim_pvalue(est[claim.name], claim, POPULATION)
+        old = t_tost_before(est[claim.name], claim)
         rows.append({"broken_units": broken, "shift_pp": est[claim.name].shift_pp,
-                     "p": p, "p_before": old, "probability": float(
-                         stats.binom.pmf(broken, n_units, share))})
+                     "p": p, "p_before": old, "probability": float(stats.hypergeom.pmf(
+                         broken, POPULATION, round(share * POPULATION), n_units))})
     return {"pilot_units": n_units, "broken_share": share, "units": rows,
             "error": sum(r["probability"] for r in rows if r["p"] <= alpha),
             "error_before": sum(r["probability"] for r in rows if r["p_before"] <= alpha)}
+
+
+def one_changed_item(sizes: list[int], margin: float, resamples: int) -> list[dict]:
+    """The p of a candidate that changes exactly one item of the pilot, per pilot size."""
+    claim = Claim("accuracy", margin)
+    out = []
+    for n_units in sizes:
+        ref = accuracy_reference(n_units, np.random.default_rng(n_units))
+        cand = ref.copy()
+        cand[0] = not cand[0]
+        est = claim_estimates({"m": {"ref": accuracy_frame(ref), "c": accuracy_frame(cand)}},
+                              "ref", [claim], {"accuracy": ACCURACY}, resamples, 0)["c"]
+        out.append({"pilot_units": n_units, "margin_pp": margin,
+                    "p": claim_pvalue(est[claim.name], claim, POPULATION),
+                    "p_identical": claim_pvalue(ClaimEstimate(
+                        0.0, 0.0, 1.0, n_units, identical=True, leverage_pp=100.0), claim,
+                        POPULATION)})
+    return out
 
 
 def summary(rows: list[dict], alpha: float) -> dict:
     """The largest error of each rule over the null cells, with its interval and a simultaneous
     one (Bonferroni over the cells: the largest of many noisy rates sits high by chance), and
     the rate pooled over every null cell."""
-    nulls = [r for r in rows if r["kind"] != "power"]
+    nulls = [r for r in rows if not r["kind"].startswith("power")]
     out = {"null_cells": len(nulls)}
     for rule in ("recommend", "t_tost_before"):
         if not nulls:
@@ -451,10 +507,15 @@ def summary(rows: list[dict], alpha: float) -> dict:
         low, high = stats.binomtest(hits, worst["pilots"]).proportion_ci(level)
         pooled = sum(round(r["rules"][rule]["error"]["rate"] * r["pilots"]) for r in nulls)
         total = sum(r["pilots"] for r in nulls)
+        hidden = [r for r in nulls if r["kind"].startswith("partly_hidden")]
         out[rule] = {"largest": {"cell": worst["key"], **worst["rules"][rule]["error"],
                                  "ci_simultaneous": [float(low), float(high)],
                                  "simultaneous_level": level},
-                     "pooled": _rate(pooled, total)}
+                     "pooled": _rate(pooled, total),
+                     "pooled_partly_hidden": _rate(
+                         sum(round(r["rules"][rule]["error"]["rate"] * r["pilots"])
+                             for r in hidden), sum(r["pilots"] for r in hidden))
+                     if hidden else None}
     return out
 
 
@@ -463,12 +524,25 @@ def cells(sizes: list[int], counts: list[int], churns: list[float]) -> list[Cell
     grid = [Cell(k, n, c) for k in kinds for n in sizes for c in counts]
     grid += [Cell("power", n, 1, churn) for n in sizes if n >= 62 for churn in churns]
     grid += [Cell("power", n, c, CHURN) for n in sizes if n >= 62 for c in counts if c > 1]
+    grid += [Cell("power_declared", n, 5, CHURN) for n in sizes if n >= 62]
     return grid
+
+
+def _pilots(cell: Cell, args: argparse.Namespace) -> int:
+    """``--pilots``, or the ``--pilots-for`` count of the first prefix the cell's key has."""
+    for text in args.pilots_for:
+        prefix, _, count = text.partition("=")
+        if cell.key.startswith(prefix):
+            return int(count)
+    return args.pilots
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pilots", type=int, default=1000)
+    parser.add_argument("--pilots-for", nargs="*", default=[], metavar="PREFIX=N",
+                        help="more pilots for cells whose key starts with PREFIX (those near "
+                             "alpha), e.g. partly_hidden=2000")
     parser.add_argument("--units", type=int, nargs="+", default=[20, 40, 62, 100, 250])
     parser.add_argument("--candidates", type=int, nargs="+", default=[1, 2, 4])
     parser.add_argument("--churns", type=float, nargs="+",
@@ -487,6 +561,8 @@ def main() -> None:
     rates = {m: calibrate_rate(m, MARGINS[m]) for m in ("bias_s_dis", "bias_s_amb")}
     exact = done.get("exact_all_or_nothing") or exact_all_or_nothing(62, 0.05, args.alpha,
                                                                      args.bootstrap)
+    one_item = done.get("one_changed_item") or one_changed_item([62, 100, 250], 5.0,
+                                                                args.bootstrap)
     grid = cells(args.units, args.candidates, args.churns)
     order = {cell.key: i for i, cell in enumerate(grid)}
     todo = sorted(((i, cell) for i, cell in enumerate(grid) if cell.key not in results
@@ -498,10 +574,11 @@ def main() -> None:
             "command": command_line("recommend_simulation.py", args), "alpha": args.alpha,
             "margins_pp": MARGINS, "sizes_units": list(SIZES), "bootstrap": args.bootstrap,
             "churn": CHURN, "move_rates": rates, "seconds": time.perf_counter() - start,
-            "summary": summary(rows, args.alpha), "exact_all_or_nothing": exact, "cells": rows})
+            "summary": summary(rows, args.alpha), "exact_all_or_nothing": exact,
+            "one_changed_item": one_item, "population_units": POPULATION, "cells": rows})
 
     with ProcessPoolExecutor(args.jobs) as pool:
-        futures = [pool.submit(run_cell, cell, args.pilots, args.alpha, args.bootstrap,
+        futures = [pool.submit(run_cell, cell, _pilots(cell, args), args.alpha, args.bootstrap,
                                args.seed + 1009 * i, rates.get(cell.metric))
                    for i, cell in todo]
         for future in as_completed(futures):

@@ -97,7 +97,7 @@ def main() -> None:
             row = {"pilot": name, "claim": claim.name, "margin_pp": claim.margin_pp,
                    "chosen": chosen, "units": rec.chosen.units if rec.chosen else None,
                    "certified": sorted(n for n, c in rec.certificates.items() if c.certified),
-                   "pilot_p_holm": {n: c.pvalue_holm for n, c in rec.certificates.items()}}
+                   "pilot_p_adjusted": {n: c.pvalue_adjusted for n, c in rec.certificates.items()}}
             if chosen is not None and chosen != reference:
                 held_out = judged[chosen][claim.name]
                 row["held_out"] = {

@@ -25,7 +25,7 @@ from lm_eval_ext.analysis.metrics import ACCURACY, BIAS_S_DIS
 from lm_eval_ext.analysis.recommendation import MEASURED_ERROR
 from lm_eval_ext.analysis.report import write_outputs
 from lm_eval_ext.analysis.stats.bootstrap import bootstrap_counts
-from lm_eval_ext.analysis.stats.equivalence import hidden_change_pvalue
+from lm_eval_ext.analysis.stats.equivalence import CAUGHT_SHARE, hidden_change_pvalue
 from lm_eval_ext.analysis.stats.pilot_contrasts import claim_estimates
 from lm_eval_ext.analysis.stats.recommend import (
     MIN_PILOT_UNITS,
@@ -38,7 +38,7 @@ from lm_eval_ext.analysis.stats.recommend import (
     recommend,
     se_from_interval,
 )
-from lm_eval_ext.analysis.synthetic import simulate_predictions, write_run
+from lm_eval_ext.analysis.synthetic import move_answers, simulate_predictions, write_run
 from lm_eval_ext.data.instrument import load_membership
 
 
@@ -59,13 +59,17 @@ def normal_tost(shift, se, margin):
     return max(stats.norm.sf((margin - shift) / se), stats.norm.sf((shift + margin) / se))
 
 
+#: the share of alpha the missed-unit scenario keeps (the rest bounds pilots that caught some)
+KEPT = 1 - CAUGHT_SHARE
+
+
 def test_the_hidden_change_floor_is_the_exact_binomial_chance_of_missing_every_moved_unit():
     assert hidden_change_pvalue(5.0, 100.0, 62) == pytest.approx(stats.binom.pmf(0, 62, 0.05))
     assert hidden_change_pvalue(5.0, 200.0, 62) == pytest.approx(stats.binom.pmf(0, 62, 0.025))
     assert hidden_change_pvalue(150.0, 100.0, 62) == 0.0  # out of reach of any change
     assert hidden_change_pvalue(5.0, None, 62) == 1.0  # a metric with no known answers
     equal = ClaimEstimate(0.0, 0.0, 1.0, 62, identical=True, leverage_pp=100.0)
-    assert claim_pvalue(equal, Claim("accuracy", 5.0)) == pytest.approx(0.95 ** 62)
+    assert claim_pvalue(equal, Claim("accuracy", 5.0)) == pytest.approx(0.95 ** 62 / KEPT)
     unknown = ClaimEstimate(0.0, 0.0, 1.0, 62, identical=True)
     assert claim_pvalue(unknown, Claim("judge_bias", 5.0)) == 1.0
     small = ClaimEstimate(0.1, 0.5, 1.0, MIN_PILOT_UNITS - 1, leverage_pp=100.0,
@@ -73,7 +77,21 @@ def test_the_hidden_change_floor_is_the_exact_binomial_chance_of_missing_every_m
     assert claim_pvalue(small, Claim("accuracy", 5.0)) == 1.0
     # the floor bounds every p, not only identical outputs': a tiny SE cannot go below it
     sharp = ClaimEstimate(0.0, 0.01, 1.0, 62, leverage_pp=100.0, t_draws=NORMAL_DRAWS)
-    assert claim_pvalue(sharp, Claim("accuracy", 5.0)) == pytest.approx(0.95 ** 62)
+    assert claim_pvalue(sharp, Claim("accuracy", 5.0)) == pytest.approx(0.95 ** 62 / KEPT)
+
+
+def test_drawn_without_replacement_from_the_instrument_the_floor_is_hypergeometric():
+    """The pilot's units are a draw without replacement from the 500-unit instrument: missing
+    all 25 units a 5-point shift needs is scipy's hypergeometric chance (0.0334 at 62 units,
+    against 0.0416 with replacement)."""
+    for n in (45, 62, 100, 250):
+        assert hidden_change_pvalue(5.0, 100.0, n, 500) == pytest.approx(
+            stats.hypergeom.pmf(0, 500, 25, n), rel=1e-9)
+    assert hidden_change_pvalue(10.0, 200.0, 62, 500) == pytest.approx(
+        stats.hypergeom.pmf(0, 500, 25, 62), rel=1e-9)
+    equal = ClaimEstimate(0.0, 0.0, 1.0, 62, identical=True, leverage_pp=100.0)
+    assert claim_pvalue(equal, Claim("accuracy", 5.0), 500) == pytest.approx(
+        stats.hypergeom.pmf(0, 500, 25, 62) / KEPT)  # 0.0352: certified at 0.05
 
 
 def _accuracy_estimate(ref, cand, units, resamples=2000, seed=0):
@@ -110,46 +128,100 @@ def test_a_20_unit_pilot_with_one_changed_item_is_not_certified():
     cand = ref.copy()
     cand[0] = not cand[0]
     est = _accuracy_estimate(ref, cand, units)
-    assert claim_pvalue(est, Claim("accuracy", 5.0)) == pytest.approx(0.95 ** 20)  # 0.358
+    assert claim_pvalue(est, Claim("accuracy", 5.0)) == pytest.approx(0.95 ** 20 / KEPT)  # 0.377
+
+
+@pytest.mark.parametrize("n_units", [62, 100, 250])
+def test_one_changed_item_is_certified_wherever_identical_outputs_are(n_units):
+    """Before, every resample that missed the one changed item (37% of them) had no SE and
+    counted as T* = -inf, so p stayed at 0.36-0.37 at any size and margin. A resample without
+    spread is now studentised by the pilot's SE: the item's p is the identical outputs' one
+    (the hidden-change floor) within 1/(B+1), and certified at margin 5."""
+    units = np.repeat(np.arange(n_units), 4)
+    ref = np.random.default_rng(n_units).random(units.size) < 0.5
+    cand = ref.copy()
+    cand[5] = not cand[5]
+    claim = Claim("accuracy", 5.0)
+    est = _accuracy_estimate(ref, cand, units)
+    same = _accuracy_estimate(ref, ref.copy(), units)
+    p, p_same = claim_pvalue(est, claim, 500), claim_pvalue(same, claim, 500)
+    assert same.identical and p_same == pytest.approx(stats.hypergeom.pmf(0, 500, 25, n_units)
+                                                      / KEPT)
+    assert p <= 0.05 and p <= p_same + 1 / 2001 + 1e-3
 
 
 def test_the_bootstrap_t_p_is_a_loop_over_resampled_units_and_hidden_shares():
     """The package's vectorised bootstrap-t against plain loops: for each resample of units
     (the same counts), the mean of the drawn units' differences and their textbook SE
-    (sd / sqrt(n)), T* = (mean* - mean) / SE*, the two one-sided counts; then the largest over
-    hidden shares of the chance of missing them times the TOST of the rest."""
+    (sd / sqrt(n); the pilot's own SE for a resample without spread), T* = (mean* - mean) /
+    SE*, the two one-sided counts; then the largest over broken shares s of the chance of
+    missing them times the one-sided test of the rest against (5 - 100 s) / (1 - s), over the
+    share of alpha that scenario keeps."""
     rng = np.random.default_rng(7)
     n, resamples = 150, 999
     units = np.repeat(np.arange(n), 4)
     ref = rng.random(units.size) < stats.logistic.cdf(rng.normal(0, 1, n))[units]
     cand = np.where(rng.random(units.size) < 0.06, ~ref, ref)
-    cand[:8] = False  # two units lose everything: a skewed difference
+    ref[:8] = True
+    cand[:8] = [False, False, False, True] * 2  # two units lose 3 of 4: skewed, none fully
     est = _accuracy_estimate(ref, cand, units, resamples, seed=3)
+    assert est.full_up == est.full_down == 0
     d = 100 * (cand.astype(float) - ref).reshape(n, 4).mean(1)
     d = d[sorted(range(n), key=str)]  # the tool numbers units in the order of their ids
     counts = bootstrap_counts(n, resamples, 3)
+    se = d.std(ddof=1) / math.sqrt(n)
     t_star = []
     for row in counts:
         drawn = np.repeat(d, row.astype(int))
-        se = drawn.std(ddof=1) / math.sqrt(n)
-        t_star.append((drawn.mean() - d.mean()) / se if se > 0 else 0.0)
+        spread = drawn.std(ddof=1) / math.sqrt(n)
+        t_star.append((drawn.mean() - d.mean()) / (spread if spread > 0 else se))
     t_star = np.array(t_star)
-    se = d.std(ddof=1) / math.sqrt(n)
     assert np.allclose(est.t_draws, t_star, atol=1e-9)
 
-    def tost(margin):
+    def one_sided(margin):
         below = (t_star <= (d.mean() - margin) / se).sum()
         above = (t_star >= (d.mean() + margin) / se).sum()
         return (1 + max(below, above)) / (resamples + 1)
 
-    # a share s of units (each moving accuracy by up to 100 points) may hide part of the shift:
-    # missed with chance (1 - s)^n, the rest tested at 5 - 100 s; s on 1000 steps to 5%, each
-    # step bounded by its worst corner; never below the floor 0.95^n
-    steps = [0.05 * i / 1000 for i in range(1001)]
-    terms = [(1 - lo) ** n * tost(5 - 100 * hi) for lo, hi in zip(steps[:-1], steps[1:], strict=True)]
-    expected = max(*terms, 0.95 ** n)
-    assert expected > tost(5)  # the hidden share matters on this pilot
+    steps = [0.05 * i / 400 for i in range(401)]
+    terms = [(1 - lo) ** n * one_sided((5 - 100 * hi) / (1 - hi))
+             for lo, hi in zip(steps[:-1], steps[1:], strict=True)]
+    expected = max(*terms, 0.95 ** n) / KEPT
+    assert expected > one_sided(5) / KEPT  # the hidden share matters on this pilot
     assert claim_pvalue(est, Claim("accuracy", 5.0)) == pytest.approx(expected)
+
+
+def test_a_pilot_that_caught_a_broken_unit_is_bounded_as_one_that_missed_it():
+    """The audit's liberal case: a protocol breaks 2% of units outright and moves the rest the
+    same way; a 100-unit pilot catches one broken unit (its 4 items right -> wrong) while the
+    rest moved the other way by chance, so the pilot's shift is 0.0. Before, only the pilots
+    that missed every broken unit were bounded and this one was certified (p 0.0073). Now the
+    scenario "caught k = 1" is bounded too: the largest over broken shares s of Binomial(100,
+    s)'s P(K = 1) times the bootstrap-t p of the pilot less that unit against the rest's share
+    of the margin, over the scenario's share of alpha; here a loop with its own resamples."""
+    n = 100
+    units = np.repeat(np.arange(n), 4)
+    rng = np.random.default_rng(56)
+    ref = rng.random(units.size) < stats.logistic.cdf(rng.normal(0, 1, n))[units]
+    ref[:4] = True
+    cand = move_answers(ref, -0.03 / 0.98, 0.02, rng)
+    cand[:4] = False
+    est = _accuracy_estimate(ref, cand, units)
+    assert (est.shift_pp, est.full_down, est.full_up) == (0.0, 1, 0)
+    p = claim_pvalue(est, Claim("accuracy", 5.0))
+    rest = 100 * (cand.astype(float) - ref).reshape(n, 4).mean(1)[1:]
+    draws = np.random.default_rng(0).integers(0, n - 1, (20_000, n - 1))
+    drawn = rest[draws]
+    se = rest.std(ddof=1) / math.sqrt(n - 1)
+    spread = drawn.std(1, ddof=1) / math.sqrt(n - 1)
+    t_star = (drawn.mean(1) - rest.mean()) / np.where(spread > 0, spread, se)
+    shares = np.linspace(0, 0.05, 401)
+    lower = [(1 + (t_star >= (rest.mean() + (5 - 100 * hi) / (1 - hi)) / se).sum()) / 20_001
+             for hi in shares[1:]]
+    caught = max(stats.binom.pmf(1, n, lo) * q for lo, q in zip(shares[:-1], lower,
+                                                                 strict=True))
+    assert p == pytest.approx(caught / (CAUGHT_SHARE / 2), rel=0.15)
+    assert p > 0.2
 
 
 def _bbq_items(n_units, pred):
@@ -214,14 +286,15 @@ def test_certificates_are_holm_over_candidates_of_the_largest_claim_p():
     # normal theory over a continuous hidden share h (a share h of the 125 units, missed with
     # chance (1 - h)^125, may carry 100 h points of the shift; the rest is tested at 4 - 100 h);
     # the package takes h on a grid, each step at its worst corner (slightly larger)
-    hidden = np.linspace(0.0, 0.04, 4001)
-    closed = [max(max((1 - h) ** 125 * normal_tost(s, 1.0, 4 - 100 * h) for h in hidden)
-                  for s in shifts) for shifts in ((0.2, 1.0), (0.1, 0.3), (3.9, 0.0))]
-    closed = [max(c, 0.96 ** 125) for c in closed]  # never below the floor
-    assert all(c - 2e-4 <= j <= c + 2e-3 for c, j in zip(closed, joint, strict=True))
+    hidden = np.linspace(0.0, 0.04, 4001)[:-1]
+    closed = [max(max((1 - h) ** 125 * normal_tost(s, 1.0, (4 - 100 * h) / (1 - h))
+                      for h in hidden) for s in shifts) / KEPT
+              for shifts in ((0.2, 1.0), (0.1, 0.3), (3.9, 0.0))]
+    closed = [max(c, 0.96 ** 125 / KEPT) for c in closed]  # never below the floor
+    assert all(c - 2e-4 <= j <= c + 5e-3 for c, j in zip(closed, joint, strict=True))
     expected = multipletests(joint, alpha=0.05, method="holm")
     assert [certificates[n].pvalue for n in "abc"] == pytest.approx(joint)
-    assert [certificates[n].pvalue_holm for n in "abc"] == pytest.approx(expected[1])
+    assert [certificates[n].pvalue_adjusted for n in "abc"] == pytest.approx(expected[1])
     assert [certificates[n].certified for n in "abc"] == list(expected[0]) == [True, True, False]
 
 
@@ -247,9 +320,9 @@ def test_a_pilot_too_small_recommends_nothing_and_says_how_many_units_it_would_n
     result = recommend([ref, b4], [Claim("accuracy", 2.0)], [62, 125, 250, 500], 4,
                        reference="ref")
     assert result.chosen is None
-    # identical outputs, accuracy: (1 - 0.02) ** n <= 0.05 needs n >= 149
-    assert result.units_to_certify == math.ceil(math.log(0.05) / math.log(0.98)) == 149
-    assert "fewer than the 20" in result.reasons[0] and "about 149 units" in result.reasons[1]
+    # identical outputs, accuracy: (1 - 0.02) ** n <= 0.05 * KEPT needs n >= 151
+    assert result.units_to_certify == math.ceil(math.log(0.05 * KEPT) / math.log(0.98)) == 151
+    assert "fewer than the 20" in result.reasons[0] and "about 151 units" in result.reasons[1]
 
 
 def _items(units, correct):
@@ -312,16 +385,27 @@ def pilot(tmp_path_factory):
         "broken": ("nf4", "broken", 500.0)})
 
 
+def _missed(hidden_share, n_units, population=500):
+    """P(n units drawn without replacement from ``population`` miss a ``hidden_share`` of
+    them): the product of (N - h - i) / (N - i), for a real number h of units too."""
+    hidden = hidden_share * population
+    return math.prod((population - hidden - i) / (population - i) for i in range(n_units))
+
+
 def test_recommend_command_picks_the_certified_protocol(pilot, tmp_path):
-    """'same' repeats the reference's answers on 125 units: accuracy cannot have moved by 8
-    points unless 8% of units changed, and none did: p = 0.92^125. 'broken' is not certified."""
+    """'same' repeats the reference's answers on 125 units of the 500-unit instrument:
+    accuracy cannot have moved by 8 points unless 40 of its units changed, and the pilot drew
+    none of them: p = C(460, 125) / C(500, 125) over the missed scenario's share of alpha.
+    'broken' is not certified."""
     proc = run_cli(["lm-eval-ext", "recommend", str(pilot), "--claim", "accuracy=8",
                     "--out", str(tmp_path)])
     assert proc.returncode == 0, proc.stderr[-2000:]
     card = json.loads((tmp_path / "card.json").read_text())
     chosen = card["recommended"]
     assert chosen["protocol"] == "same"
-    assert card["certificates"]["same"]["p_value"] == pytest.approx(0.92 ** 125)
+    assert card["certificates"]["same"]["p_value"] == pytest.approx(
+        stats.hypergeom.pmf(0, 500, 40, 125) / KEPT)
+    assert card["settings"]["population_units"] == 500
     assert not card["certificates"]["broken"]["certified"]
     assert card["baseline"] == {"protocol": "ref", "units": 500, "items": 2000, "cost": 16000.0}
     assert chosen["cost"] == pytest.approx(2.0 * chosen["items"])  # 1,000 J over 500 items
@@ -350,8 +434,8 @@ def test_identical_answers_certify_a_bias_score_by_the_hidden_change_floor(pilot
     leverage = len(per_unit) * 100 * 2 * per_unit.max() / counted
     card = json.loads((tmp_path / "card.json").read_text())
     p = card["certificates"]["same"]["p_per_claim"]
-    assert p["bias_s_dis"] == pytest.approx((1 - 15 / leverage) ** 125, rel=1e-6)
-    assert p["accuracy"] == pytest.approx(0.92 ** 125, rel=1e-6)
+    assert p["bias_s_dis"] == pytest.approx(_missed(15 / leverage, 125) / KEPT, rel=1e-6)
+    assert p["accuracy"] == pytest.approx(_missed(0.08, 125) / KEPT, rel=1e-6)
     assert card["recommended"]["protocol"] == "same"
 
 
@@ -479,3 +563,82 @@ def test_a_metric_without_known_answers_gives_no_unit_count_and_says_why():
     result = recommend([ref, same], [Claim("judge_x", 10.0)], [125], 4, reference="ref")
     assert result.units_to_certify is None and not result.certificates["same"].certified
     assert "does not say which answers an item could get" in result.reasons[0]
+
+
+@pytest.mark.parametrize(("n_units", "se", "shift"), [(62, 3.0, 1.5), (250, 1.8, 2.5)])
+def test_the_advice_names_a_pilot_larger_than_this_one_from_the_deciding_test(n_units, se,
+                                                                               shift):
+    """Before, a 62- or a 250-unit pilot that certified nothing was told "it would need about
+    59 units". The count now comes from the deciding test's own terms (shift 0 at the planned
+    power, the pilot's SE scaled, the instrument's floor), searched above the pilot's size; a
+    pilot of that size passes and one unit fewer does not."""
+    from lm_eval_ext.analysis.stats.recommend import projected_pvalue
+
+    est = ClaimEstimate(shift, se, 1.0, n_units, leverage_pp=100.0, t_draws=NORMAL_DRAWS)
+    ref = Candidate("ref", 4.0, {"accuracy": ClaimEstimate(0.0, 0.0, 1.0, n_units)})
+    noisy = Candidate("noisy", 1.0, {"accuracy": est})
+    claim = Claim("accuracy", 5.0)
+    result = recommend([ref, noisy], [claim], [62, 125, 250, 500], 4, reference="ref",
+                       population_units=500)
+    assert not result.certificates["noisy"].certified
+    needed = result.units_to_certify
+    assert needed is not None and needed > n_units
+    assert projected_pvalue(est, claim, needed, 0.8, 500) <= 0.05
+    assert projected_pvalue(est, claim, needed - 1, 0.8, 500) > 0.05 or needed - 1 == n_units
+    assert f"a pilot of about {needed} units" in result.reasons[0]
+
+
+def test_a_candidate_this_pilot_should_have_certified_gets_no_larger_pilot_advice():
+    """250 units, SE 1 point, but a shift of 3.5 points against a margin of 5: were its true
+    shift 0 this pilot would have certified it, so a larger pilot is not the remedy."""
+    est = ClaimEstimate(3.5, 1.0, 1.0, 250, leverage_pp=100.0, t_draws=NORMAL_DRAWS)
+    ref = Candidate("ref", 4.0, {"accuracy": ClaimEstimate(0.0, 0.0, 1.0, 250)})
+    result = recommend([ref, Candidate("near", 1.0, {"accuracy": est})],
+                       [Claim("accuracy", 5.0)], [62, 125, 250, 500], 4, reference="ref",
+                       population_units=500)
+    assert not result.certificates["near"].certified and result.units_to_certify is None
+    assert "a larger pilot is not the remedy" in result.reasons[0]
+
+
+def test_the_reference_on_the_full_instrument_is_not_called_a_smaller_subset():
+    """The card said "the reference protocol itself on a smaller subset" when it recommended
+    the full 500-unit instrument."""
+    from lm_eval_ext.analysis.recommendation import card
+
+    ref = Candidate("ref", 4.0, {"accuracy": ClaimEstimate(0.0, 0.0, 4.0, 62)})
+    moved = Candidate("moved", 1.0, {"accuracy": ClaimEstimate(
+        4.0, 1.0, 4.0, 62, leverage_pp=100.0, t_draws=NORMAL_DRAWS)})
+    claims = [Claim("accuracy", 5.0)]
+    reference = {"reference": "ref", "cost_unit": "J", "reference_cost_per_item": 4.0}
+    for sizes, smaller in (([62, 125, 250, 500], False), ([62, 125, 250, 400], True)):
+        result = recommend([ref, moved], claims, sizes, 4, reference="ref")
+        assert (result.chosen.candidate, result.chosen.units) == ("ref", max(sizes))
+        text = card(result, claims, reference, 500, {"alpha": 0.05})["guarantee"]
+        assert text.startswith("the reference protocol itself")
+        assert ("on a smaller subset" in text) == smaller
+
+
+def test_a_declared_order_spends_alpha_as_declared_and_bad_names_are_one_line(pilot, tmp_path):
+    """--order same,broken: 'same' is tested first at the full alpha and certified; --order
+    broken,same: 'broken' fails first, so the sequence stops and 'same' is not certified."""
+    first = run_cli(["lm-eval-ext", "recommend", str(pilot), "--claim", "accuracy=8",
+                     "--order", "same,broken", "--out", str(tmp_path / "a")])
+    assert first.returncode == 0, first.stderr[-2000:]
+    card = json.loads((tmp_path / "a" / "card.json").read_text())
+    assert card["certificates"]["same"]["certified"]
+    assert card["certificates"]["same"]["p_adjusted"] == card["certificates"]["same"]["p_value"]
+    assert "a fixed sequence declared before the pilot (same, broken)" in card["guarantee"]
+    second = run_cli(["lm-eval-ext", "recommend", str(pilot), "--claim", "accuracy=8",
+                      "--order", "broken,same", "--out", str(tmp_path / "b")])
+    card = json.loads((tmp_path / "b" / "card.json").read_text())
+    assert second.returncode == 0 and not card["certificates"]["same"]["certified"]
+    for flags, message in ((["--order", "same,nosuch"], "'nosuch' in --order/--weights is not "
+                                                        "a candidate run of the pilot"),
+                           (["--weights", "same=x"], "--weights entry 'same=x' is not RUN=W"),
+                           (["--weights", "same=0"], "--weights must be positive numbers"),
+                           (["--order", "ref"], "'ref' in --order/--weights is not a "
+                                                "candidate run")):
+        proc = run_cli(["lm-eval-ext", "recommend", str(pilot), "--claim", "accuracy=8",
+                        *flags])
+        assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+        assert message in proc.stderr and proc.stderr.count("\n") == 1, proc.stderr

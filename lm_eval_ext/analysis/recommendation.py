@@ -12,7 +12,8 @@ The statistics are in :mod:`lm_eval_ext.analysis.stats.recommend` and
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -34,6 +35,7 @@ from lm_eval_ext.analysis.stats.recommend import (
     MIN_PILOT_UNITS,
     Candidate,
     Claim,
+    Declared,
     Recommendation,
 )
 from lm_eval_ext.metering.modes import mode_difference
@@ -42,6 +44,19 @@ from lm_eval_ext.metering.uncertainty import ratio_interval
 #: the frozen instrument's nested memberships, in natural units (4 items each)
 INSTRUMENT_SIZES_UNITS = (62, 125, 250, 500)
 ITEMS_PER_UNIT = 4
+#: tasks whose items are a membership of the frozen instrument (drawn without replacement)
+INSTRUMENT_TASK = re.compile(r"bbq_(subset_\w+|instrument)(_loglik)?")
+
+
+def population_units(design: dict[str, str]) -> int | None:
+    """The frozen instrument's units where the pilot's task is one of its memberships.
+
+    None otherwise: an unlimited population, whose with-replacement bound is larger.
+    """
+    tasks = [t for t in design.get("tasks", "").split(",") if t]
+    if tasks and all(INSTRUMENT_TASK.fullmatch(t.strip()) for t in tasks):
+        return max(INSTRUMENT_SIZES_UNITS)
+    return None
 
 
 @dataclass(frozen=True)
@@ -229,38 +244,70 @@ def pilot_candidates(pilots: dict[str, Pilot], claims: Sequence[Claim], *,
 def recommend_from_pilots(folders: Sequence[str | Path], claim_texts: Sequence[str], *,
                           sizes_units: Sequence[int] = INSTRUMENT_SIZES_UNITS,
                           alpha: float = 0.05, power: float = 0.8, n_resamples: int = 2000,
-                          seed: int = 0) -> dict[str, Any]:
-    """``lm-eval-ext recommend`` as a function: pilot folders and claims in, the card out."""
+                          seed: int = 0, order: Sequence[str] = (),
+                          weights: Mapping[str, float] | None = None) -> dict[str, Any]:
+    """``lm-eval-ext recommend`` as a function: pilot folders and claims in, the card out.
+
+    ``order`` (a fixed sequence) or ``weights`` (weighted Holm) spend alpha over the
+    candidates as declared before the pilot; by default Holm.
+    """
     from lm_eval_ext.analysis.stats.recommend import recommend
 
     pilots = read_pilots(folders)
     claims = parse_claims(claim_texts, pilots)
+    declared = Declared(tuple(order), dict(weights or {}))
     candidates, reference = pilot_candidates(pilots, claims, n_resamples=n_resamples,
                                              seed=seed)
+    check_declared(declared, [c.name for c in candidates], reference["reference"])
+    population = population_units(next(iter(pilots.values())).design)
     result = recommend(candidates, claims, sizes_units, ITEMS_PER_UNIT,
-                       reference=reference["reference"], alpha=alpha, power=power)
+                       reference=reference["reference"], alpha=alpha, power=power,
+                       declared=declared, population_units=population)
     return card(result, claims, reference, max(sizes_units), {
         "alpha": alpha, "power": power, "sizes_units": list(sizes_units),
-        "pilots": [str(f) for f in folders], "n_resamples": n_resamples, "seed": seed})
+        "pilots": [str(f) for f in folders], "n_resamples": n_resamples, "seed": seed,
+        "alpha_rule": declared.rule, "population_units": population})
 
 
-def guarantee(rec: Recommendation, reference: str, n_claims: int) -> str:
-    """What the card promises about the chosen protocol (selection and every claim included)."""
+def check_declared(declared: Declared, runs: Sequence[str], reference: str) -> None:
+    """A declared order or weights name candidate runs of the pilot, with weights > 0."""
+    named = [*declared.order, *declared.weights]
+    candidates = [r for r in runs if r != reference]
+    odd = next((n for n in named if n not in candidates), None)
+    if odd is not None:
+        raise AnalysisInputError(f"recommend: {odd!r} in --order/--weights is not a candidate "
+                                 f"run of the pilot; name some of {', '.join(candidates)}")
+    if declared.order and declared.weights:
+        raise AnalysisInputError("recommend: give --order or --weights, not both")
+    if any(not (w > 0 and math.isfinite(w)) for w in declared.weights.values()):
+        raise AnalysisInputError("recommend: --weights must be positive numbers (e.g. "
+                                 "--weights int8=0.8,nf4=0.2)")
+
+
+def guarantee(rec: Recommendation, reference: str, n_claims: int, smaller: bool = True,
+              rule: str = "Holm") -> str:
+    """What the card promises about the chosen protocol (selection and every claim included).
+
+    ``smaller``: the chosen size is below the full instrument; ``rule``: how alpha is spent
+    over the candidates.
+    """
     tested = len(rec.certificates)
     if rec.chosen is None:
         return "nothing is recommended, so nothing is promised"
     if rec.chosen.candidate == reference:
-        return ("the reference protocol itself on a smaller subset: no protocol shift; each "
-                "claim is decidable at its margin (the MDE at this size, from the pilot)")
+        return ("the reference protocol itself" + (" on a smaller subset" if smaller else "")
+                + ": no protocol shift; each claim is decidable at its margin (the MDE at "
+                "this size, from the pilot)")
     m = MEASURED_ERROR
     claims = f"the {n_claims} named claims'" if n_claims > 1 else "the named claim's"
     return (f"P(the recommended protocol shifts {claims} contrast by its margin or more) <= "
             f"{rec.alpha:g}: each claim by a studentised bootstrap "
             "(bootstrap-t) equivalence test, never below the exact chance that the pilot missed "
             "every unit a protocol would have to change, and allowing for a shift partly hidden "
-            "in units the pilot did not draw; all claims jointly "
-            f"(intersection-union); Holm over {tested} candidate protocol{'s' * (tested > 1)}, "
-            "so choosing the cheapest certified one is covered. The floor is exact, the bootstrap-t "
+            "in units the pilot did not draw or carried by units it caught moving fully; all "
+            f"claims jointly (intersection-union); {rule} over {tested} candidate "
+            f"protocol{'s' * (tested > 1)}, so choosing the cheapest certified one is covered. "
+            "The floor is exact, the bootstrap-t "
             f"asymptotic: the largest error measured for this choice over {m.cells} simulated "
             f"hard cases at alpha {m.alpha:g} was {100 * m.rate:.1f}% (95% CI "
             f"{100 * m.ci95[0]:.1f}-{100 * m.ci95[1]:.1f}%), and {100 * m.replicated_rate:.1f}% "
@@ -288,7 +335,9 @@ def card(rec: Recommendation, claims: Sequence[Claim], reference: dict[str, Any]
                      "items": full_units * ITEMS_PER_UNIT, "cost": baseline},
         "claims": {c.name: c.margin_pp for c in claims}, "settings": settings,
         "recommended": None, "reasons": rec.reasons,
-        "guarantee": guarantee(rec, reference["reference"], len(claims)),
+        "guarantee": guarantee(rec, reference["reference"], len(claims),
+                               chosen is None or chosen.units < full_units,
+                               settings.get("alpha_rule", "Holm")),
         "covered": COVERED, "not_covered": list(NOT_COVERED),
         "measured_error": {"largest": MEASURED_ERROR.rate, "ci95": list(MEASURED_ERROR.ci95),
                            "replicated": MEASURED_ERROR.replicated_rate,
@@ -297,7 +346,7 @@ def card(rec: Recommendation, claims: Sequence[Claim], reference: dict[str, Any]
                            "pilots_per_cell": MEASURED_ERROR.pilots_per_cell,
                            "family": MEASURED_ERROR.family, "source": MEASURED_ERROR.source},
         "units_to_certify": rec.units_to_certify,
-        "certificates": {name: {"p_value": c.pvalue, "p_holm": c.pvalue_holm,
+        "certificates": {name: {"p_value": c.pvalue, "p_adjusted": c.pvalue_adjusted,
                                 "p_per_claim": c.pvalues, "certified": c.certified}
                          for name, c in rec.certificates.items()},
         "options": [{"candidate": o.candidate, "units": o.units, "items": o.items,
@@ -306,8 +355,12 @@ def card(rec: Recommendation, claims: Sequence[Claim], reference: dict[str, Any]
         "assumptions": [
             "standard errors scale as 1/sqrt(natural units) (nested natural-unit subsets)",
             "the pilot's units are a random sample of the instrument's (the exact floor and "
-            "the bootstrap both rest on it); the cost per item does not depend on the subset "
-            "size",
+            "the bootstrap both rest on it)" + (
+                f", drawn without replacement from its {settings['population_units']} units: a "
+                "membership is one fixed draw of the frozen instrument, the same for every user "
+                "of that membership, so the guarantee is over the draw, not for each membership"
+                if settings.get("population_units") else "") + "; the cost per item does not "
+            "depend on the subset size",
             "how far one unit's answers can move a claim is read off the pilot's units: no unit "
             "of the instrument moves it more than the pilot's most movable one (BBQ's units "
             "all hold 4 items); for a bias score, to first order at the pilot's counts",
@@ -319,7 +372,7 @@ def card(rec: Recommendation, claims: Sequence[Claim], reference: dict[str, Any]
             "saved_share": (baseline - chosen.cost) / baseline if baseline else None,
             **saving_interval(reference, chosen.candidate, chosen.cost, baseline),
             "mde_pp": chosen.mde_pp,
-            "p_holm": rec.certificates[chosen.candidate].pvalue_holm
+            "p_adjusted": rec.certificates[chosen.candidate].pvalue_adjusted
             if chosen.candidate in rec.certificates else None}
     return out
 
@@ -379,9 +432,10 @@ def card_markdown(data: dict[str, Any]) -> str:
         if data["reasons"]:
             lines += ["Note: " + "; ".join(data["reasons"]) + ".", ""]
     if data["certificates"]:
-        lines += ["Candidates (Holm-adjusted equivalence p, certified at <= alpha = "
+        lines += [f"Candidates (equivalence p adjusted by {data['settings'].get('alpha_rule', 'Holm')}"
+                  ", certified at <= alpha = "
                   f"{data['settings']['alpha']:g}): " + ", ".join(
-                      f"{name} {c['p_holm']:.3g}{' (certified)' if c['certified'] else ''}"
+                      f"{name} {c['p_adjusted']:.3g}{' (certified)' if c['certified'] else ''}"
                       for name, c in data["certificates"].items()) + ".", ""]
     lines += ["Assumptions: " + "; ".join(data["assumptions"]) + ".", "",
               f"Options considered: {len(data['options'])} (cheapest first in the JSON)."]

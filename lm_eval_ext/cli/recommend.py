@@ -29,11 +29,38 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                      help="the chance of recommending a protocol that shifts some claim by its "
                           "margin or more (and the planned tests' level)")
     rec.add_argument("--power", type=probability, default=0.8)
+    spend = rec.add_mutually_exclusive_group()
+    spend.add_argument("--order", metavar="RUN,RUN,...",
+                       help="test the candidates as a fixed sequence declared before the pilot "
+                            "(each at the full alpha until one fails; unlisted ones are not "
+                            "certified); default: Holm over every candidate")
+    spend.add_argument("--weights", metavar="RUN=W,...",
+                       help="weighted Holm with weights declared before the pilot (unlisted "
+                            "candidates get 0), e.g. --weights int8_b1=0.8,nf4_b1=0.2")
     rec.add_argument("--bootstrap", type=int, default=2000, metavar="B",
                      help="natural-unit bootstrap resamples for the pilot's standard errors")
     rec.add_argument("--seed", type=int, default=0)
     rec.add_argument("--out", type=folder, help="write card.json and card.md into this folder")
     rec.set_defaults(func=run)
+
+
+def _names(text: str | None) -> list[str]:
+    return [n.strip() for n in (text or "").split(",") if n.strip()]
+
+
+def _weights(text: str | None) -> dict[str, float]:
+    """``RUN=W,...`` as a mapping; a malformed entry is one line."""
+    from lm_eval_ext.analysis.errors import AnalysisInputError
+
+    out = {}
+    for entry in _names(text):
+        name, _, value = entry.partition("=")
+        try:
+            out[name.strip()] = float(value)
+        except ValueError:
+            raise AnalysisInputError(f"recommend: --weights entry {entry!r} is not RUN=WEIGHT "
+                                     "(e.g. --weights int8_b1=0.8,nf4_b1=0.2)") from None
+    return out
 
 
 def run(args: argparse.Namespace) -> int:
@@ -60,7 +87,8 @@ def run(args: argparse.Namespace) -> int:
         raise AnalysisInputError(f"recommend: --bootstrap {args.bootstrap} is too few resamples "
                                  "for a standard error; use at least 100 (default 2000)")
     data = recommend_from_pilots(args.pilot, args.claim, sizes_units=sizes, alpha=args.alpha,
-                                 power=args.power, n_resamples=args.bootstrap, seed=args.seed)
+                                 power=args.power, n_resamples=args.bootstrap, seed=args.seed,
+                                 order=_names(args.order), weights=_weights(args.weights))
     text = card_markdown(data)
     print(text, end="")
     if args.out:

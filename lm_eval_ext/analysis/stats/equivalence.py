@@ -1,41 +1,64 @@
 """Is a pilot's shift inside ``(-margin, +margin)``? One claim's equivalence p (no I/O).
 
-A protocol can shift a contrast by the margin partly in units a pilot never drew: a share
-``s`` of the units may each move the contrast by up to ``leverage`` points per share of
-units (``leverage``: the most the contrast moves when every unit changes its answers; 100
-points for one model's accuracy, 200 for a difference of two models), and the rest of the
-shift, ``margin - leverage * s``, in the units the pilot sees. A random pilot of ``n`` units
-misses all of the first kind with chance ``(1 - s) ** n``; given that it did, what it sees is
-a protocol shifting the contrast by ``margin - leverage * s``. So for every ``s`` the claim's p
-is at least ``(1 - s) ** n`` times the p of the pilot's shift against the smaller margin, and
-the claim's p is the largest of these over ``s`` in ``[0, margin / leverage]``:
+Take the null ``shift >= +margin`` (the other side is the mirror image). A protocol can carry
+part of it in **broken units**: a share ``s`` of the instrument's units, each moving the
+contrast by the most any unit can (``leverage``: points per share of units; 100 for one
+model's accuracy, 200 for a difference of two models). The rest of the units (the share ``1 -
+s``) then shift the contrast by ``(margin - leverage * s) / (1 - s)`` on average. A pilot of
+``n`` units catches ``K`` broken units: Binomial(``n``, ``s``), or hypergeometric where the
+pilot is drawn without replacement from an instrument of known size. Given ``K = k``, the pilot
+less its ``k`` units moved furthest up is a sample of the rest, so a test of what it shows
+against the rest's shift is a valid conditional test. Hence the claim's p
 
-* ``s = 0`` is the plain **studentised bootstrap (bootstrap-t) TOST**: the two one-sided tests
-  of ``|shift| >= margin`` judged by the natural-unit bootstrap distribution of ``T* = (shift* -
-  shift) / se*`` rather than by Student's ``t``. A sparse, one-directional change (a few broken
-  units) gives a skewed ``T*`` (resamples that miss the broken units have a tiny ``se*``), so
-  the bound widens where the ``t`` test's shrinks with the change it failed to see.
-* ``s = margin / leverage`` is the **hidden-change floor** ``(1 - margin / leverage) ** n``,
-  exact: the whole shift in units the pilot missed. It is the p of a pilot whose outputs equal
-  the reference's, and the least any pilot of ``n`` units can give.
-* in between, a shift **partly hidden**: a pilot that missed a few broken units sees a shift
-  inside the margin by what they carried. Testing what it sees against the full margin would
-  certify such a protocol far more often than alpha.
+``max over s and over k <= j of  P(K = k | s) * p_k(s) / c_k``
 
-Each term is a valid p for the nulls that hide exactly that share (the chance of missing
-them times the chance that the visible rest passes at the level that product allows), so the
-largest is valid for all of them; ``s`` is taken on a grid, each interval bounded by its
-worst corner.
+where ``j`` is how many of the pilot's units moved by the full leverage (``K`` can be no
+larger), ``p_k(s)`` the **studentised bootstrap (bootstrap-t)** one-sided p of the pilot less
+its ``k`` furthest units against the rest's shift, and ``c_0 = 1 - CAUGHT_SHARE``, ``c_k =
+CAUGHT_SHARE * 2 ** -k`` split alpha between the scenarios (they sum to at most 1, so the
+chance of certifying is at most ``sum_k P(K = k) * alpha * c_k / P(K = k) <= alpha``):
+
+* ``s = 0``, ``k = 0``: the plain bootstrap-t of the pilot against the margin;
+* ``k = 0`` at the largest ``s``: the exact **hidden-change floor**, the chance that the pilot
+  missed every unit the protocol must change (the p of identical outputs, the least any pilot
+  of ``n`` units can give);
+* ``k >= 1``: the pilot caught ``k`` broken units and what it shows of the rest is inside the
+  margin: bounded as the missed ones are (before, nothing bounded this case).
+
+A pilot (or the rest of it) whose units all moved alike by nothing shows a rest that must
+itself hide its shift: its p is the chance of missing those units too. A resample whose
+standard error is 0 (it drew only unchanged units) is studentised by the pilot's own standard
+error, so one changed item weighs as little as it should. ``s`` is taken on a grid, each
+interval bounded by its worst corner.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 import numpy as np
+from scipy import special
 
-#: intervals of the hidden share ``s`` between 0 and ``margin / leverage``
-HIDDEN_SHARE_STEPS = 1000
+#: intervals of the broken share ``s`` between 0 and ``margin / leverage``
+HIDDEN_SHARE_STEPS = 400
+#: the share of alpha kept for pilots that caught broken units (``k >= 1``)
+CAUGHT_SHARE = 0.05
+#: pilots showing more full-leverage units than this on a side are not certified on that side
+MAX_CAUGHT = 8
+
+
+@dataclass(frozen=True)
+class Visible:
+    """What a pilot (or a pilot less its furthest units) shows of a claim's shift (points)."""
+
+    shift: float
+    se: float
+    n_units: int
+    identical: bool = False  # no unit moved at all
+    #: studentised bootstrap draws (shift* - shift) / se* (None: no resamples)
+    t_draws: np.ndarray | None = field(default=None, compare=False, repr=False)
 
 
 def _hidden_share(margin: float, leverage: float | None) -> float | None:
@@ -45,74 +68,171 @@ def _hidden_share(margin: float, leverage: float | None) -> float | None:
     return margin / leverage
 
 
-def hidden_change_pvalue(margin: float, leverage: float | None, n_units: int) -> float:
-    """``(1 - margin / leverage) ** n_units``; 1 with no leverage known, 0 if out of reach."""
+def _log_choose(a: np.ndarray | float, b: np.ndarray | float) -> np.ndarray:
+    return special.gammaln(np.add(a, 1)) - special.gammaln(np.add(b, 1)) \
+        - special.gammaln(np.subtract(a, b) + 1)
+
+
+def caught_probabilities(k: int, shares: np.ndarray, n_units: int,
+                         population: np.ndarray | float | None = None) -> np.ndarray:
+    """P(a pilot of ``n_units`` holds exactly ``k`` of a ``share`` of the units), per share.
+
+    Binomial without a population size; hypergeometric (``share * population`` units, a real
+    number through the gamma function) for a pilot drawn without replacement.
+    """
+    s = np.asarray(shares, float)
+    out = np.zeros_like(s)
+    if population is None:
+        inside = (s > 0) & (s < 1)
+        with np.errstate(divide="ignore"):
+            log = (_log_choose(n_units, k) + k * np.log(np.where(inside, s, 0.5))
+                   + (n_units - k) * np.log1p(-np.where(inside, s, 0.5)))
+        out = np.where(inside, np.exp(log), out)
+        return np.where(s <= 0, float(k == 0), np.where(s >= 1, float(k == n_units), out))
+    big = np.broadcast_to(np.asarray(population, float), s.shape)
+    hidden = s * big
+    possible = (k <= hidden + 1e-9) & (n_units - k <= big - hidden + 1e-9)
+    hid, free = np.where(possible, hidden, k), np.where(possible, big - hidden, n_units - k)
+    log = _log_choose(hid, k) + _log_choose(free, n_units - k) - _log_choose(
+        np.where(possible, big, n_units), n_units)
+    out = np.where(possible, np.exp(log), 0.0)
+    return np.where(s <= 0, float(k == 0), out)
+
+
+def caught_probability(k: int, share: float, n_units: int,
+                       population_units: float | None = None) -> float:
+    """:func:`caught_probabilities` at one share."""
+    return float(caught_probabilities(k, np.array([share]), n_units, population_units)[0])
+
+
+def hidden_change_pvalue(margin: float, leverage: float | None, n_units: int,
+                         population_units: int | None = None) -> float:
+    """The chance of missing every unit a shift of ``margin`` needs (1: no leverage known)."""
     share = _hidden_share(margin, leverage)
     if share is None:
         return 1.0
-    return 0.0 if share >= 1 else float((1.0 - share) ** n_units)
+    return 0.0 if share >= 1 else caught_probability(0, share, n_units, population_units)
 
 
-def hidden_change_units(margin: float, leverage: float | None, alpha: float) -> float:
+def hidden_change_units(margin: float, leverage: float | None, alpha: float,
+                        population_units: int | None = None) -> float:
     """The fewest pilot units whose hidden-change floor is at most ``alpha`` (inf: none)."""
     share = _hidden_share(margin, leverage)
     if share is None:
         return math.inf
-    return 1.0 if share >= 1 else math.log(alpha) / math.log1p(-share)
+    if share >= 1:
+        return 1.0
+    top = population_units or 10 ** 6
+    for n in range(1, top + 1):
+        if hidden_change_pvalue(margin, leverage, n, population_units) <= alpha:
+            return float(n)
+    return math.inf
 
 
-def studentised(shift_draws: np.ndarray, shift: float, se_draws: np.ndarray) -> np.ndarray:
+def studentised(shift_draws: np.ndarray, shift: float, se_draws: np.ndarray,
+                se: float) -> np.ndarray:
     """``T* = (shift* - shift) / se*`` per resample.
 
-    A resample with ``se* = 0`` (every drawn unit moved alike, e.g. none changed) gives 0 when
-    its shift equals the pilot's and ``+-inf`` otherwise (the limit of a vanishing ``se*``);
-    an undefined resample (a ratio with no item) gives NaN, which counts against equivalence.
+    A resample with ``se* = 0`` (it drew only units that moved alike, e.g. none changed) is
+    studentised by the pilot's own ``se``: its ``T*`` is 0 when its shift equals the pilot's,
+    and ``+-inf`` only when the pilot's own ``se`` is 0 too. An undefined resample (a ratio with
+    no item) gives NaN, which counts against equivalence.
     """
     diff = np.asarray(shift_draws, float) - shift
-    se = np.asarray(se_draws, float)
+    spread = np.asarray(se_draws, float)
+    scale = np.where(spread > 0, spread, se)
     with np.errstate(divide="ignore", invalid="ignore"):
-        t = np.where(se > 0, diff / se, np.copysign(np.inf, diff))
-    t = np.where((se == 0) & (diff == 0), 0.0, t)
-    return np.where(np.isfinite(diff) & np.isfinite(se), t, np.nan)
+        t = np.where(scale > 0, diff / np.where(scale > 0, scale, 1.0), np.copysign(np.inf, diff))
+    t = np.where(diff == 0, 0.0, t)
+    return np.where(np.isfinite(diff) & np.isfinite(spread), t, np.nan)
 
 
-def bootstrap_t_tost_pvalues(shift: float, se: float, t_draws: np.ndarray,
-                             margins: np.ndarray) -> np.ndarray:
-    """The bootstrap-t TOST p of ``|true shift| >= margin``, for each of ``margins``.
+def one_sided_pvalues(seen: Visible, margins: np.ndarray, side: int) -> np.ndarray:
+    """The bootstrap-t p of ``shift >= +margin`` (``side`` +1) or ``<= -margin`` (-1).
 
-    ``H0: shift >= +margin`` is rejected when ``(shift - margin) / se`` is low against the
-    ``T*``; ``H0: shift <= -margin`` when ``(shift + margin) / se`` is high; the p is the larger
-    one-sided p. Each counts the pilot itself as one draw, ``(1 + #) / (B + 1)``; undefined
-    draws count against.
+    The upper null is rejected when ``(shift - margin) / se`` is low against the ``T*``, the
+    lower one when ``(shift + margin) / se`` is high. The pilot counts as one draw, ``(1 + #) /
+    (B + 1)``; undefined draws count against.
     """
     margins = np.asarray(margins, float)
-    t = np.asarray(t_draws, float)
-    if not (se > 0 and math.isfinite(se) and math.isfinite(shift)) or t.size == 0:
+    t = seen.t_draws
+    if not (seen.se > 0 and math.isfinite(seen.se) and math.isfinite(seen.shift)) or \
+            t is None or t.size == 0:
         return np.ones_like(margins)
     undefined = int(np.isnan(t).sum())
     ordered = np.sort(t[~np.isnan(t)])
-    below = np.searchsorted(ordered, (shift - margins) / se, side="right")
-    above = ordered.size - np.searchsorted(ordered, (shift + margins) / se, side="left")
-    return (1 + undefined + np.maximum(below, above)) / (t.size + 1)
+    if side > 0:
+        hits = np.searchsorted(ordered, (seen.shift - margins) / seen.se, side="right")
+    else:
+        hits = ordered.size - np.searchsorted(ordered, (seen.shift + margins) / seen.se,
+                                              side="left")
+    return (1 + undefined + hits) / (t.size + 1)
 
 
-def hidden_share_pvalue(shift: float, se: float, t_draws: np.ndarray | None, margin: float,
-                        leverage: float | None, n_units: int, identical: bool = False) -> float:
-    """The claim's equivalence p: the largest over hidden shares (see the module).
+def bootstrap_t_tost_pvalues(seen: Visible, margins: np.ndarray) -> np.ndarray:
+    """The bootstrap-t TOST p of ``|true shift| >= margin`` (the larger one-sided p)."""
+    return np.maximum(one_sided_pvalues(seen, margins, +1), one_sided_pvalues(seen, margins, -1))
 
-    On the interval ``[s_i, s_i+1]`` of the grid the term ``(1 - s) ** n * p(margin -
-    leverage * s)`` is at most ``(1 - s_i) ** n * p(margin - leverage * s_i+1)`` (the first
-    factor falls with ``s``, the second rises), so the largest of those bounds the largest
-    term from above. Identical outputs, or no resamples, leave only the floor (``p = 1`` at
-    every smaller share); no leverage known leaves nothing (1).
+
+def _scenario_weight(k: int) -> float:
+    """``c_k``: the share of alpha for pilots that caught ``k`` broken units."""
+    return 1 - CAUGHT_SHARE if k == 0 else CAUGHT_SHARE * 2.0 ** -k
+
+
+def _missed_rest(shares: np.ndarray, top: float, n_rest: int,
+                 population_units: float | None) -> np.ndarray:
+    """P(the pilot's ``n_rest`` other units miss the rest's own broken units), per share.
+
+    The rest's broken units are all of ``top`` (the margin's share) but the ``shares`` already
+    counted.
     """
-    floor = hidden_change_pvalue(margin, leverage, n_units)
-    if identical or floor >= 1:
-        return floor
-    if t_draws is None:
+    left = np.clip(1 - shares, 1e-12, None)
+    rest = None if population_units is None else population_units * left
+    return np.where(shares >= 1, 1.0, caught_probabilities(0, (top - shares) / left, n_rest,
+                                                           rest))
+
+
+def _side_pvalue(pilot: Visible, caught: Sequence[Visible], full_units: int, side: int,
+                 margin: float, leverage: float, population_units: int | None) -> float:
+    """``max over s, k <= j of P(K = k | s) p_k(s) / c_k`` for one side (see the module)."""
+    if full_units > MAX_CAUGHT or len(caught) < full_units:
         return 1.0
     top = min(margin / leverage, 1.0)
     shares = np.linspace(0.0, top, HIDDEN_SHARE_STEPS + 1)
-    visible = np.maximum(margin - leverage * shares[1:], 0.0)
-    terms = (1 - shares[:-1]) ** n_units * bootstrap_t_tost_pvalues(shift, se, t_draws, visible)
-    return float(max(terms.max(), floor))
+    n = pilot.n_units
+    worst = 0.0
+    for k, seen in enumerate([pilot, *caught[:full_units]]):
+        if seen.identical or (seen.se == 0 and seen.shift == 0):
+            # the rest shows nothing: its own shift is in units missed too
+            terms = caught_probabilities(k, shares, n, population_units) * _missed_rest(
+                shares, top, n - k, population_units)
+            worst = max(worst, float(terms.max()) / _scenario_weight(k))
+            continue
+        rest = np.maximum((margin - leverage * shares[1:]) / (1 - shares[1:]), 0.0)
+        chance = caught_probabilities(k, shares[:-1], n, population_units)
+        worst = max(worst, float((chance * one_sided_pvalues(seen, rest, side)).max())
+                    / _scenario_weight(k))
+    return worst
+
+
+def equivalence_pvalue(pilot: Visible, margin: float, leverage: float | None, *,
+                       caught_up: Sequence[Visible] = (), caught_down: Sequence[Visible] = (),
+                       full_up: int = 0, full_down: int = 0,
+                       population_units: int | None = None) -> float:
+    """The claim's equivalence p: the larger side's (see the module).
+
+    ``caught_up`` / ``caught_down``: the pilot less its 1, 2, ... units moved furthest up /
+    down; ``full_up`` / ``full_down``: how many of its units moved by the full leverage. No
+    leverage known leaves nothing (1); no resamples leave only identical outputs' floor.
+    """
+    if _hidden_share(margin, leverage) is None:
+        return 1.0
+    floor = hidden_change_pvalue(margin, leverage, pilot.n_units, population_units)
+    if pilot.identical:
+        return min(floor / _scenario_weight(0), 1.0)
+    if pilot.t_draws is None:
+        return 1.0
+    sides = ((+1, caught_up, full_up), (-1, caught_down, full_down))
+    p = max(_side_pvalue(pilot, caught, full, side, margin, leverage, population_units)
+            for side, caught, full in sides)
+    return float(min(max(p, floor / _scenario_weight(0)), 1.0))

@@ -29,7 +29,7 @@ import pandas as pd
 
 from lm_eval_ext.analysis.metrics import MetricSpec
 from lm_eval_ext.analysis.stats.bootstrap import as_rng, bootstrap_counts, cluster_sums, resampled
-from lm_eval_ext.analysis.stats.equivalence import studentised
+from lm_eval_ext.analysis.stats.equivalence import MAX_CAUGHT, Visible, studentised
 from lm_eval_ext.analysis.stats.linearised import cluster_robust_se, gradients
 from lm_eval_ext.analysis.stats.recommend import Claim, ClaimEstimate
 
@@ -46,7 +46,7 @@ class _Run:
     draws: np.ndarray  # (B,) resampled value, in points
     gradient: np.ndarray  # (k,) at the observed sums, in points per feature unit
     resampled_gradient: np.ndarray  # (B x k) at each resample's sums
-    features: np.ndarray  # (n x k) per kept item
+    features: np.ndarray | None  # (n x k) per kept item (None: built from unit sums)
 
 
 def _weights(claim: Claim, pilots: Sequence[str]) -> dict[str, float]:
@@ -60,7 +60,12 @@ def _weights(claim: Claim, pilots: Sequence[str]) -> dict[str, float]:
 def _run(spec: MetricSpec, features: np.ndarray, codes: np.ndarray, n_units: int,
          draw: np.ndarray) -> _Run:
     """One run's metric on the pilot's units, observed and under every row of ``draw``."""
-    sums = cluster_sums(codes, n_units, features)
+    return _run_on(spec, cluster_sums(codes, n_units, features), draw, features)
+
+
+def _run_on(spec: MetricSpec, sums: np.ndarray, draw: np.ndarray,
+            features: np.ndarray | None = None) -> _Run:
+    """One run's metric from its per-unit feature sums, observed and under ``draw``."""
     totals = draw @ sums
     return _Run(sums, float(spec.value(sums.sum(0))) * spec.scale,
                 resampled(spec.value, draw, sums, np.float64) * spec.scale,
@@ -125,28 +130,72 @@ def claim_estimates(frames: Frames, reference: str, claims: Sequence[Claim],
                              "different natural units; a between-model claim needs one item set")
         draw = unit_sets[members[involved[0]]]
         parts = {p: (w, table[p, reference, claim.metric]) for p, w in weights.items()}
-        ref_draws = sum(w * r.draws for w, r in parts.values())
         levers = [leverage[p, claim.metric] for p in involved]
+        lever = None if None in levers else float(sum(levers))
         for run in runs:
-            shift = sum(w * (table[p, run, claim.metric].value - r.value)
-                        for p, (w, r) in parts.items())
-            run_draws = sum(w * table[p, run, claim.metric].draws for p, (w, _) in parts.items())
+            run_parts = [(w, table[p, run, claim.metric]) for p, w in weights.items()]
+            ref_parts = list(parts.values())
             same = all(np.array_equal(table[p, run, claim.metric].features,
                                       table[p, reference, claim.metric].features,
                                       equal_nan=True) for p in involved)
-            se, t_draws = 0.0, None
-            if run != reference:
-                signed = [(w, table[p, run, claim.metric]) for p, (w, _) in parts.items()]
-                signed += [(-w, ref) for w, ref in parts.values()]
-                sums = np.hstack([w * r.sums for w, r in signed])
-                se = float(cluster_robust_se(sums, np.hstack([r.gradient for _, r in signed])[None],
-                                             np.ones((1, len(sums))))[0])
-                se_draws = cluster_robust_se(
-                    sums, np.hstack([r.resampled_gradient for _, r in signed]), draw)
-                t_draws = studentised(run_draws - ref_draws, float(shift), se_draws)
+            seen, run_draws = _visible(run_parts, ref_parts, draw, same, run != reference)
+            caught = ({}, {}) if run == reference or lever is None else _caught(
+                specs[claim.metric], run_parts, ref_parts, lever, draw.shape[0], generator)
             out[run][claim.name] = ClaimEstimate(
-                shift_pp=float(shift), shift_se_pp=se,
+                shift_pp=seen.shift, shift_se_pp=seen.se,
                 level_se_pp=float(np.nanstd(run_draws, ddof=1)),
-                n_units=draw.shape[1], identical=same,
-                leverage_pp=None if None in levers else float(sum(levers)), t_draws=t_draws)
+                n_units=draw.shape[1], identical=same, leverage_pp=lever,
+                t_draws=seen.t_draws, **caught[0], **caught[1])
     return out
+
+
+def _visible(run_parts: list[tuple[float, _Run]], ref_parts: list[tuple[float, _Run]],
+             draw: np.ndarray, identical: bool, tested: bool) -> tuple[Visible, np.ndarray]:
+    """A contrast's shift (candidate minus reference) on ``draw``'s units.
+
+    With its CR1 standard error and studentised draws (none for the reference itself); and
+    the candidate's draws.
+    """
+    shift = float(sum(w * (r.value - f.value)
+                      for (w, r), (_, f) in zip(run_parts, ref_parts, strict=True)))
+    run_draws = sum(w * r.draws for w, r in run_parts)
+    se, t_draws = 0.0, None
+    if tested:
+        signed = run_parts + [(-w, f) for w, f in ref_parts]
+        sums = np.hstack([w * r.sums for w, r in signed])
+        se = float(cluster_robust_se(sums, np.hstack([r.gradient for _, r in signed])[None],
+                                     np.ones((1, len(sums))))[0])
+        se_draws = cluster_robust_se(sums, np.hstack([r.resampled_gradient for _, r in signed]),
+                                     draw)
+        t_draws = studentised(run_draws - sum(w * f.draws for w, f in ref_parts), shift,
+                              se_draws, se)
+    return Visible(shift, se, draw.shape[1], identical, t_draws), run_draws
+
+
+def _caught(spec: MetricSpec, run_parts: list[tuple[float, _Run]],
+            ref_parts: list[tuple[float, _Run]], leverage: float, n_resamples: int,
+            generator: np.random.Generator) -> tuple[dict, dict]:
+    """Per side, the units that moved the contrast by the full leverage.
+
+    Their count, and the pilot less its 1, 2, ... units moved furthest that way (each on a
+    fresh bootstrap of the rest).
+    """
+    moved = sum(w * (r.sums - f.sums) @ f.gradient
+                for (w, r), (_, f) in zip(run_parts, ref_parts, strict=True))
+    n = len(moved)
+    found = []
+    for side in (+1, -1):
+        full = int((side * moved * n >= leverage * (1 - 1e-6)).sum())
+        order = np.argsort(-side * moved, kind="stable")
+        seen = []  # none past MAX_CAUGHT: that side is not certified at all
+        for k in range(1, full + 1 if full <= MAX_CAUGHT else 1):
+            keep = np.sort(order[k:])
+            draw = bootstrap_counts(n - k, n_resamples, generator)
+            kept = [[(w, _run_on(spec, r.sums[keep], draw)) for w, r in parts]
+                    for parts in (run_parts, ref_parts)]
+            same = all(np.array_equal(r.sums, f.sums)
+                       for (_, r), (_, f) in zip(*kept, strict=True))
+            seen.append(_visible(kept[0], kept[1], draw, same, True)[0])
+        name = "up" if side > 0 else "down"
+        found.append({f"full_{name}": full, f"caught_{name}": tuple(seen)})
+    return found[0], found[1]

@@ -42,8 +42,14 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy import stats
 
-from lm_eval_ext.analysis.stats.equivalence import hidden_change_units, hidden_share_pvalue
-from lm_eval_ext.analysis.stats.subgroups import holm
+from lm_eval_ext.analysis.stats.alpha_order import adjusted_pvalues
+from lm_eval_ext.analysis.stats.equivalence import (
+    CAUGHT_SHARE,
+    Visible,
+    caught_probabilities,
+    equivalence_pvalue,
+    hidden_change_pvalue,
+)
 
 #: below this many natural units the shift's standard error is itself too uncertain to certify
 MIN_PILOT_UNITS = 20
@@ -85,6 +91,18 @@ class ClaimEstimate:
     leverage_pp: float | None = None
     #: studentised bootstrap draws (shift* - shift) / se* (None: no resamples)
     t_draws: np.ndarray | None = field(default=None, compare=False, repr=False)
+    #: how many units moved the contrast up / down by the full leverage
+    full_up: int = 0
+    full_down: int = 0
+    #: the pilot less its 1, 2, ... units moved furthest up / down (see :mod:`.equivalence`)
+    caught_up: tuple[Visible, ...] = field(default=(), compare=False, repr=False)
+    caught_down: tuple[Visible, ...] = field(default=(), compare=False, repr=False)
+
+    @property
+    def visible(self) -> Visible:
+        """What the whole pilot shows."""
+        return Visible(self.shift_pp, self.shift_se_pp, self.n_units, self.identical,
+                       self.t_draws)
 
 
 @dataclass(frozen=True)
@@ -103,7 +121,7 @@ class Certificate:
     candidate: str
     pvalues: dict[str, float]
     pvalue: float  # the largest of the claims' (intersection-union)
-    pvalue_holm: float
+    pvalue_adjusted: float
     certified: bool
 
 
@@ -154,55 +172,143 @@ def level_mde_pp(level_se_pp: float, n_pilot_units: int, n_units: int, alpha: fl
     return float(z * level_se_pp * math.sqrt(n_pilot_units / n_units))
 
 
-def claim_pvalue(estimate: ClaimEstimate, claim: Claim) -> float:
-    """The equivalence p of one claim (1: this pilot cannot certify it; see :mod:`.equivalence`)."""
+def claim_pvalue(estimate: ClaimEstimate, claim: Claim,
+                 population_units: int | None = None) -> float:
+    """The equivalence p of one claim (1: this pilot cannot certify it; see :mod:`.equivalence`).
+
+    ``population_units``: the instrument the pilot's units were drawn from without replacement
+    (None: an unlimited one, which only makes the bound larger).
+    """
     if estimate.n_units < MIN_PILOT_UNITS:
         return 1.0
-    return hidden_share_pvalue(estimate.shift_pp, estimate.shift_se_pp, estimate.t_draws,
-                               claim.margin_pp, estimate.leverage_pp, estimate.n_units,
-                               identical=estimate.identical)
+    return equivalence_pvalue(estimate.visible, claim.margin_pp, estimate.leverage_pp,
+                              caught_up=estimate.caught_up, caught_down=estimate.caught_down,
+                              full_up=estimate.full_up, full_down=estimate.full_down,
+                              population_units=population_units)
+
+
+@dataclass(frozen=True)
+class Declared:
+    """How alpha is spent over the candidates, named before the pilot (default: Holm)."""
+
+    order: tuple[str, ...] = ()  # a fixed sequence
+    weights: dict[str, float] = field(default_factory=dict)  # weighted Holm
+
+    @property
+    def rule(self) -> str:
+        """The rule's name as the card prints it."""
+        if self.order:
+            return f"a fixed sequence declared before the pilot ({', '.join(self.order)})"
+        if self.weights:
+            return "weighted Holm with weights declared before the pilot (" + ", ".join(
+                f"{n} {w:g}" for n, w in self.weights.items()) + ")"
+        return "Holm"
 
 
 def certify(candidates: Sequence[Candidate], claims: Sequence[Claim], alpha: float,
-            reference: str) -> dict[str, Certificate]:
-    """Every non-reference candidate's certificate (Holm over the candidates)."""
+            reference: str, declared: Declared = Declared(),
+            population_units: int | None = None) -> dict[str, Certificate]:
+    """Every non-reference candidate's certificate (Holm, or the declared order or weights)."""
     tested = [c for c in candidates if c.name != reference]
-    per_claim = [{k.name: claim_pvalue(c.estimates[k.name], k) for k in claims} for c in tested]
+    per_claim = [{k.name: claim_pvalue(c.estimates[k.name], k, population_units)
+                  for k in claims} for c in tested]
     joint = np.array([max(p.values()) for p in per_claim], float)
-    adjusted = holm(joint) if len(joint) else joint
+    adjusted = adjusted_pvalues([c.name for c in tested], joint, order=declared.order,
+                                weights=declared.weights)
     return {c.name: Certificate(c.name, p, float(j), float(a), bool(a <= alpha))
             for c, p, j, a in zip(tested, per_claim, joint, adjusted, strict=True)}
 
 
-def units_to_certify(candidate: Candidate, claims: Sequence[Claim], alpha_each: float,
-                     power: float) -> float:
-    """Pilot units that would certify ``candidate`` with ``power`` were its true shifts 0.
+def projected_pvalue(estimate: ClaimEstimate, claim: Claim, n_units: int, power: float,
+                     population_units: int | None = None) -> float:
+    """The claim's p at ``n_units`` were the true shift 0, at the planned ``power``.
 
-    Per claim the larger of the units whose hidden-change floor is ``alpha_each`` and the
-    normal approximation of the units the equivalence test needs at the pilot's SE.
+    The deciding test's terms (:mod:`.equivalence`, no unit caught) with the shift at the
+    ``(1 + power) / 2`` quantile of its spread and the pilot's standard error scaled to
+    ``n_units``; identical outputs leave only the floor.
     """
-    need = []
-    for claim in claims:
-        est = candidate.estimates[claim.name]
-        units = hidden_change_units(claim.margin_pp, est.leverage_pp, alpha_each)
-        if not est.identical:
-            if est.shift_se_pp > 0 and np.isfinite(est.shift_se_pp):
-                z = stats.norm.isf(alpha_each) + stats.norm.isf((1 - power) / 2)
-                units = max(units, est.n_units * (z * est.shift_se_pp / claim.margin_pp) ** 2)
-            else:
-                units = math.inf
-        need.append(units)
-    return max(max(need, default=math.inf), MIN_PILOT_UNITS)
+    floor = hidden_change_pvalue(claim.margin_pp, estimate.leverage_pp, n_units,
+                                 population_units)
+    weight = 1 - CAUGHT_SHARE
+    if estimate.identical:
+        return min(floor / weight, 1.0)
+    se = estimate.shift_se_pp
+    if estimate.leverage_pp is None or not (se > 0 and math.isfinite(se)):
+        return 1.0
+    se_n = se * math.sqrt(estimate.n_units / n_units)
+    top = min(claim.margin_pp / estimate.leverage_pp, 1.0)
+    shares = np.linspace(0.0, top, 201)
+    rest = np.maximum((claim.margin_pp - estimate.leverage_pp * shares[1:]) / (1 - shares[1:]), 0)
+    missed = caught_probabilities(0, shares[:-1], n_units, population_units)
+    seen = stats.norm.sf(rest / se_n - stats.norm.isf((1 - power) / 2))
+    return float(min(max((missed * seen).max(), floor) / weight, 1.0))
+
+
+def units_to_certify(candidate: Candidate, claims: Sequence[Claim], alpha_each: float,
+                     power: float, population_units: int | None = None) -> float:
+    """The fewest pilot units, from the pilot's own up, that would certify ``candidate``.
+
+    Its projected p (see :func:`projected_pvalue`) is then at most ``alpha_each`` for every
+    claim (inf: none up to the instrument, or a million units without one). The pilot's own
+    size means that it would have certified the candidate were its true shift 0.
+    """
+    n = max((candidate.estimates[c.name].n_units for c in claims), default=0)
+    top = population_units or 10 ** 6
+
+    def passes(units: int) -> bool:
+        return all(projected_pvalue(candidate.estimates[c.name], c, units, power,
+                                    population_units) <= alpha_each for c in claims)
+
+    low, high = n, top
+    if low > high or not passes(high):
+        return math.inf
+    while low < high:
+        mid = (low + high) // 2
+        low, high = (low, mid) if passes(mid) else (mid + 1, high)
+    return float(max(low, MIN_PILOT_UNITS))
+
+
+def _advice(best: float, pilot_units: int, power: float, population_units: int | None,
+            unknown_answers: bool) -> str:
+    """What a larger pilot would do, from :func:`units_to_certify`'s count."""
+    if not np.isfinite(best) and unknown_answers:
+        return ("some claim's metric does not say which answers an item could get, so no "
+                "pilot bounds a change it did not see")
+    if not np.isfinite(best):
+        return ("were a candidate's true shift 0, no pilot" + (
+            f" of the instrument's {population_units} units" if population_units else "")
+            + f" would certify it at this margin with probability {power:g}: a wider margin "
+            "or a less noisy candidate is needed")
+    if best <= pilot_units:
+        return (f"a candidate whose true shift is 0 would have been certified by this pilot "
+                f"with probability {power:g}, so the shifts it shows are not near 0; a larger "
+                "pilot is not the remedy, a wider margin or another candidate is")
+    return (f"a pilot of about {math.ceil(best)} units would certify one whose true shift is 0 "
+            f"with probability {power:g}")
+
+
+def _alpha_each(name: str, tested: Sequence[str], alpha: float, declared: Declared) -> float:
+    """The level a candidate is first tested at under the rule."""
+    if declared.order:
+        return alpha if declared.order[0] == name else 0.0
+    if declared.weights:
+        return alpha * declared.weights.get(name, 0.0) / sum(declared.weights.values())
+    return alpha / len(tested)
 
 
 def recommend(candidates: Sequence[Candidate], claims: Sequence[Claim],
               sizes_units: Sequence[int], items_per_unit: float, *, reference: str,
-              alpha: float = 0.05, power: float = 0.8) -> Recommendation:
+              alpha: float = 0.05, power: float = 0.8, declared: Declared = Declared(),
+              population_units: int | None = None) -> Recommendation:
     """The cheapest decidable option among the certified candidates (see the module)."""
     names = {c.name for c in candidates}
     if reference not in names:
         raise ValueError(f"the reference protocol {reference!r} is not among the candidates")
-    certificates = certify(candidates, claims, alpha, reference)
+    unknown = sorted((set(declared.order) | set(declared.weights)) - names)
+    if unknown or reference in declared.order or reference in declared.weights:
+        raise ValueError(f"the declared order or weights name {(unknown or [reference])[0]!r}, "
+                         "which is not a candidate protocol")
+    certificates = certify(candidates, claims, alpha, reference, declared, population_units)
     options = []
     for candidate in candidates:
         certified = candidate.name == reference or certificates[candidate.name].certified
@@ -224,13 +330,15 @@ def recommend(candidates: Sequence[Candidate], claims: Sequence[Claim],
                        f"{MIN_PILOT_UNITS} whose standard errors can be trusted")
     tested = [c for c in candidates if c.name != reference]
     if tested and not any(c.certified for c in certificates.values()):
-        best = min(units_to_certify(c, claims, alpha / len(tested), power) for c in tested)
-        needed = math.ceil(best) if np.isfinite(best) else None
-        reasons.append(
-            f"no candidate protocol can be certified with this pilot ({pilot_units} natural "
-            "units): " + (f"it would need about {needed} units" if needed is not None else
-                          "some claim's metric does not say which answers an item could get, "
-                          "so no pilot bounds a change it did not see"))
+        names_tested = [c.name for c in tested]
+        best = min(units_to_certify(c, claims, _alpha_each(c.name, names_tested, alpha,
+                                                            declared), power, population_units)
+                   for c in tested)
+        needed = math.ceil(best) if np.isfinite(best) and best > pilot_units else None
+        reasons.append(f"no candidate protocol can be certified with this pilot ({pilot_units} "
+                       "natural units): " + _advice(best, pilot_units, power, population_units, any(
+                           c.estimates[k.name].leverage_pp is None for c in tested
+                           for k in claims)))
     if chosen is None and options:
         reasons.append("no option is both certified and decidable at every claim's margin: a "
                        "larger subset, a wider margin or a larger pilot is needed")
