@@ -4,7 +4,10 @@ Every simulated pilot goes through the package's own estimator (``claim_estimate
 natural-unit bootstrap, 2,000 resamples as the command's default) and its own ``recommend``
 (Holm-certified equivalence, then the cheapest decidable option), so the selection the tool
 makes is the one simulated. Units hold 4 items; a model's chance of a right answer in a unit is
-``expit(N(0, 1))``.
+``expit(N(0, 1))``. As the product's pilots are, each pilot is a draw without replacement of
+its units from an instrument of :data:`POPULATION` (500) units, made afresh for every pilot, in
+which a null's broken units are an exact count (25 of 500 for 5%), and ``recommend`` is told
+the instrument's size.
 
 **Nulls** (every candidate truly shifts its claim's contrast by exactly the margin, so each one
 the tool recommends is an error): per cell a null kind, a pilot size (20, 40, 62, 100, 250 units) and
@@ -31,7 +34,8 @@ the tool recommends is an error): per cell a null kind, a pilot size (20, 40, 62
 
 **Power**: the candidate listed first truly moves nothing (two-way churn at several levels), the
 others sit at the margin (``independent``); it costs the most of them, so choosing a cheaper one
-is an error.
+is an error. ``power_declared``: five candidates, the equal one the cheapest and first in a
+fixed sequence declared before the pilot (``--order``), the other four at the margin.
 
 Beside the tool, on the same pilots, ``t_tost_before``: the rule before 2026-12-03 (two
 one-sided ``t`` tests, ``n - 1`` df, on the same standard error; identical outputs by the exact
@@ -40,9 +44,11 @@ protocol is a shifted one) with its Clopper-Pearson 95% interval, ``fwer`` (some
 candidate certified), and for power cells ``certified_equal`` and ``chose_equal``.
 ``exact_all_or_nothing``: a 62-unit pilot with ``x`` broken units (right on 4 items under the
 reference, wrong under the candidate) is certified or not, for every ``x``; the error is the
-Binomial(62, 0.05) probability of the ``x`` that are certified.
+hypergeometric probability (25 broken of 500) of the ``x`` that are certified.
+``one_changed_item``: the p of a candidate that changes one item, at 62, 100 and 250 units.
 
-    python benchmarks/recommend_simulation.py --pilots 1000 --out benchmarks/results/X.json
+    python benchmarks/recommend_simulation.py --pilots 1000 --pilots-for partly_hidden=2000 \
+        --out benchmarks/results/X.json
 
 Cells already in ``--out`` are kept (a killed run resumes); the file is rewritten after each.
 """
@@ -335,11 +341,11 @@ def simulate_pilot(cell: Cell, rng: np.random.Generator, rate: float | None
                     for run, frame in runs.items()} for model, runs in frames.items()}, shifted
 
 
-def simulate_instrument(cell: Cell, rng: np.random.Generator, rate: float | None
-                        ) -> tuple[dict, list[str]]:
-    """Per model and run, the whole instrument's item frame; the truly shifted candidates."""
+def simulate_instrument(cell: Cell, rng: np.random.Generator, rate: float | None,
+                        n_units: int = POPULATION) -> tuple[dict, list[str]]:
+    """Per model and run, the whole instrument's item frame (``n_units`` units); the truly
+    shifted candidates."""
     names = [f"c{i}" for i in range(cell.n_candidates)]
-    n_units = POPULATION
     if cell.metric != "accuracy":
         layout = bbq_layout(n_units, rng)
         ref = bbq_reference(layout, rng)

@@ -264,7 +264,56 @@ def recommend_power(results: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
+CERTIFICATES = "recommend_2026-12-05"
+
+
+def certificate_errors(results: Path) -> str:
+    """Per null cell of the 2026-12-05 run: pilots, the share whose recommended protocol is
+    shifted [its 95% interval], the share with some shifted candidate certified, the rule
+    before 2026-12-03 (Student's TOST)."""
+    data = _load(results, "recommend_simulation.json", CERTIFICATES)
+    lines = ["| null (each candidate shifts its claim by the margin) | pilot units | "
+             "candidates | pilots | recommended a shifted protocol [95% CI] | certified one | "
+             "Student's TOST |", "|---|---:|---:|---:|---|---|---|"]
+    nulls = sorted((c for c in data["cells"] if not c["kind"].startswith("power")),
+                   key=lambda c: (list(NULLS).index(c["kind"]), c["pilot_units"],
+                                  c["candidates"]))
+    for cell in nulls:
+        new, old = cell["rules"]["recommend"], cell["rules"]["t_tost_before"]
+        low, high = new["error"]["ci95"]
+        lines.append(f"| {NULLS[cell['kind']]} | {cell['pilot_units']} | {cell['candidates']} "
+                     f"| {cell['pilots']:,} | {_percent(new['error'])} [{100 * low:.1f}, "
+                     f"{100 * high:.1f}] | {_percent(new['fwer'])} | {_percent(old['error'])} |")
+    return "\n".join(lines) + "\n"
+
+
+def certificate_power(results: Path) -> str:
+    """Per power cell of the 2026-12-05 run: a truly equal candidate, the share of pilots that
+    certify and that recommend it, beside the LP ceiling where one was computed."""
+    data = _load(results, "recommend_simulation.json", CERTIFICATES)
+    ceilings = {(c["pilot_units"], c["churn"]): c["ceiling_power"] for c in
+                _load(results, "certificate_ceiling.json", CERTIFICATES)["ceilings"]}
+    lines = ["| equal candidate | churn | pilot units | candidates | certified | recommended "
+             "| ceiling (any valid test) |", "|---|---:|---:|---:|---|---|---|"]
+    power = sorted((c for c in data["cells"] if c["kind"].startswith("power")),
+                   key=lambda c: (c["kind"], c["candidates"], c["churn_of_equal"],
+                                  c["pilot_units"]))
+    for cell in power:
+        new = cell["rules"]["recommend"]
+        role = ("the cheapest, declared first" if cell["kind"] == "power_declared" else
+                "the most expensive")
+        ceiling = ceilings.get((cell["pilot_units"], cell["churn_of_equal"]))
+        lines.append(f"| {role} | {100 * cell['churn_of_equal']:g}% | {cell['pilot_units']} | "
+                     f"{cell['candidates']} | {_percent(new['certified_equal'])} | "
+                     f"{_percent(new['chose_equal'])} | "
+                     + (f"{100 * ceiling:.1f}% |" if ceiling and cell["candidates"] == 1
+                        else "|"))
+    return "\n".join(lines) + "\n"
+
+
 TABLES: dict[str, Callable[[Path], str]] = {
+    f"{CERTIFICATES}/errors.md": certificate_errors,
+    f"{CERTIFICATES}/power.md": certificate_power,
     f"{RECOMMEND}/errors.md": recommend_errors,
     f"{RECOMMEND}/power.md": recommend_power,
     f"{PUBLIC}/side_by_side.md": side_by_side,

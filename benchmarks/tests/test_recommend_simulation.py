@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from scipy import stats
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -29,8 +30,8 @@ def test_each_accuracy_null_shifts_accuracy_by_the_margin(kind):
 def test_every_candidate_of_a_pilot_keeps_its_shift_when_several_share_the_reference(kind):
     """Four candidates share one reference, which carries every candidate's forced answers:
     each candidate still shifts accuracy by the margin (30,000 units, within 0.35 points)."""
-    frames, shifted = sim.simulate_pilot(sim.Cell(kind, 30_000, 4), np.random.default_rng(8),
-                                         None)
+    frames, shifted = sim.simulate_instrument(sim.Cell(kind, 62, 4), np.random.default_rng(8),
+                                              None, 30_000)
     runs = frames["m"]
     margin = sim.Cell(kind, 62, 1).margin * (1 if kind.endswith("_up") else -1)
     for name in shifted:
@@ -57,7 +58,7 @@ def test_the_bbq_move_rates_shift_the_bias_scores_by_their_margins():
 
 def test_between_model_pilots_move_model_a_only_and_churn_model_b():
     rng = np.random.default_rng(3)
-    frames, shifted = sim.simulate_pilot(sim.Cell("between_models", 2000, 2), rng, None)
+    frames, shifted = sim.simulate_instrument(sim.Cell("between_models", 62, 2), rng, None, 2000)
     assert shifted == ["c0", "c1"]
     a, b = frames["a"], frames["b"]
     for name in shifted:
@@ -76,8 +77,9 @@ def test_a_small_run_writes_both_rules_and_the_exact_case(tmp_path):
     exact = sim.exact_all_or_nothing(62, 0.05, 0.05, 200)
     probabilities = [r["probability"] for r in exact["units"]]
     assert sum(probabilities) == pytest.approx(1.0)
-    # only the pilot that shows no broken unit is certified, by the floor 0.95^62 = 0.0416
+    # only the pilot that shows no broken unit is certified: the chance of drawing none of the
+    # instrument's 25 broken units of 500 in 62, scipy's hypergeometric 0.0334
     assert [r["broken_units"] for r in exact["units"] if r["p"] <= 0.05] == [0]
-    assert exact["error"] == pytest.approx(0.95 ** 62)
+    assert exact["error"] == pytest.approx(stats.hypergeom.pmf(0, 500, 25, 62))
     assert exact["units"][1]["p_before"] < 0.05  # Student's TOST certifies one broken unit
     assert exact["error_before"] > 0.15

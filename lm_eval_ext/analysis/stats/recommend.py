@@ -10,22 +10,27 @@ contrast's **leverage** and the standard error of the contrast's own value under
 
 * **Certified** (the error-controlled part): a candidate is certified when every claim's shift
   is shown to lie inside ``(-margin, +margin)``. A claim's p (see :mod:`.equivalence`) allows
-  for a shift hidden in units the pilot did not draw: for every hidden share ``s``, the chance
-  ``(1 - s) ** n`` of missing it times a studentised bootstrap (bootstrap-t) equivalence test of
-  what the pilot sees against the margin less what ``s`` could carry; at ``s = 0`` the plain
-  bootstrap-t, at the largest ``s`` the exact hidden-change floor. A candidate's p is
-  the largest of its claims' (intersection-union: all claims must pass, so no correction over
-  claims is needed), and the candidates' p-values are Holm-adjusted, so that with probability
-  at least ``1 - alpha`` *no* truly non-equivalent candidate is certified: the guarantee holds
-  for whichever certified option is chosen afterwards (the choice of the cheapest is covered)
-  and jointly over every claim and model.
+  for a shift carried by broken units (each moving the contrast by the most a unit can): for
+  every broken share ``s`` and every count ``k`` of them the pilot may have caught (no more than
+  it shows), the chance of catching exactly ``k`` (hypergeometric where the pilot is a draw of
+  the frozen instrument) times a studentised bootstrap (bootstrap-t) test of the pilot less
+  those ``k`` units against the rest's share of the margin, over the share of alpha that
+  scenario keeps; at ``s = 0`` the plain bootstrap-t, at the largest ``s`` the exact
+  hidden-change floor. A candidate's p is the largest of its claims' (intersection-union: all
+  claims must pass, so no correction over claims is needed), and the candidates' p-values are
+  adjusted by Holm, or by a fixed sequence or weighted Holm declared before the pilot
+  (:mod:`.alpha_order`), so that with probability at least ``1 - alpha`` *no* truly
+  non-equivalent candidate is certified: the guarantee holds for whichever certified option is
+  chosen afterwards (the choice of the cheapest is covered) and jointly over every claim and
+  model.
 * **Decidable** (planning, not a decision): the MDE of the claim's contrast at ``n`` units,
   ``(z_{1-alpha/2} + z_{power}) * SE_pilot * sqrt(n_pilot / n)``, is at most the margin.
 
 The floor is exact; the bootstrap-t is a large-sample method whose error at the margin
 ``benchmarks/recommend_simulation.py`` measures over a family of hard nulls (sparse,
 one-directional, unit-clustered, all-or-nothing and partly hidden changes, bias scores,
-between-model contrasts). Pilots under :data:`MIN_PILOT_UNITS` certify nothing. The
+between-model contrasts), drawn from a 500-unit instrument as the product's pilots are. Pilots
+under :data:`MIN_PILOT_UNITS` certify nothing. The
 recommendation is the cheapest decidable option among the certified candidates and the
 reference protocol (which has no shift), cost = cost per item x items. Assumptions: SEs scale
 as 1/sqrt(units) (nested natural-unit subsets), the pilot's units are a random sample of the
