@@ -171,3 +171,62 @@ def test_the_fast_paths_bar_is_off_under_tqdm_disable(embedded_checkpoint):
                               env={**os.environ, "TQDM_DISABLE": disabled})
         assert proc.returncode == 0, proc.stderr[-2000:]
         assert ("fast path" in proc.stderr) == (disabled == ""), (disabled, proc.stderr[-500:])
+
+
+def _pilot_analysis(folder: Path, out: Path, capsys) -> None:
+    """``lm-eval-ext analyze`` of a :func:`helpers.write_pilot` folder's runs into ``out``."""
+    from lm_eval_ext.cli import main as cli_main
+
+    assert cli_main.main(["analyze", "--reference", f"ref={folder / 'ref'}", "--runs",
+                          f"int8={folder / 'int8'}", "--out", str(out), "--bootstrap", "100",
+                          "--mc-draws", "10", "--no-progress", *(
+                              ["--overwrite"] if out.exists() else [])]) == 0
+    capsys.readouterr()
+
+
+def _recommend_error(pilot: Path, capsys) -> str:
+    from lm_eval_ext.cli import main as cli_main
+
+    assert cli_main.main(["recommend", str(pilot), "--claim", "accuracy=5"]) == 2
+    return capsys.readouterr().err.strip()
+
+
+@pytest.fixture()
+def pilot(tmp_path):
+    from helpers import write_pilot
+
+    return write_pilot(tmp_path, {"ref": 4000.0, "int8": 1000.0})
+
+
+def test_an_unfinished_pilot_analysis_is_told_what_analyze_accepts(pilot, tmp_path, capsys):
+    """Issue 59: "rerun analyze into it with --overwrite", which analyze refuses for a folder
+    without report.md ("not empty and holds no earlier analysis")."""
+    from lm_eval_ext.cli import main as cli_main
+
+    (pilot / "report.md").unlink()
+    message = _recommend_error(pilot, capsys)
+    assert message.endswith(f"delete {pilot}, then rerun `lm-eval-ext analyze` with --out "
+                            f"{pilot}"), message
+    shutil.rmtree(pilot)  # followed
+    _pilot_analysis(tmp_path, pilot, capsys)
+    assert cli_main.main(["recommend", str(pilot), "--claim", "accuracy=5"]) == 0
+
+
+@pytest.mark.parametrize(("damage", "problem"), [
+    (b"\xff\xfe" + b"x" * 64, "is damaged ('utf-8' codec can't decode byte 0xff in position 0"),
+    (b"", "is empty"),
+    (b"run,model\n", "holds no rows"),
+])
+def test_a_damaged_pilot_table_is_named_and_analysed_again(pilot, tmp_path, capsys, damage,
+                                                          problem):
+    """Issue 59: "byte 0xff at offset 0 ... pass the file lm-eval wrote" named no file, and
+    analyze wrote it; an empty runs.csv reached the catch-all."""
+    from lm_eval_ext.cli import main as cli_main
+
+    (pilot / "runs.csv").write_bytes(damage)
+    message = _recommend_error(pilot, capsys)
+    assert message.startswith(f"lm-eval-ext: error: recommend: {pilot / 'runs.csv'} {problem}")
+    assert message.endswith(f"`lm-eval-ext analyze` wrote it: rerun `lm-eval-ext analyze` with "
+                            f"--out {pilot} --overwrite"), message
+    _pilot_analysis(tmp_path, pilot, capsys)  # followed
+    assert cli_main.main(["recommend", str(pilot), "--claim", "accuracy=5"]) == 0
