@@ -11,7 +11,7 @@ import difflib
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from lm_eval_ext.campaign.spec import Cell
+from lm_eval_ext.campaign.spec import Cell, parse_model_args
 from lm_eval_ext.errors import ConfigError, check_choice
 from lm_eval_ext.tasks.common.prompting import TIERS
 
@@ -26,11 +26,18 @@ def check_model_args(model_args: str, batch_size: Any, where: str,
     ``where`` names the model args in an error, ``batch_where`` the batch size (default: the
     same place).
     """
+    from pathlib import Path
+
     from lm_eval_ext.backends.hf.metered import HFMeteredLM
     from lm_eval_ext.backends.model_args import check_batch_size
+    from lm_eval_ext.backends.parent_run import read_parent_results
 
     try:
         HFMeteredLM.check_model_args(model_args)
+        parent = parse_model_args(model_args, where).get("answers_from")
+        if parent:
+            read_parent_results(Path(parent).expanduser(),
+                                f"{HFMeteredLM.MODEL_NAME}: answers_from={parent}")
     except ConfigError as exc:
         raise ConfigError(f"{where}: {exc}") from None
     try:

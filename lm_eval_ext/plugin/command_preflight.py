@@ -25,6 +25,9 @@ class PreflightError(LmEvalExtError):
 
 def check_limit(value: object, where: str = "--limit") -> None:
     """A count of items (>= 1) or a fraction in (0, 1], as lm-eval reads ``--limit``."""
+    if isinstance(value, bool):  # YAML's true/yes: float(True) would be 1 item
+        raise PreflightError(f"{where} {str(value).lower()}: give a number of items (e.g. 8) or "
+                             "a fraction of each task in (0, 1] (e.g. 0.25), not true/false")
     try:
         limit = float(value)
     except (TypeError, ValueError):
