@@ -90,7 +90,7 @@ def find_results(paths: Iterable[str | Path]) -> list[Path]:
                 raise AnalysisInputError(f"{path} is not an lm-eval results_*.json file")
             found.append(path)
         elif path.is_dir():
-            hits = sorted(p for p in path.rglob("results_*.json") if _RESULTS.match(p.name))
+            hits = sorted(p for p in path.rglob("*.json") if _RESULTS.match(p.name))
             if not hits:
                 raise AnalysisInputError(_no_results(path))
             found.extend(hits)

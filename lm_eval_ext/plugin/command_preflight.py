@@ -54,9 +54,11 @@ def check_output_path(value: str, where: str = "--output_path") -> None:
     """lm-eval writes a folder there: not an existing file; created and test-written here.
 
     A path under ``/proc``, a read-only or a full file system fails before any model loads
-    (exit code 2, or 1 for a full disk or quota).
+    (exit code 2, or 1 for a full disk or quota); so do the paths lm-eval would use otherwise
+    than meant (:func:`check_path_text`).
     """
-    path = Path(value).expanduser()
+    check_path_text(value, where)
+    path = Path(value)
     if path.is_file() and path.suffix != ".json":
         raise PreflightError(f"{where} {value} is an existing file; lm-eval writes a folder of "
                              "results there: pass a folder path (it is created if missing)")
@@ -77,6 +79,37 @@ def check_output_path(value: str, where: str = "--output_path") -> None:
     except LmEvalExtError as exc:
         kind = EnvironmentProblem if isinstance(exc, EnvironmentProblem) else PreflightError
         raise kind(f"{where}: {exc}") from None
+
+
+#: the longest file name lm-eval writes for ``--output_path X.json``: ``X_<stamp>.json``
+_STAMPED = len("_2026-12-05T18-34-11.100552.json")
+
+
+def check_path_text(value: str, where: str = "--output_path") -> None:
+    """The path as lm-eval will use it: not empty, no unexpanded ``~``, no name too long.
+
+    A quoted ``~`` reaches lm-eval unexpanded (it writes into a folder named ``~``); a name
+    over the file system's limit (255 bytes) fails only when lm-eval saves, after the run.
+    """
+    if not value.strip():
+        raise PreflightError(f"{where} {value!r} is empty; give a folder for the results "
+                             f"(e.g. {where} results)")
+    if value.startswith("~"):
+        rest = value.partition("/")[2]
+        raise PreflightError(f"{where} {value}: the ~ was not expanded (the path was quoted), "
+                             f"so lm-eval would write into a folder named '{value.split('/')[0]}'"
+                             f" here; write {os.path.join(os.path.expanduser('~'), rest)}")
+    path = Path(value)
+    names = [(part, len(part.encode())) for part in path.parts[:-1]]
+    names.append((path.name, len(path.stem.encode()) + _STAMPED if path.suffix == ".json"
+                  else len(path.name.encode())))
+    for name, size in names:
+        if size > 255:
+            kept = "its stamped results file name" if name == path.name and \
+                path.suffix == ".json" else "the name"
+            raise PreflightError(f"{where}: the name {name[:40]}... is {len(name.encode())} "
+                                 f"bytes, and {kept} would be over the file system's 255-byte "
+                                 "limit for one name; use a shorter name")
 
 
 def check_device(value: str, where: str = "--device") -> None:
@@ -153,7 +186,7 @@ def check_command_line(argv: Sequence[str]) -> None:
         check_gen_kwargs(args.gen_kwargs)
     if args.num_fewshot is not None:
         check_num_fewshot(args.num_fewshot)
-    if args.output_path:
+    if args.output_path is not None:
         check_output_path(args.output_path)
     if args.device:
         check_device(args.device)

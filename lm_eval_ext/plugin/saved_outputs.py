@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import json
+import resource
 from pathlib import Path
 from typing import Any
 
@@ -33,13 +34,25 @@ def _folder(tracker: Any) -> Path:
     return path / str(tracker.general_config_tracker.model_name_sanitized)
 
 
-def _why(folder: Path) -> tuple[str, str]:
-    """The file system's reason for a failed write and its fix, found by writing there."""
+def _why(folder: Path, size: int = 0) -> tuple[str, str]:
+    """The reason for a failed write and its fix: the file size limit, else the file system's
+    (found by writing there). ``size``: the bytes the cut file holds."""
+    limit = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+    if limit != resource.RLIM_INFINITY and size >= limit:
+        return (f"the file size limit of {limit:,} bytes was reached (ulimit -f)",
+                "raise it (ulimit -f unlimited) and rerun")
     try:
         probe_writable(folder)
     except LmEvalExtError as exc:
         return getattr(exc, "cause", str(exc)), getattr(exc, "fix", "rerun")
     return "lm-eval could not write it (its log says why at INFO level)", "rerun"
+
+
+def _size(path: Path | None) -> int:
+    try:
+        return path.stat().st_size if path is not None else 0
+    except OSError:
+        return 0
 
 
 def results_file(tracker: Any) -> Path | None:
@@ -63,10 +76,12 @@ def check_results(tracker: Any) -> None:
         try:
             json.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError):
-            problem = f"is incomplete ({path.stat().st_size:,} bytes)"
+            problem = f"was cut at {_size(path):,} bytes and is removed"
     if problem:
         where = path or _folder(tracker)
-        cause, fix = _why(where.parent)
+        cause, fix = _why(where.parent, _size(path))
+        if path is not None:
+            path.unlink(missing_ok=True)
         raise OutputsLost(f"the results file {where} {problem} ({cause}): nothing of this run "
                           f"was kept; {fix}")
 
@@ -83,7 +98,7 @@ def check_samples(tracker: Any, task: str, expected: int) -> None:
         return
     state = ("was not written" if text is None else
              f"was cut at {len(text.encode('utf-8')):,} bytes ({lines} of {expected} lines)")
-    cause, fix = _why(path.parent)
+    cause, fix = _why(path.parent, _size(path))
     raise OutputsLost(f"the samples file {path} {state} ({cause}): the run's per-item outputs "
                       f"are incomplete, so it cannot be analysed; {fix}")
 
