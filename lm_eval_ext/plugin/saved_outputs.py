@@ -35,8 +35,11 @@ def _folder(tracker: Any) -> Path:
 
 
 def _why(folder: Path, size: int = 0) -> tuple[str, str]:
-    """The reason for a failed write and its fix: the file size limit, else the file system's
-    (found by writing there). ``size``: the bytes the cut file holds."""
+    """The reason for a failed write and its fix (``size``: the bytes the cut file holds).
+
+    The file size limit (``ulimit -f``) where the file reached it, else the file system's
+    reason, found by writing there.
+    """
     limit = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
     if limit != resource.RLIM_INFINITY and size >= limit:
         return (f"the file size limit of {limit:,} bytes was reached (ulimit -f)",
