@@ -113,10 +113,16 @@ def check_path_text(value: str, where: str = "--output_path") -> None:
 
 
 def check_device(value: str, where: str = "--device") -> None:
-    """A CUDA device that this machine has."""
+    """A device torch knows (lm-eval runs an unknown one on the CPU), a CUDA one that is here."""
+    import torch
+
+    try:
+        torch.device(value)
+    except RuntimeError:
+        raise PreflightError(f"{where} {value} is not a device torch knows (lm-eval would run "
+                             "on the CPU); use cuda (or cuda:N) for a GPU, or cpu") from None
     if not value.startswith("cuda"):
         return
-    import torch
 
     if not torch.cuda.is_available():
         raise PreflightError(f"{where} {value}: no CUDA device is visible here "
@@ -160,8 +166,23 @@ def _number(text: str) -> float:
         return math.nan
 
 
+def check_task_list(values: Sequence[str], where: str = "--tasks") -> None:
+    """Task names as lm-eval splits them (at commas): none empty, none holding a space."""
+    names = [name for value in values for name in value.split(",")]
+    given = " ".join(f"'{v}'" if not v or " " in v or v.endswith(",") else v for v in values)
+    fixed = ",".join(part for n in names for part in n.split())
+    if any(not n.strip() for n in names):
+        raise PreflightError(f"{where} {given}: an empty task name (a stray comma); write "
+                             f"{where} {fixed}")
+    spaced = next((n for n in names if n != "".join(n.split())), None)
+    if spaced is not None:
+        raise PreflightError(f"{where} {given}: the name '{spaced}' holds a space (lm-eval "
+                             f"splits only at commas); write {where} {fixed}")
+
+
 def _arguments(argv: Sequence[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    parser.add_argument("--tasks", "-t", nargs="+")
     parser.add_argument("--limit", "-L")
     parser.add_argument("--samples", "-E")
     parser.add_argument("--num_fewshot", "-f")
@@ -178,6 +199,8 @@ def check_command_line(argv: Sequence[str]) -> None:
     if args.limit is not None and args.samples is not None:
         raise PreflightError("--limit and --samples exclude each other: --samples names the "
                              "items to run, --limit cuts each task; pass one")
+    if args.tasks:
+        check_task_list(args.tasks)
     if args.limit is not None:
         check_limit(args.limit)
     if args.batch_size is not None:
