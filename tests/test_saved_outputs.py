@@ -190,3 +190,16 @@ def test_analyze_reads_what_output_path_json_wrote(embedded_lm, tmp_path):
     [written] = tmp_path.glob("run_*.json")
     assert [len(r.items) for r in load_runs([tmp_path])] == [3]
     assert [len(r.items) for r in load_runs([written])] == [3]
+
+
+def test_a_results_name_too_long_for_the_file_system_is_one_line(tmp_path):
+    """Through the Python API (no preflight): the name's own error was a traceback from
+    saved_outputs.py after the whole run."""
+    from lm_eval.loggers import EvaluationTracker
+
+    check_saved_outputs()
+    tracker = EvaluationTracker(output_path=str(tmp_path / ("y" * 240 + ".json")))
+    with pytest.raises(OutputsLost) as error:
+        tracker.save_results_aggregated(results={"results": {}})
+    assert "was not written (File name too long): nothing of this run was kept; pass another " \
+        "path" in str(error.value)

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from lm_eval_ext.errors import EnvironmentProblem, LmEvalExtError
-from lm_eval_ext.files import probe_writable
+from lm_eval_ext.files import path_error, probe_writable
 
 _MARK = "_lm_eval_ext_checked"
 
@@ -72,18 +72,22 @@ def results_file(tracker: Any) -> Path | None:
 def check_results(tracker: Any) -> None:
     """The results file of the save just made exists and parses (else :class:`OutputsLost`)."""
     path = results_file(tracker)
-    problem = None
-    if path is None or not path.is_file():
-        problem = "was not written"
-    else:
+    problem, named = None, None
+    try:
+        if path is None or not path.is_file():
+            problem = "was not written"
+    except OSError as exc:  # the name itself fails (e.g. too long, through the Python API)
+        problem, named = "was not written", path_error(path, exc)
+    if problem is None:
         try:
             json.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError):
             problem = f"was cut at {_size(path):,} bytes and is removed"
     if problem:
         where = path or _folder(tracker)
-        cause, fix = _why(where.parent, _size(path))
-        if path is not None:
+        cause, fix = ((named.cause, named.fix) if named is not None
+                      else _why(where.parent, _size(path)))
+        if path is not None and named is None:
             path.unlink(missing_ok=True)
         raise OutputsLost(f"the results file {where} {problem} ({cause}): nothing of this run "
                           f"was kept; {fix}")
