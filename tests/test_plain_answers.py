@@ -136,3 +136,15 @@ def test_run_without_a_model_runs_hf_metered(tmp_path, embedded_checkpoint):
     assert "lm-eval-ext run: no --model given: using hf-metered" in proc.stderr
     [results] = (tmp_path / "out").rglob("results_*.json")
     assert json.loads(results.read_text())["config"]["model"] == "hf-metered"
+
+
+@pytest.mark.parametrize("content", ['{"results": {}, "configs": {"t": 1}}',
+                                     '{"results": {}, "configs": {"t": {}}, "config": []}'])
+def test_a_results_file_whose_tasks_are_not_mappings_is_named(run, tmp_path, content):
+    """Found in the trial after the fix: `configs: {t: 1}` reached the catch-all."""
+    folder = tmp_path / "bad"
+    shutil.copytree(run.parent, folder)
+    results = next(folder.glob("results_*.json"))
+    results.write_text(content)
+    with pytest.raises(AnalysisInputError, match="is JSON but not an lm-eval results file"):
+        load_runs([folder])

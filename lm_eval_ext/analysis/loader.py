@@ -58,7 +58,9 @@ def read_results(path: Path) -> dict[str, Any]:
     """A results file, checked for lm-eval's shape (a mapping with its tasks' results)."""
     results = read_json(path)
     if not (isinstance(results, dict) and isinstance(results.get("results"), dict)
-            and isinstance(results.get("configs"), dict) and results["configs"]):
+            and isinstance(results.get("configs"), dict) and results["configs"]
+            and all(isinstance(c, dict) for c in results["configs"].values())
+            and isinstance(results.get("config", {}), dict)):
         kind = type(results).__name__ if not isinstance(results, dict) else "mapping without tasks"
         raise AnalysisInputError(
             f"{path} is JSON but not an lm-eval results file (a {kind}; lm-eval writes a "
