@@ -18,6 +18,18 @@ def cache_dir() -> Path:
     return Path(xdg) / "lm_eval_ext"
 
 
+def cache_error(path: Path, error: OSError) -> Exception:
+    """One line for a cache folder that cannot be written: the path, the cause, the setting."""
+    from lm_eval_ext.files import path_error
+
+    setting = (f"{CACHE_ENV}={os.environ[CACHE_ENV]}" if os.environ.get(CACHE_ENV)
+               else f"the default cache {cache_dir()}")
+    problem = path_error(path, error)
+    fix = (problem.fix if problem.exit_code == 1 else
+           f"set {CACHE_ENV} to a folder you can write")
+    return type(problem)(f"cannot write the cache {path}: {problem.cause} ({setting}); {fix}")
+
+
 def user_tasks_dir() -> Path:
     """Folder for tasks the user registers (``lm-eval-ext data fingerprint --register``)."""
     return cache_dir() / "user_tasks"

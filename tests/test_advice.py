@@ -171,3 +171,123 @@ def test_the_fast_paths_bar_is_off_under_tqdm_disable(embedded_checkpoint):
                               env={**os.environ, "TQDM_DISABLE": disabled})
         assert proc.returncode == 0, proc.stderr[-2000:]
         assert ("fast path" in proc.stderr) == (disabled == ""), (disabled, proc.stderr[-500:])
+
+
+def _pilot_analysis(folder: Path, out: Path, capsys) -> None:
+    """``lm-eval-ext analyze`` of a :func:`helpers.write_pilot` folder's runs into ``out``."""
+    from lm_eval_ext.cli import main as cli_main
+
+    assert cli_main.main(["analyze", "--reference", f"ref={folder / 'ref'}", "--runs",
+                          f"int8={folder / 'int8'}", "--out", str(out), "--bootstrap", "100",
+                          "--mc-draws", "10", "--no-progress", *(
+                              ["--overwrite"] if out.exists() else [])]) == 0
+    capsys.readouterr()
+
+
+def _recommend_error(pilot: Path, capsys) -> str:
+    from lm_eval_ext.cli import main as cli_main
+
+    assert cli_main.main(["recommend", str(pilot), "--claim", "accuracy=5"]) == 2
+    return capsys.readouterr().err.strip()
+
+
+@pytest.fixture()
+def pilot(tmp_path):
+    from helpers import write_pilot
+
+    return write_pilot(tmp_path, {"ref": 4000.0, "int8": 1000.0})
+
+
+def test_an_unfinished_pilot_analysis_is_told_what_analyze_accepts(pilot, tmp_path, capsys):
+    """Issue 59: "rerun analyze into it with --overwrite", which analyze refuses for a folder
+    without report.md ("not empty and holds no earlier analysis")."""
+    from lm_eval_ext.cli import main as cli_main
+
+    (pilot / "report.md").unlink()
+    message = _recommend_error(pilot, capsys)
+    assert message.endswith(f"delete {pilot}, then rerun `lm-eval-ext analyze` with --out "
+                            f"{pilot}"), message
+    shutil.rmtree(pilot)  # followed
+    _pilot_analysis(tmp_path, pilot, capsys)
+    assert cli_main.main(["recommend", str(pilot), "--claim", "accuracy=5"]) == 0
+
+
+@pytest.mark.parametrize(("damage", "problem"), [
+    (b"\xff\xfe" + b"x" * 64, "is damaged ('utf-8' codec can't decode byte 0xff in position 0"),
+    (b"", "is empty"),
+    (b"run,model\n", "holds no rows"),
+])
+def test_a_damaged_pilot_table_is_named_and_analysed_again(pilot, tmp_path, capsys, damage,
+                                                          problem):
+    """Issue 59: "byte 0xff at offset 0 ... pass the file lm-eval wrote" named no file, and
+    analyze wrote it; an empty runs.csv reached the catch-all."""
+    from lm_eval_ext.cli import main as cli_main
+
+    (pilot / "runs.csv").write_bytes(damage)
+    message = _recommend_error(pilot, capsys)
+    assert message.startswith(f"lm-eval-ext: error: recommend: {pilot / 'runs.csv'} {problem}")
+    assert message.endswith(f"`lm-eval-ext analyze` wrote it: rerun `lm-eval-ext analyze` with "
+                            f"--out {pilot} --overwrite"), message
+    _pilot_analysis(tmp_path, pilot, capsys)  # followed
+    assert cli_main.main(["recommend", str(pilot), "--claim", "accuracy=5"]) == 0
+
+
+@pytest.mark.parametrize(("tasks", "advice", "fixed"), [
+    (["bbq_subset_12p5pct_loglik,"], "--tasks 'bbq_subset_12p5pct_loglik,': an empty task name "
+     "(a stray comma); write --tasks bbq_subset_12p5pct_loglik", "bbq_subset_12p5pct_loglik"),
+    (["bbq_subset_12p5pct_loglik, bbq_subset_25pct_loglik"],
+     "--tasks 'bbq_subset_12p5pct_loglik, bbq_subset_25pct_loglik': the name "
+     "' bbq_subset_25pct_loglik' holds a space (lm-eval splits only at commas); write --tasks "
+     "bbq_subset_12p5pct_loglik,bbq_subset_25pct_loglik",
+     "bbq_subset_12p5pct_loglik,bbq_subset_25pct_loglik"),
+])
+def test_a_stray_comma_or_space_in_tasks_is_told_the_list_that_runs(tasks, advice, fixed):
+    """Issue 59: "unknown task(s) ;" for a trailing comma; 'a, b' suggested b back."""
+    from lm_eval_ext.plugin.command_preflight import PreflightError, check_command_line
+    from lm_eval_ext.plugin.registration import check_known_tasks, command_line_tasks
+
+    with pytest.raises(PreflightError) as error:
+        check_command_line(["--tasks", *tasks])
+    assert str(error.value) == advice
+    check_command_line(["--tasks", fixed])  # followed: accepted, and every name is a task
+    check_known_tasks(*command_line_tasks(["--tasks", fixed]))
+
+
+@pytest.mark.slow
+def test_a_campaigns_unknown_subset_is_told_a_subset_that_exists(tmp_path, capsys):
+    """Issue 59: a campaign's `bbq_subset_13pct` was told "did you mean bbq_subset_37p5pct?"."""
+    from lm_eval_ext.cli import main as cli_main
+
+    spec = tmp_path / "c.yaml"
+    spec.write_text("tasks: [bbq_subset_13pct]\nconditions: {M0: {}}\n")
+    argv = ["campaign", str(spec), "--out", str(tmp_path / "out"), "--dry-run",
+            "--calibration-limit", "0"]
+    assert cli_main.main(argv) == 2
+    line = capsys.readouterr().err.strip()
+    assert "37p5pct?" not in line and line.startswith(
+        "lm-eval-ext: error: unknown task(s) bbq_subset_13pct (13pct is not a subset of the BBQ "
+        "instrument; the subsets are 12p5pct, 25pct, 37p5pct, 50pct, 75pct and the replicates "
+        "50pct_r2..50pct_r5, 12p5pct_r2..12p5pct_r5, e.g. bbq_subset_12p5pct;"), line
+    spec.write_text("tasks: [bbq_subset_12p5pct]\nconditions: {M0: {}}\n")  # followed
+    assert cli_main.main(argv) == 0
+
+
+def test_intersection_is_suggested_only_where_items_are_shared(tmp_path):
+    """Issue 59: BBQ against another benchmark was told to pass --intersection, which then
+    found no shared item."""
+    from lm_eval_ext.analysis import analyze
+
+    rows = load_membership("instrument").rows
+    preds = simulate_predictions(rows, 0.5, np.random.default_rng(0))
+    first = write_run(tmp_path / "a", "bbq_instrument_loglik", rows[:40], preds[:40])
+    other = write_run(tmp_path / "b", "bbq_instrument_loglik", rows[40:80], preds[40:80])
+    part = write_run(tmp_path / "c", "bbq_instrument_loglik", rows[:20], preds[:20])
+    fast = {"n_resamples": 100, "mc_draws": 10, "progress": False}
+    with pytest.raises(AnalysisInputError) as error:
+        analyze(first, [other], **fast)
+    assert str(error.value).endswith("They share no item, so no option can pair them: compare "
+                                     "runs of the same benchmark (the same task and --limit).")
+    with pytest.raises(AnalysisInputError) as error:
+        analyze(first, [part], **fast)
+    assert str(error.value).endswith("pass --intersection to compare the 20 shared items.")
+    assert analyze(first, [part], intersection=True, **fast).n_items == 20  # followed

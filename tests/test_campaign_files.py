@@ -68,3 +68,52 @@ def test_a_grid_model_given_twice_names_both_lines(tmp_path, capsys):
 def test_cell_clashes_and_string_conditions_are_named_as_what_they_are(text, message, tmp_path,
                                                                       capsys):
     assert message in _refused("campaign", text, tmp_path, capsys)
+
+
+# -- issue 59: the dry run checks what the run would; cells of other limits are compared -------
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("tasks: [bbq_subset_12p5pct_loglik]\nconditions: {M0: {}, M1: {batch_size: 4}}\n"
+     "compare: {q: {reference: M0, runs: [M0]}}\n",
+     "compare.q: M0 is the reference and one of its runs, so it would be compared with itself; "
+     "list other conditions in runs (e.g. runs: [M1])"),
+    ("models: {m: answers_from=/nonexistent/results_x.json}\n"
+     "tasks: [bbq_subset_12p5pct_loglik]\nconditions: {M0: {}}\n",
+     "cell m__M0__bbq_subset_12p5pct_loglik: hf-metered: answers_from=/nonexistent/"
+     "results_x.json: no such file; pass the parent run's results_*.json"),
+    ("tasks: [bbq_subset_12p5pct_loglik]\nconditions: {M0: {limit: true}}\n",
+     "conditions.M0: limit: true: give a number of items (e.g. 8) or a fraction of each task "
+     "in (0, 1] (e.g. 0.25), not true/false"),
+])
+def test_the_dry_run_refuses_what_the_run_would(text, message, tmp_path, capsys):
+    """compare: {q: {reference: M0, runs: [M0]}} and answers_from=/nonexistent passed
+    --dry-run; `limit: true` ran 1 item."""
+    assert message in _refused("campaign", text, tmp_path, capsys)
+
+
+def test_conditions_of_other_limits_are_compared_on_their_shared_items(tmp_path, data_dir):
+    """M0 `limit: 24` against M4 `limit: 16` (the derived-cell docs' shape) failed at every
+    analysis: "evaluated different items ... or pass --intersection", which `campaign` lacks."""
+    import numpy as np
+
+    from lm_eval_ext.analysis.report import analyze_to_folder
+    from lm_eval_ext.analysis.synthetic import simulate_predictions, write_run
+    from lm_eval_ext.campaign.spec import build_spec
+    from lm_eval_ext.data.instrument import load_membership
+
+    task = "bbq_subset_12p5pct_loglik"
+    spec = build_spec({"tasks": [task], "conditions": {"M0": {"limit": 24},
+                                                        "M4": {"limit": 16}}})
+    rows = load_membership("12p5pct").rows
+    answers = simulate_predictions(rows, 0.5, np.random.default_rng(0))
+    results = {cell.cell_id: str(write_run(tmp_path / cell.condition, task,
+                                           rows[:cell.options["limit"]], answers))
+               for cell in spec.cells}
+    [job], skipped = spec.analysis_jobs(results)
+    assert job.intersection and not skipped
+    result, paths = analyze_to_folder(job.reference, list(job.runs), tmp_path / "analysis",
+                                      intersection=job.intersection, n_resamples=100,
+                                      mc_draws=10, progress=False)
+    assert result.n_items == 16 and result.dropped == {"M0": 8, "M4": 0}
+    assert ("Paired items: 16 in 4 natural units (the items all runs share; left "
+            "out per run: {'M0': 8, 'M4': 0})") in paths["report_md"].read_text()

@@ -92,3 +92,30 @@ def test_an_unfinished_analysis_folder_is_refused(pilot, capsys, tmp_path):
     (cut / "report.md").unlink()  # what a full disk left before report.md was written
     line = _refused([str(cut), "--claim", "accuracy=5"], capsys, tmp_path / "card")
     assert f"{cut} is an unfinished analysis (no report.md" in line
+
+
+def test_a_candidate_of_another_model_is_refused(capsys, tmp_path):
+    """Issue 59: `analyze --reference m=REF --runs g=OTHER_MODEL` gave a pilot whose card said
+    "Run g on 248 items ... 95.3% saved" with the guarantee, rc 0: a model swap certified."""
+    import numpy as np
+
+    from lm_eval_ext.analysis.report import analyze_to_folder
+    from lm_eval_ext.analysis.synthetic import simulate_predictions, write_run
+    from lm_eval_ext.data.instrument import load_membership
+
+    rows = load_membership("instrument").rows[:500]
+    answers = simulate_predictions(rows, 0.6, np.random.default_rng(3))
+    ref = write_run(tmp_path / "ref", "bbq_instrument_loglik", rows, answers, model="m",
+                    energy_joules=4000.0, inference_seconds=40.0)
+    other = write_run(tmp_path / "g", "bbq_instrument_loglik", rows, answers, model="gemma",
+                      energy_joules=200.0, inference_seconds=2.0)
+    analyze_to_folder(f"m={ref}", [f"g={other}"], tmp_path / "pilot", n_resamples=100,
+                      mc_draws=10, progress=False)
+    line = _refused([str(tmp_path / "pilot"), "--claim", "accuracy=2"], capsys,
+                    tmp_path / "card")
+    assert line == (
+        f"lm-eval-ext: error: recommend: in {tmp_path / 'pilot'} run g is model gemma, the "
+        "reference m model m; a card certifies a protocol change of the reference's own model "
+        "on the same items, not another model: analyse each model's protocols against its own "
+        "reference and pass one pilot per model (recommend A=PILOT_A B=PILOT_B), or compare "
+        "the models with `lm-eval-ext analyze` alone")

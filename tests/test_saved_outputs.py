@@ -57,11 +57,14 @@ def test_a_results_file_lost_or_cut_is_an_error(mounted_filesystem):
     with pytest.raises(OutputsLost, match=r"the results file /proc/x/out/None/results_.*\.json "
                                           r"was not written \(No such file or directory\)"):
         lost.save_results_aggregated(results={"results": {}})
-    tracker = _tracker(mounted_filesystem("4k"))
-    with pytest.raises(OutputsLost, match=r"the results file .*results_.*\.json is incomplete "
-                                          r"\(4,096 bytes\) \(No space left on device\): nothing "
-                                          "of this run was kept; the disk or quota is full"):
+    folder = mounted_filesystem("4k")
+    tracker = _tracker(folder)
+    with pytest.raises(OutputsLost, match=r"the results file .*results_.*\.json was cut at "
+                                          r"4,096 bytes and is removed \(No space left on "
+                                          r"device\): nothing of this run was kept; the disk or "
+                                          "quota is full"):
         tracker.save_results_aggregated(results={"results": {"t": {"x": "y" * 10_000}}})
+    assert not list(folder.rglob("results_*.json"))  # as said: nothing was kept
 
 
 def test_whole_files_pass(tmp_path):
@@ -118,3 +121,85 @@ def test_lm_eval_on_a_nearly_full_disk_exits_non_zero(mounted_filesystem, embedd
     assert 0 < samples.stat().st_size and lines < 4
     assert (f"was cut at {samples.stat().st_size:,} bytes ({lines} of 4 lines) "
             "(No space left on device)") in last
+
+
+# -- issue 59: a size limit named; output paths as lm-eval will use them --------------------
+
+def test_a_file_size_limit_is_named_and_the_cut_file_removed(tmp_path):
+    """`ulimit -f` gave "nothing was kept; rerun" while the cut file stayed, its cause unnamed."""
+    import resource
+
+    tracker = _tracker(tmp_path)
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (8192, hard))
+    try:
+        with pytest.raises(OutputsLost) as error:
+            tracker.save_results_aggregated(results={"results": {"t": {"x": "y" * 20_000}}})
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+    assert not list(tmp_path.rglob("results_*.json"))
+    assert str(error.value).endswith(
+        "was cut at 8,192 bytes and is removed (the file size limit of 8,192 bytes was reached "
+        "(ulimit -f)): nothing of this run was kept; raise it (ulimit -f unlimited) and rerun")
+    assert error.value.exit_code == 1
+
+
+LONG = "x" * 300
+
+
+@pytest.mark.parametrize(("path", "message"), [
+    ("~/out59", "--output_path ~/out59: the ~ was not expanded (the path was quoted), so lm-eval "
+                "would write into a folder named '~' here; write {home}/out59"),
+    (f"out/{LONG}/run", f"--output_path: the name {LONG[:40]}... is 300 bytes, and the name "
+                        "would be over the file system's 255-byte limit for one name; use a "
+                        "shorter name"),
+    ("out/" + "y" * 230 + ".json", "--output_path: the name " + "y" * 40 + "... is 235 bytes, "
+     "and its stamped results file name would be over the file system's 255-byte limit for one "
+     "name; use a shorter name"),
+    ("", "--output_path '' is empty; give a folder for the results (e.g. --output_path "
+         "results)"),
+])
+def test_an_output_path_lm_eval_would_use_otherwise_is_refused(path, message, tmp_path,
+                                                              monkeypatch, capsys):
+    """A quoted ~ made an empty $HOME/... while lm-eval wrote into ./~/... (rc 0); a long name
+    lost the results after the whole run in a traceback; '' gave lm-eval's traceback."""
+    import os
+    from pathlib import Path
+
+    from lm_eval_ext.cli import main as cli_main
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    code = cli_main.main(["run", "--model", "hf-metered", "--tasks", "bbq_subset_12p5pct_loglik",
+                          "--limit", "1", "--log_samples", "--output_path", path])
+    assert code == 2
+    assert capsys.readouterr().err.strip() == "lm-eval-ext: error: " + message.format(
+        home=os.path.expanduser("~"))
+    assert not list(Path(tmp_path).iterdir())  # nothing made, here or in $HOME
+
+
+@pytest.mark.slow
+def test_analyze_reads_what_output_path_json_wrote(embedded_lm, tmp_path):
+    """`--output_path X.json` (lm-eval's file rule) writes X_<stamp>.json: analyze read it
+    neither as a folder ("rerun the evaluation") nor as a file ("not a results file")."""
+    from helpers import save_lm_eval_run
+
+    from lm_eval_ext.analysis.loader import load_runs
+
+    save_lm_eval_run(embedded_lm, "bbq_subset_12p5pct_loglik", 3, tmp_path / "run.json")
+    [written] = tmp_path.glob("run_*.json")
+    assert [len(r.items) for r in load_runs([tmp_path])] == [3]
+    assert [len(r.items) for r in load_runs([written])] == [3]
+
+
+def test_a_results_name_too_long_for_the_file_system_is_one_line(tmp_path):
+    """Through the Python API (no preflight): the name's own error was a traceback from
+    saved_outputs.py after the whole run."""
+    from lm_eval.loggers import EvaluationTracker
+
+    check_saved_outputs()
+    tracker = EvaluationTracker(output_path=str(tmp_path / ("y" * 240 + ".json")))
+    with pytest.raises(OutputsLost) as error:
+        tracker.save_results_aggregated(results={"results": {}})
+    assert "was not written (File name too long): nothing of this run was kept; pass another " \
+        "path" in str(error.value)

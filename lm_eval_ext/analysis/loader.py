@@ -54,6 +54,21 @@ def read_json(path: Path) -> dict[str, Any]:
         ) from exc
 
 
+def read_results(path: Path) -> dict[str, Any]:
+    """A results file, checked for lm-eval's shape (a mapping with its tasks' results)."""
+    results = read_json(path)
+    if not (isinstance(results, dict) and isinstance(results.get("results"), dict)
+            and isinstance(results.get("configs"), dict) and results["configs"]
+            and all(isinstance(c, dict) for c in results["configs"].values())
+            and isinstance(results.get("config", {}), dict)):
+        kind = type(results).__name__ if not isinstance(results, dict) else "mapping without tasks"
+        raise AnalysisInputError(
+            f"{path} is JSON but not an lm-eval results file (a {kind}; lm-eval writes a "
+            "mapping with \"results\" and \"configs\" per task): pass the results file lm-eval "
+            "wrote, or rerun the evaluation with --log_samples")
+    return results
+
+
 def read_samples(path: Path) -> list[dict[str, Any]]:
     """Parse a samples JSONL file; a truncated or broken line is an error naming its number."""
     try:
@@ -65,7 +80,7 @@ def read_samples(path: Path) -> list[dict[str, Any]]:
         if not line.strip():
             continue
         try:
-            samples.append(json.loads(line))
+            sample = json.loads(line)
         except json.JSONDecodeError as exc:
             cut = line_no == len(lines) and not line.endswith("\n")
             raise AnalysisInputError(
@@ -75,6 +90,12 @@ def read_samples(path: Path) -> list[dict[str, Any]]:
                    "the line was damaged after lm-eval wrote it. Pass the run's own file, or "
                    "rerun the evaluation with --log_samples")
             ) from exc
+        if not isinstance(sample, dict):
+            raise AnalysisInputError(
+                f"{path} line {line_no} is a JSON {type(sample).__name__}, not a sample (lm-eval "
+                "writes one mapping per line): the line was damaged after lm-eval wrote it. Pass "
+                "the run's own file, or rerun the evaluation with --log_samples")
+        samples.append(sample)
     if not samples:
         raise AnalysisInputError(f"{path} holds no samples; rerun with --log_samples")
     return samples
@@ -90,7 +111,7 @@ def find_results(paths: Iterable[str | Path]) -> list[Path]:
                 raise AnalysisInputError(f"{path} is not an lm-eval results_*.json file")
             found.append(path)
         elif path.is_dir():
-            hits = sorted(p for p in path.rglob("results_*.json") if _RESULTS.match(p.name))
+            hits = sorted(p for p in path.rglob("*.json") if _RESULTS.match(p.name))
             if not hits:
                 raise AnalysisInputError(_no_results(path))
             found.extend(hits)
@@ -227,7 +248,7 @@ def distinct_labels(runs: list[Run]) -> list[Run]:
 
 def load_run(results_path: Path, run_id: str | None = None) -> Run:
     """Load one run and its items (every task of the run); unnamed: :func:`short_label`."""
-    results = read_json(results_path)
+    results = read_results(results_path)
     info = run_info(results, results_path, run_id or "")
     run_id = run_id or short_label(info)
     info["run"] = run_id

@@ -37,11 +37,15 @@ def align(reference: Run, runs: list[Run], *, intersection: bool = False) -> Ali
         if not intersection and (len(keys) != len(ref_keys) or not keys.isin(ref_keys).all()):
             only_ref = len(ref_keys.difference(keys))
             only_run = len(keys.difference(ref_keys))
+            shared_now = len(ref_keys) - only_ref
             raise AnalysisInputError(
                 f"run {run.run_id} ({run.info['tasks']}, {len(keys)} items) and the reference "
                 f"{reference.run_id} ({reference.info['tasks']}, {len(ref_keys)} items) evaluated "
                 f"different items ({only_ref} only in the reference, {only_run} only in the run). "
-                "Evaluate the same task/--limit, or pass --intersection to compare shared items.")
+                + (f"Evaluate the same task/--limit, or pass --intersection to compare the "
+                   f"{shared_now} shared items." if shared_now else
+                   "They share no item, so no option can pair them: compare runs of the same "
+                   "benchmark (the same task and --limit)."))
         shared = shared[shared.isin(keys)]
     if len(shared) == 0:
         tasks = {r.run_id: r.info["tasks"] for r in [reference, *runs]}

@@ -2,7 +2,8 @@
 
 A card certifies what its inputs say, so input that would make a certificate meaningless is
 refused here: a margin no protocol can exceed, the same pilot twice, pilots of different
-designs, sizes beyond the instrument, and analysis folders that ``analyze`` did not finish.
+designs, sizes beyond the instrument, analysis folders that ``analyze`` did not finish, and a
+candidate of another model (a model swap is not a protocol change).
 """
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+
+import pandas as pd
 
 from lm_eval_ext.analysis.errors import AnalysisInputError
 from lm_eval_ext.analysis.metrics import MetricSpec
@@ -30,7 +33,8 @@ def check_complete(folder: Path) -> None:
     if missing == ["report.md"]:
         raise AnalysisInputError(f"recommend: {folder} is an unfinished analysis (no report.md: "
                                  "`analyze` stopped while writing it, e.g. on a full disk); "
-                                 "rerun `lm-eval-ext analyze` into it with --overwrite")
+                                 f"delete {folder}, then rerun `lm-eval-ext analyze` with "
+                                 f"--out {folder}")
     if missing:
         raise AnalysisInputError(f"recommend: {folder} has no {missing[0]}; pass the folder that "
                                  "`lm-eval-ext analyze --out` wrote for the pilot (analyse it "
@@ -99,3 +103,35 @@ def check_sizes(sizes: Sequence[int], instrument_units: int, items_per_unit: int
             f"recommend: --sizes {beyond[0]} is beyond the instrument, which has "
             f"{instrument_units} natural units ({instrument_units * items_per_unit} items); "
             f"give sizes up to {instrument_units} (e.g. --sizes 62,125,250,{instrument_units})")
+
+
+def read_table(folder: Path, name: str) -> pd.DataFrame:
+    """``analyze``'s table ``name`` of a pilot folder; an empty or damaged one is one line."""
+    path = folder / name
+    try:
+        table = pd.read_csv(path, low_memory=False)
+    except (UnicodeDecodeError, pd.errors.EmptyDataError, pd.errors.ParserError) as exc:
+        problem = ("is empty" if isinstance(exc, pd.errors.EmptyDataError) else
+                   f"is damaged ({str(exc).splitlines()[0]})")
+        raise AnalysisInputError(f"recommend: {path} {problem}; `lm-eval-ext analyze` wrote it: "
+                                 f"rerun `lm-eval-ext analyze` with --out {folder} --overwrite"
+                                 ) from None
+    if table.empty:
+        raise AnalysisInputError(f"recommend: {path} holds no rows; `lm-eval-ext analyze` wrote "
+                                 f"it: rerun `lm-eval-ext analyze` with --out {folder} "
+                                 "--overwrite")
+    return table
+
+
+def check_one_model(runs: pd.DataFrame, reference: str, folder: Path) -> None:
+    """Every run of a pilot is the reference's own model: a protocol change, not a model swap."""
+    models = dict(zip(runs["run"].astype(str), runs["model"].astype(str), strict=True))
+    for run, model in models.items():
+        if model != models[reference]:
+            raise AnalysisInputError(
+                f"recommend: in {folder} run {run} is model {model}, the reference {reference} "
+                f"model {models[reference]}; a card certifies a protocol change of the "
+                "reference's own model on the same items, not another model: analyse each "
+                "model's protocols against its own reference and pass one pilot per model "
+                "(recommend A=PILOT_A B=PILOT_B), or compare the models with `lm-eval-ext "
+                "analyze` alone")

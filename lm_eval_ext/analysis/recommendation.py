@@ -28,7 +28,9 @@ from lm_eval_ext.analysis.pilot_checks import (
     check_complete,
     check_distinct,
     check_margin,
+    check_one_model,
     check_same_design,
+    read_table,
 )
 from lm_eval_ext.analysis.stats.pilot_contrasts import claim_estimates
 from lm_eval_ext.analysis.stats.recommend import (
@@ -89,18 +91,15 @@ MEASURED_ERROR = MeasuredError(
     source="benchmarks/results/recommend_2026-12-05/recommend_simulation.json")
 
 
-def _read(folder: Path, name: str) -> pd.DataFrame:
-    return pd.read_csv(folder / name, low_memory=False)
-
-
 class Pilot:
     """One pilot analysis folder: its runs' items (same items, same order), reference, costs."""
 
     def __init__(self, name: str, folder: Path) -> None:
         check_complete(folder)
-        runs, items = _read(folder, "runs.csv"), _read(folder, "items.csv")
+        runs, items = read_table(folder, "runs.csv"), read_table(folder, "items.csv")
         self.name, self.folder = name, folder
         self.reference = str(runs.loc[runs["is_reference"].astype(bool), "run"].iloc[0])
+        check_one_model(runs, self.reference, folder)
         self.runs = [str(r) for r in runs["run"]]
         frames = {str(run): group.sort_values("item_key").reset_index(drop=True)
                   for run, group in items.groupby("run", sort=False)}

@@ -315,7 +315,7 @@ def _report_markdown(result, figure_paths: list[Path], out: Path) -> str:
         f"Reference: **{result.reference_id}**. Runs: {', '.join(result.run_ids)}.\n",
         f"Paired items: {result.n_items} in {result.n_clusters} "
         + ("natural units" if s["cluster"] == "unit" else "templates")
-        + (f" (intersection; left out per run: {result.dropped})" if s["intersection"] else "")
+        + (f" (the items all runs share; left out per run: {result.dropped})" if s["intersection"] else "")
         + f". Cluster bootstrap: {s['n_resamples']} resamples, seed {s['seed']}; "
         f"Monte Carlo: {s['mc_draws']} draws per size.\n",
         "## Conclusions (all items)\n", *[line + "\n" for line in

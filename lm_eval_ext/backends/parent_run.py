@@ -91,7 +91,7 @@ def load_parent(path: str | Path, model: str, model_args: Mapping[str, Any],
         ConfigError: The first problem, with the fix.
     """
     where = f"{model}: answers_from={path}"
-    results_path, results = _read_results(Path(path).expanduser(), where)
+    results_path, results = read_parent_results(Path(path).expanduser(), where)
     config = results["config"]
     wrapper = config.get("hf_metered") or {}
     if wrapper.get("model_class") != model:
@@ -126,7 +126,8 @@ def load_parent(path: str | Path, model: str, model_args: Mapping[str, Any],
                      metering.get("execution_mode"))
 
 
-def _read_results(path: Path, where: str) -> tuple[Path, dict[str, Any]]:
+def read_parent_results(path: Path, where: str) -> tuple[Path, dict[str, Any]]:
+    """The parent's results file (resolved) and its content; a wrong path is one line."""
     if not path.exists():
         raise ConfigError(f"{where}: no such file; pass the parent run's results_*.json "
                           "(written by hf-metered with --log_samples)")

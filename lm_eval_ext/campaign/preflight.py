@@ -7,11 +7,10 @@ task names are looked up in the task index (narrowed to our folders when every t
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from lm_eval_ext.campaign.spec import Cell
+from lm_eval_ext.campaign.spec import Cell, parse_model_args
 from lm_eval_ext.errors import ConfigError, check_choice
 from lm_eval_ext.tasks.common.prompting import TIERS
 
@@ -26,11 +25,18 @@ def check_model_args(model_args: str, batch_size: Any, where: str,
     ``where`` names the model args in an error, ``batch_where`` the batch size (default: the
     same place).
     """
+    from pathlib import Path
+
     from lm_eval_ext.backends.hf.metered import HFMeteredLM
     from lm_eval_ext.backends.model_args import check_batch_size
+    from lm_eval_ext.backends.parent_run import read_parent_results
 
     try:
         HFMeteredLM.check_model_args(model_args)
+        parent = parse_model_args(model_args, where).get("answers_from")
+        if parent:
+            read_parent_results(Path(parent).expanduser(),
+                                f"{HFMeteredLM.MODEL_NAME}: answers_from={parent}")
     except ConfigError as exc:
         raise ConfigError(f"{where}: {exc}") from None
     try:
@@ -51,6 +57,7 @@ def check_task_settings(metadata: Mapping[str, Any] | None, where: str) -> None:
 
 def check_task_names(tasks: Iterable[str], include_path: str | None = None) -> None:
     """Every task is known to lm-eval (with our folders and ``include_path``), else the closest."""
+    from lm_eval_ext.plugin.command_preflight import unknown_task_message
     from lm_eval_ext.plugin.registration import full_task_index, narrow_task_manager
 
     names = sorted(set(tasks))
@@ -60,10 +67,7 @@ def check_task_names(tasks: Iterable[str], include_path: str | None = None) -> N
     known = full_task_index(include_path)
     unknown = [name for name in names if name not in known]
     if unknown:
-        hints = {name: difflib.get_close_matches(name, known, n=1) for name in unknown}
-        named = ", ".join(f"{n} (did you mean {hints[n][0]}?)" if hints[n] else n for n in unknown)
-        raise ConfigError(f"unknown task(s) {named}; `lm-eval ls tasks` lists lm-eval's, "
-                          "docs/tasks.md ours")
+        raise ConfigError(unknown_task_message(",".join(unknown), list(known)))
 
 
 def check_cells(cells: Sequence[Cell]) -> None:

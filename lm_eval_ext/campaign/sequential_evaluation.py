@@ -31,6 +31,7 @@ from lm_eval_ext.analysis.stats.group_sequential import (
 from lm_eval_ext.analysis.stats.linearised import linearised_delta
 from lm_eval_ext.campaign.preflight import check_model_args
 from lm_eval_ext.campaign.runner import run_lm_eval
+from lm_eval_ext.campaign.spec import parse_model_args
 from lm_eval_ext.errors import ConfigError
 from lm_eval_ext.files import staging_folder, swap_in
 
@@ -151,6 +152,14 @@ def preregistration(plan: SequentialPlan, looks: Sequence[str], arms: dict[str, 
                          "the last"}
 
 
+def _same_configuration(reference: Arm, candidate: Arm) -> bool:
+    """Whether two arms are one configuration (model args compared as key=value sets)."""
+    def args(arm: Arm) -> dict[str, str]:
+        return parse_model_args(arm.model_args, "sequential")
+
+    return args(reference) == args(candidate) and reference.batch_size == candidate.batch_size
+
+
 def run_sequential(out: str | Path, reference: Arm, candidate: Arm, *, metric: str = "accuracy",
                    margin_pp: float = 2.0, alpha: float = 0.05, beta: float = 0.2,
                    looks: Sequence[str] = NESTED_FAMILY, path: str = "loglik",
@@ -166,6 +175,12 @@ def run_sequential(out: str | Path, reference: Arm, candidate: Arm, *, metric: s
     for role, arm in (("reference", reference), ("candidate", candidate)):
         check_model_args(arm.model_args, arm.batch_size, f"sequential: --{role}-args",
                          f"sequential: --{role}-batch")
+    if _same_configuration(reference, candidate):
+        raise ConfigError(
+            f"sequential: the reference and the candidate are one configuration (model args "
+            f"{reference.model_args or 'none'!r}, batch {reference.batch_size}), so every look "
+            "would compare a run with itself; give the candidate the change to test (e.g. "
+            "--candidate-batch 8, or --candidate-args with another precision)")
     out.mkdir(parents=True, exist_ok=True)  # only once everything above is valid
     spec: MetricSpec = METRICS[metric]
     arms = {"reference": reference, "candidate": candidate}

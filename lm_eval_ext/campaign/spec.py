@@ -84,6 +84,10 @@ class Cell:
         text = json.dumps(self.config(), sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(text.encode()).hexdigest()
 
+    def items(self) -> tuple[str, str, str]:
+        """What decides the items this cell evaluates: its task, ``limit`` and ``samples``."""
+        return (self.task, str(self.options.get("limit")), str(self.options.get("samples")))
+
     def load_key(self) -> str:
         """What the loaded model depends on: cells with the same key can share one worker."""
         return json.dumps([self.model_args, {k: self.options.get(k) for k in LOAD_OPTIONS}],
@@ -131,8 +135,8 @@ class AnalysisJob:
     """One ``analyze`` run of a campaign: a reference cell against run cells, into ``out``.
 
     ``reference`` and ``runs`` are ``LABEL=RESULTS_FILE`` as ``analyze`` takes them; ``out`` is
-    relative to the campaign folder; ``intersection``: the tasks differ, so only shared items
-    are paired.
+    relative to the campaign folder; ``intersection``: the cells' items differ (task, limit or
+    samples), so only shared items are paired.
     """
 
     model: str
@@ -163,8 +167,9 @@ class CampaignSpec:
 
         ``results``: cell id -> results file of each finished cell (the campaign folder's table,
         read once). Per reference task, a run cell on the same task, else a condition's only
-        cell. Returns the jobs whose cells are all done, and one line per comparison skipped
-        for cells not done.
+        cell. Cells of other items (another task, ``limit`` or ``samples``) are compared on
+        their shared items by design. Returns the jobs whose cells are all done, and one line
+        per comparison skipped for cells not done.
         """
         by_condition: dict[tuple[str, str], list[Cell]] = {}
         for c in self.cells:
@@ -189,7 +194,7 @@ class CampaignSpec:
                             model, comparison.name, f"{ref.condition}={results[ref.cell_id]}",
                             tuple(f"{c.condition}={results[c.cell_id]}" for c in runs),
                             out / ref.task if len({c.task for c in refs}) > 1 else out,
-                            any(c.task != ref.task for c in runs)))
+                            any(c.items() != ref.items() for c in runs)))
         return jobs, skipped
 
     def resolved(self) -> dict[str, Any]:
@@ -278,6 +283,11 @@ def _comparison(name: str, raw: Any, conditions: list[str]) -> Comparison:
         if label not in conditions:
             raise ConfigError(f"compare.{name}: condition {label!r} is not defined; defined: "
                               f"{', '.join(conditions)}")
+    if raw["reference"] in runs:
+        others = [c for c in conditions if c != raw["reference"]]
+        raise ConfigError(f"compare.{name}: {raw['reference']} is the reference and one of its "
+                          "runs, so it would be compared with itself; list other conditions "
+                          f"in runs (e.g. runs: [{others[0] if others else 'M1'}])")
     return Comparison(name, raw["reference"], runs)
 
 

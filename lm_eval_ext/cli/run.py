@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 HELP = """usage: lm-eval-ext run LM_EVAL_ARGUMENTS...
 
@@ -12,7 +13,20 @@ after `run` goes to lm-eval unchanged, for example:
 
   lm-eval-ext run --model hf-metered --tasks bbq_subset_25pct --limit 8 --output_path OUT
 
-lm-eval's own options: `lm_eval run --help`. hf-metered's --model_args: docs/hf-metered.md."""
+Without --model (or --config), the model is hf-metered (lm-eval's own default, hf, needs
+--model_args pretrained=...). lm-eval's own options: `lm_eval run --help`. hf-metered's
+--model_args: docs/hf-metered.md."""
+
+#: the flags that name lm-eval's model (or a config file that may)
+MODEL_FLAGS = ("--model", "-M", "--config", "-C")
+
+
+def with_model(argv: list[str]) -> list[str]:
+    """``argv`` with ``--model hf-metered`` where it names no model (and a note saying so)."""
+    if any(a in MODEL_FLAGS or a.startswith(("--model=", "--config=")) for a in argv):
+        return argv
+    print("lm-eval-ext run: no --model given: using hf-metered", file=sys.stderr)
+    return ["--model", "hf-metered", *argv]
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -29,11 +43,12 @@ def run(args: argparse.Namespace) -> int:
     from lm_eval_ext.plugin.lm_eval_cli import run_lm_eval_cli
     from lm_eval_ext.plugin.registration import one_line_error
 
-    check_command_line(args.lm_eval_args)
+    argv = with_model(list(args.lm_eval_args))
+    check_command_line(argv)
     # argv[0] stays ours, so our errors are this command's (errors.stock_lm_eval_command: no
     # "lm_eval: error:", the exit code from main)
     try:
-        run_lm_eval_cli(args.lm_eval_args, "lm-eval-ext")
-    except ValueError as exc:
+        run_lm_eval_cli(argv, "lm-eval-ext")
+    except (ValueError, ConnectionError) as exc:
         raise one_line_error(exc) from None
     return 0

@@ -173,10 +173,14 @@ BENCHMARKS: dict[str, Benchmark] = {
 
 
 def get_benchmark(name: str) -> Benchmark:
-    """The pinned benchmark called ``name``."""
-    try:
-        return BENCHMARKS[name]
-    except KeyError:
-        raise KeyError(
-            f"unknown benchmark {name!r}; known: {', '.join(sorted(BENCHMARKS))}"
-        ) from None
+    """The pinned benchmark called ``name`` (an unknown name: a ConfigError with the closest)."""
+    import difflib
+
+    from lm_eval_ext.errors import ConfigError
+
+    if name not in BENCHMARKS:
+        close = difflib.get_close_matches(name, BENCHMARKS, n=1)
+        raise ConfigError(f"unknown benchmark {name!r}"
+                          + (f" (did you mean {close[0]}?)" if close else "")
+                          + f"; known: {', '.join(sorted(BENCHMARKS))}")
+    return BENCHMARKS[name]

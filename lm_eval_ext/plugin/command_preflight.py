@@ -25,6 +25,9 @@ class PreflightError(LmEvalExtError):
 
 def check_limit(value: object, where: str = "--limit") -> None:
     """A count of items (>= 1) or a fraction in (0, 1], as lm-eval reads ``--limit``."""
+    if isinstance(value, bool):  # YAML's true/yes: float(True) would be 1 item
+        raise PreflightError(f"{where} {str(value).lower()}: give a number of items (e.g. 8) or "
+                             "a fraction of each task in (0, 1] (e.g. 0.25), not true/false")
     try:
         limit = float(value)
     except (TypeError, ValueError):
@@ -51,9 +54,11 @@ def check_output_path(value: str, where: str = "--output_path") -> None:
     """lm-eval writes a folder there: not an existing file; created and test-written here.
 
     A path under ``/proc``, a read-only or a full file system fails before any model loads
-    (exit code 2, or 1 for a full disk or quota).
+    (exit code 2, or 1 for a full disk or quota); so do the paths lm-eval would use otherwise
+    than meant (:func:`check_path_text`).
     """
-    path = Path(value).expanduser()
+    check_path_text(value, where)
+    path = Path(value)
     if path.is_file() and path.suffix != ".json":
         raise PreflightError(f"{where} {value} is an existing file; lm-eval writes a folder of "
                              "results there: pass a folder path (it is created if missing)")
@@ -76,11 +81,48 @@ def check_output_path(value: str, where: str = "--output_path") -> None:
         raise kind(f"{where}: {exc}") from None
 
 
+#: the longest file name lm-eval writes for ``--output_path X.json``: ``X_<stamp>.json``
+_STAMPED = len("_2026-12-05T18-34-11.100552.json")
+
+
+def check_path_text(value: str, where: str = "--output_path") -> None:
+    """The path as lm-eval will use it: not empty, no unexpanded ``~``, no name too long.
+
+    A quoted ``~`` reaches lm-eval unexpanded (it writes into a folder named ``~``); a name
+    over the file system's limit (255 bytes) fails only when lm-eval saves, after the run.
+    """
+    if not value.strip():
+        raise PreflightError(f"{where} {value!r} is empty; give a folder for the results "
+                             f"(e.g. {where} results)")
+    if value.startswith("~"):
+        rest = value.partition("/")[2]
+        raise PreflightError(f"{where} {value}: the ~ was not expanded (the path was quoted), "
+                             f"so lm-eval would write into a folder named '{value.split('/')[0]}'"
+                             f" here; write {os.path.join(os.path.expanduser('~'), rest)}")
+    path = Path(value)
+    names = [(part, len(part.encode())) for part in path.parts[:-1]]
+    names.append((path.name, len(path.stem.encode()) + _STAMPED if path.suffix == ".json"
+                  else len(path.name.encode())))
+    for name, size in names:
+        if size > 255:
+            kept = "its stamped results file name" if name == path.name and \
+                path.suffix == ".json" else "the name"
+            raise PreflightError(f"{where}: the name {name[:40]}... is {len(name.encode())} "
+                                 f"bytes, and {kept} would be over the file system's 255-byte "
+                                 "limit for one name; use a shorter name")
+
+
 def check_device(value: str, where: str = "--device") -> None:
-    """A CUDA device that this machine has."""
+    """A device torch knows (lm-eval runs an unknown one on the CPU), a CUDA one that is here."""
+    import torch
+
+    try:
+        torch.device(value)
+    except RuntimeError:
+        raise PreflightError(f"{where} {value} is not a device torch knows (lm-eval would run "
+                             "on the CPU); use cuda (or cuda:N) for a GPU, or cpu") from None
     if not value.startswith("cuda"):
         return
-    import torch
 
     if not torch.cuda.is_available():
         raise PreflightError(f"{where} {value}: no CUDA device is visible here "
@@ -124,8 +166,23 @@ def _number(text: str) -> float:
         return math.nan
 
 
+def check_task_list(values: Sequence[str], where: str = "--tasks") -> None:
+    """Task names as lm-eval splits them (at commas): none empty, none holding a space."""
+    names = [name for value in values for name in value.split(",")]
+    given = " ".join(f"'{v}'" if not v or " " in v or v.endswith(",") else v for v in values)
+    fixed = ",".join(part for n in names for part in n.split())
+    if any(not n.strip() for n in names):
+        raise PreflightError(f"{where} {given}: an empty task name (a stray comma); write "
+                             f"{where} {fixed}")
+    spaced = next((n for n in names if n != "".join(n.split())), None)
+    if spaced is not None:
+        raise PreflightError(f"{where} {given}: the name '{spaced}' holds a space (lm-eval "
+                             f"splits only at commas); write {where} {fixed}")
+
+
 def _arguments(argv: Sequence[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    parser.add_argument("--tasks", "-t", nargs="+")
     parser.add_argument("--limit", "-L")
     parser.add_argument("--samples", "-E")
     parser.add_argument("--num_fewshot", "-f")
@@ -142,6 +199,8 @@ def check_command_line(argv: Sequence[str]) -> None:
     if args.limit is not None and args.samples is not None:
         raise PreflightError("--limit and --samples exclude each other: --samples names the "
                              "items to run, --limit cuts each task; pass one")
+    if args.tasks:
+        check_task_list(args.tasks)
     if args.limit is not None:
         check_limit(args.limit)
     if args.batch_size is not None:
@@ -150,7 +209,7 @@ def check_command_line(argv: Sequence[str]) -> None:
         check_gen_kwargs(args.gen_kwargs)
     if args.num_fewshot is not None:
         check_num_fewshot(args.num_fewshot)
-    if args.output_path:
+    if args.output_path is not None:
         check_output_path(args.output_path)
     if args.device:
         check_device(args.device)

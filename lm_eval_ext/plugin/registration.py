@@ -14,7 +14,12 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from lm_eval_ext.errors import TRACEBACK_ENV, LmEvalExtError, ending_lm_eval_command
+from lm_eval_ext.errors import (
+    TRACEBACK_ENV,
+    EnvironmentProblem,
+    LmEvalExtError,
+    ending_lm_eval_command,
+)
 from lm_eval_ext.paths import package_tasks_dir, user_tasks_dir
 
 #: lm-eval model name -> "module:Class" (must match the class exactly so that the
@@ -300,8 +305,16 @@ def check_task_names_free(tasks: Sequence[str]) -> None:
 
 
 def one_line_error(error: BaseException) -> BaseException:
-    """lm-eval's "Tasks not found: NAMES" as our one-line error with the closest names."""
+    """lm-eval's "Tasks not found: NAMES" as our one-line error with the closest names.
+
+    A task whose data set needs the Hugging Face hub, which cannot be reached, is one line too.
+    """
     text = str(error)
+    if isinstance(error, ConnectionError) and " on the Hub" in text:
+        return EnvironmentProblem(
+            f"a task's data set could not be loaded: {text}; the task downloads it from the "
+            "Hugging Face hub: connect to the hub (unset HF_HUB_OFFLINE and HF_DATASETS_OFFLINE "
+            "where set), or run it once online so that datasets caches it")
     if isinstance(error, ValueError) and text.startswith("Tasks not found: "):
         from lm_eval_ext.plugin.command_preflight import PreflightError, unknown_task_message
 

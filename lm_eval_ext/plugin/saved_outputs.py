@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import functools
 import json
+import resource
 from pathlib import Path
 from typing import Any
 
 from lm_eval_ext.errors import EnvironmentProblem, LmEvalExtError
-from lm_eval_ext.files import probe_writable
+from lm_eval_ext.files import path_error, probe_writable
 
 _MARK = "_lm_eval_ext_checked"
 
@@ -33,13 +34,28 @@ def _folder(tracker: Any) -> Path:
     return path / str(tracker.general_config_tracker.model_name_sanitized)
 
 
-def _why(folder: Path) -> tuple[str, str]:
-    """The file system's reason for a failed write and its fix, found by writing there."""
+def _why(folder: Path, size: int = 0) -> tuple[str, str]:
+    """The reason for a failed write and its fix (``size``: the bytes the cut file holds).
+
+    The file size limit (``ulimit -f``) where the file reached it, else the file system's
+    reason, found by writing there.
+    """
+    limit = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+    if limit != resource.RLIM_INFINITY and size >= limit:
+        return (f"the file size limit of {limit:,} bytes was reached (ulimit -f)",
+                "raise it (ulimit -f unlimited) and rerun")
     try:
         probe_writable(folder)
     except LmEvalExtError as exc:
         return getattr(exc, "cause", str(exc)), getattr(exc, "fix", "rerun")
     return "lm-eval could not write it (its log says why at INFO level)", "rerun"
+
+
+def _size(path: Path | None) -> int:
+    try:
+        return path.stat().st_size if path is not None else 0
+    except OSError:
+        return 0
 
 
 def results_file(tracker: Any) -> Path | None:
@@ -56,17 +72,23 @@ def results_file(tracker: Any) -> Path | None:
 def check_results(tracker: Any) -> None:
     """The results file of the save just made exists and parses (else :class:`OutputsLost`)."""
     path = results_file(tracker)
-    problem = None
-    if path is None or not path.is_file():
-        problem = "was not written"
-    else:
+    problem, named = None, None
+    try:
+        if path is None or not path.is_file():
+            problem = "was not written"
+    except OSError as exc:  # the name itself fails (e.g. too long, through the Python API)
+        problem, named = "was not written", path_error(path, exc)
+    if problem is None:
         try:
             json.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError):
-            problem = f"is incomplete ({path.stat().st_size:,} bytes)"
+            problem = f"was cut at {_size(path):,} bytes and is removed"
     if problem:
         where = path or _folder(tracker)
-        cause, fix = _why(where.parent)
+        cause, fix = ((named.cause, named.fix) if named is not None
+                      else _why(where.parent, _size(path)))
+        if path is not None and named is None:
+            path.unlink(missing_ok=True)
         raise OutputsLost(f"the results file {where} {problem} ({cause}): nothing of this run "
                           f"was kept; {fix}")
 
@@ -83,7 +105,7 @@ def check_samples(tracker: Any, task: str, expected: int) -> None:
         return
     state = ("was not written" if text is None else
              f"was cut at {len(text.encode('utf-8')):,} bytes ({lines} of {expected} lines)")
-    cause, fix = _why(path.parent)
+    cause, fix = _why(path.parent, _size(path))
     raise OutputsLost(f"the samples file {path} {state} ({cause}): the run's per-item outputs "
                       f"are incomplete, so it cannot be analysed; {fix}")
 
