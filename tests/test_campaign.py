@@ -238,6 +238,11 @@ def test_the_analysis_plans_from_one_table_of_records_and_names_a_cell_that_is_n
     jobs, skipped = spec.analysis_jobs({m0.cell_id: "a.json", m1.cell_id: "b.json"})
     assert skipped == [] and [(j.reference, j.runs, str(j.out), j.intersection) for j in jobs] == [
         ("M0=a.json", ("M1=b.json",), "analysis/smollm2/batching", False)]
+    # issue 61: a condition with its own limit is compared on the items both evaluated
+    own_limit = build_spec({**SMALL_CAMPAIGN, "conditions": {
+        **SMALL_CAMPAIGN["conditions"], "M1": {"batch_size": 4, "limit": 3}}})
+    [job], _ = own_limit.analysis_jobs({c.cell_id: "x.json" for c in own_limit.cells})
+    assert job.intersection
     with pytest.raises(ConfigError, match=f"cell {m0.cell_id} is not done; run the campaign"):
         subset_summary(spec, {}, {}, "smollm2", tmp_path / "subsets")
 

@@ -131,8 +131,8 @@ class AnalysisJob:
     """One ``analyze`` run of a campaign: a reference cell against run cells, into ``out``.
 
     ``reference`` and ``runs`` are ``LABEL=RESULTS_FILE`` as ``analyze`` takes them; ``out`` is
-    relative to the campaign folder; ``intersection``: the tasks differ, so only shared items
-    are paired.
+    relative to the campaign folder; ``intersection``: the tasks or limits differ, so only shared
+    items are paired.
     """
 
     model: str
@@ -189,7 +189,9 @@ class CampaignSpec:
                             model, comparison.name, f"{ref.condition}={results[ref.cell_id]}",
                             tuple(f"{c.condition}={results[c.cell_id]}" for c in runs),
                             out / ref.task if len({c.task for c in refs}) > 1 else out,
-                            any(c.task != ref.task for c in runs)))
+                            any(c.task != ref.task
+                                or c.options.get("limit") != ref.options.get("limit")
+                                for c in runs)))
         return jobs, skipped
 
     def resolved(self) -> dict[str, Any]:
