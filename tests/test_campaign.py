@@ -238,6 +238,11 @@ def test_the_analysis_plans_from_one_table_of_records_and_names_a_cell_that_is_n
     jobs, skipped = spec.analysis_jobs({m0.cell_id: "a.json", m1.cell_id: "b.json"})
     assert skipped == [] and [(j.reference, j.runs, str(j.out), j.intersection) for j in jobs] == [
         ("M0=a.json", ("M1=b.json",), "analysis/smollm2/batching", False)]
+    # issue 61: a condition with its own limit is compared on the items both evaluated
+    own_limit = build_spec({**SMALL_CAMPAIGN, "conditions": {
+        **SMALL_CAMPAIGN["conditions"], "M1": {"batch_size": 4, "limit": 3}}})
+    [job], _ = own_limit.analysis_jobs({c.cell_id: "x.json" for c in own_limit.cells})
+    assert job.intersection
     with pytest.raises(ConfigError, match=f"cell {m0.cell_id} is not done; run the campaign"):
         subset_summary(spec, {}, {}, "smollm2", tmp_path / "subsets")
 
@@ -263,9 +268,37 @@ def test_the_preset_derives_the_13_subset_cells_from_m0_and_m5b_from_m2():
     assert len(m4) == 13 and plan == {**{c: "M0" for c in m4}, "M5b": "M2"}
     assert not {"M0", "M1", "M2", "M3", "M5a"} & set(plan)  # measured
     assert plan_derivations(cells, measure_all=True) == {}
-    assert plan_derivations(build_spec(preset("paper-stress-test", path="generative")).cells) == {}
+    # issue 61: the generative path derives the same cells (greedy generation at batch 1)
+    generative = build_spec(preset("paper-stress-test", path="generative")).cells
+    assert {c.split("__")[1]: p.split("__")[1]
+            for c, p in plan_derivations(generative).items()} == plan
+    sampled = build_spec({**preset("paper-stress-test", path="generative"),
+                          "lm_eval": {"gen_kwargs": "do_sample=True,temperature=0.7"}}).cells
+    assert plan_derivations(sampled) == {}  # sampled texts depend on the random state
     # a limit of 40 on every cell: no subset's first 40 items lie inside the instrument's first 40
     assert plan_derivations(build_spec(preset("paper-stress-test", limit=40)).cells) == {}
+
+
+def test_the_estimate_counts_a_derived_cell_at_its_recheck_and_each_load_once():
+    """Issue 61 item 3: the dry run's estimate from measured rates (here: given ones)."""
+    from lm_eval_ext.campaign.derivation import plan_derivations
+    from lm_eval_ext.campaign.sizes import engine_key, estimate_cells
+
+    cells = build_spec(preset("paper-stress-test", path="generative")).cells
+    rates = {"precision=bf16": 0.1, "precision=int8": 10.0, "precision=nf4": 1.0}
+    calibration = {engine_key(c): {"overhead_s": 25.0, "load_s": 5.0,
+                                   "seconds_per_item": rates[c.model_args]} for c in cells}
+    sizes = {c.task: 2000 if c.task == "bbq_instrument" else 1000 for c in cells}
+    found = {e.cell_id.split("__")[1]: e for e in estimate_cells(
+        cells, sizes, calibration, plan_derivations(cells))}
+    # M0 loads bf16 (first of its group); M1 and the M4 cells share the loaded model
+    assert found["M0"].seconds == pytest.approx(20 + 5 + 0.1 * 2000) and found["M0"].load_s == 5
+    assert found["M1"].load_s == 0 and found["M1"].seconds == pytest.approx(20 + 0.1 * 2000)
+    m5b = found["M5b"]  # derived from M2: 50 of its 1,000 items re-checked, int8 loaded by M2
+    assert (m5b.parent.split("__")[1], m5b.items, m5b.run_items, m5b.load_s) == ("M2", 1000, 50, 0)
+    assert m5b.seconds == pytest.approx(20 + 10.0 * 50)
+    assert found["M2"].seconds == pytest.approx(25 + 10.0 * 2000)
+    assert found["M4_75pct"].run_items == 50 and found["M5a"].run_items == 1000
 
 
 def test_the_item_order_from_the_manifest_is_the_order_of_the_tasks_rows():

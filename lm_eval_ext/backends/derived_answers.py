@@ -1,15 +1,17 @@
-"""Log-likelihood answers taken from a parent run, a random sample of items re-run to check them.
+"""Answers taken from a parent run at batch 1, a random sample of items re-run to check them.
 
 Composed into a metered model (``self.derived``) when ``answers_from`` is given. Per task of a
-``loglikelihood`` call: every request's strings must be answered by one parent task; a seeded
-random sample of the task's items (``recheck``, at least :data:`MIN_RECHECK` items, all of
-them when fewer) runs for real in a re-check window, and its answers must equal the parent's
-exactly. Then every other request is answered from the parent and the task's seconds and
-joules are derived (the parent task's per item x items, flagged); otherwise the whole task
-runs for real in its own window and the reason is recorded (``derivation_refused``). A sample
-that is every item (a task of at most :data:`MIN_RECHECK` items, or ``recheck=1``) is the task
-itself: it runs once in the task's own window, measured, and is compared with the parent for
-the record. Generation is never derived (it is batched: its answers depend on the batch).
+``loglikelihood`` or (greedy) ``generate_until`` call: every request's strings must be answered
+by one parent task of that type; a seeded random sample of the task's items (``recheck``, at
+least :data:`MIN_RECHECK` items, all of them when fewer) runs for real in a re-check window,
+and its answers must equal the parent's exactly (the same log-likelihood and greedy flag; for a
+generation the same text, character for character). Then every other request is answered from
+the parent and the task's seconds and joules are derived (the parent task's per item x items,
+flagged); otherwise the whole task runs for real in its own window and the reason is recorded
+(``derivation_refused``). A sample that is every item (a task of at most :data:`MIN_RECHECK`
+items, or ``recheck=1``) is the task itself: it runs once in the task's own window, measured,
+and is compared with the parent for the record. Sampled generation is never derived (its texts
+depend on the random state), nor is anything at a batch size other than 1 (load_parent).
 
     derived = DerivedAnswers(parent, recheck=0.05, seed=0)
     answers = derived.run(metering, "loglikelihood", requests, serve)
@@ -27,13 +29,15 @@ from typing import Any
 
 import numpy as np
 
-from lm_eval_ext.backends.parent_run import ParentRun, ParentTask
+from lm_eval_ext.backends.parent_run import ParentRun, ParentTask, answer_of, request_key
 from lm_eval_ext.metering import Metering
 from lm_eval_ext.metering.derived import DerivedEnergy
 from lm_eval_ext.metering.requests import by_task, run_by_task
 
 #: the fewest items re-checked (all items of a task with fewer)
 MIN_RECHECK = 10
+#: request types whose answers may be derived
+DERIVABLE = ("loglikelihood", "generate_until")
 
 
 def recheck_count(items: int, fraction: float) -> int:
@@ -90,7 +94,7 @@ class TaskDerivation:
 
 
 class DerivedAnswers:
-    """A parent run's answers for this run's log-likelihood requests, re-checked on a sample."""
+    """A parent run's answers for this run's batch-1 requests, re-checked on a sample."""
 
     def __init__(self, parent: ParentRun, recheck: float, seed: str | int = 0):
         self.parent = parent
@@ -100,28 +104,36 @@ class DerivedAnswers:
 
     def run(self, metering: Metering, request_type: str, requests: Sequence[Any],
             serve: Callable[[list], list], *, world_size: int = 1,
-            extras: Callable[[], Mapping[str, Any]] = dict) -> list:
-        """``serve`` per task as :meth:`Metering.run` would, deriving what may be derived."""
-        if request_type != "loglikelihood" or world_size > 1:
-            if request_type == "loglikelihood":
+            extras: Callable[[], Mapping[str, Any]] = dict,
+            originals: Sequence[Any] | None = None) -> list:
+        """``serve`` per task as :meth:`Metering.run` would, deriving what may be derived.
+
+        ``originals``: the requests as lm-eval made them, where ``requests`` are copies (the
+        chat-templated generation requests); their strings are what the parent's samples log.
+        """
+        if request_type not in DERIVABLE or world_size > 1:
+            if request_type in DERIVABLE:
                 for task, indices in by_task(requests).items():
                     self._refuse(task, [requests[i] for i in indices], "a data-parallel run "
                                  f"({world_size} ranks): each rank sees part of the items")
             return metering.run(request_type, requests, serve, world_size=world_size,
                                 extras=extras)
+        logged = {id(r): o for r, o in zip(requests, originals or requests, strict=True)}
 
         def per_task(task: str, group: list) -> list:
-            answers = self._derive(metering, request_type, task, group, serve)
+            keys = [request_key(request_type, getattr(logged[id(r)], "args", None))
+                    for r in group]
+            answers = self._derive(metering, request_type, task, group, keys, serve)
             return answers if answers is not None else metering.run(request_type, group, serve)
 
         return run_by_task(requests, per_task)
 
     def _derive(self, metering: Metering, request_type: str, task: str, group: list,
-                serve: Callable[[list], list]) -> list | None:
+                keys: list, serve: Callable[[list], list]) -> list | None:
         """The task's answers, derived and re-checked; None (recorded why) to run it in full."""
-        keys = [_key(r) for r in group]
-        source = self.parent.covering(keys) if all(k is not None for k in keys) else None
-        reason = self._precondition(metering, group, keys, source)
+        source = (self.parent.covering(keys, request_type) if all(k is not None for k in keys)
+                  else None)
+        reason = self._precondition(metering, request_type, group, keys, source)
         if reason is not None:
             return self._refuse(task, group, reason)
         docs = list(dict.fromkeys(r.doc_id for r in group))
@@ -129,7 +141,8 @@ class DerivedAnswers:
         answers = [source.answers[k] for k in keys]
         if len(sample) == len(docs):  # every item re-run: that is the task, measured
             real = metering.run(request_type, group, serve)
-            differing, first = _differences(group, range(len(group)), real, answers)
+            differing, first = _differences(request_type, group, range(len(group)), real,
+                                            answers)
             self._refuse(task, group, f"every item was re-run ({len(docs)} of {len(docs)}): the "
                          "task was measured" + (f"; {first}" if differing else ""),
                          sample=sample, matched=len(docs) - differing, source=source)
@@ -137,7 +150,7 @@ class DerivedAnswers:
         rerun = [i for i, r in enumerate(group) if r.doc_id in sample]
         with metering.recheck(task, request_type, len(rerun)):
             real = serve([group[i] for i in rerun])
-        differing, first = _differences(group, rerun, real, answers)
+        differing, first = _differences(request_type, group, rerun, real, answers)
         if differing:
             return self._refuse(task, group, f"{first}; the task ran in full", sample=sample,
                                 matched=len(sample) - differing, source=source)
@@ -150,9 +163,11 @@ class DerivedAnswers:
             self.recheck, self.seed, tuple(sorted(sample)), energy)
         return answers
 
-    def _precondition(self, metering: Metering, group: list, keys: list,
+    def _precondition(self, metering: Metering, request_type: str, group: list, keys: list,
                       source: ParentTask | None) -> str | None:
         """Why the task cannot be derived before anything runs (None: it can be)."""
+        if request_type == "generate_until" and (sampled := _sampling(group)):
+            return f"sampled generation ({sampled}): its texts depend on the random state"
         devices = tuple(str(d.get("name")) for d in metering.meter.source.describe())
         if devices != self.parent.devices:
             return f"the parent ran on {list(self.parent.devices)}, this run on {list(devices)}"
@@ -163,7 +178,7 @@ class DerivedAnswers:
                     f"{transformers.__version__}")
         if source is None:
             missing = [r.doc_id for r, k in zip(group, keys, strict=True)
-                       if k is None or not self.parent.known(k)]
+                       if k is None or not self.parent.known(k, request_type)]
             if not missing:
                 return "the requests' answers are spread over several parent tasks"
             return (f"{len(missing)} of {len(group)} requests are not in the parent (first: "
@@ -181,7 +196,7 @@ class DerivedAnswers:
         return None
 
     def report(self, per_task: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
-        """``config.metering.derived``: each log-likelihood task's record.
+        """``config.metering.derived``: each derivable task's record.
 
         ``per_task``: the block's task entries (their re-checks' measured energy).
         """
@@ -193,27 +208,36 @@ class DerivedAnswers:
         self._tasks.clear()
 
 
-def _differences(group: list, indices: Sequence[int], real: Sequence[Any],
+def _differences(request_type: str, group: list, indices: Sequence[int], real: Sequence[Any],
                  parent: Sequence[Any]) -> tuple[int, str]:
     """How many items re-run (``real``, for ``group[indices]``) differ from the parent's answers.
 
     Returns the count and the first difference in words ("" when none).
     """
     mismatched = [(i, answer) for i, answer in zip(indices, real, strict=True)
-                  if (float(answer[0]), bool(answer[1])) != parent[i]]
+                  if answer_of(request_type, answer) != parent[i]]
     if not mismatched:
         return 0, ""
     i, answer = mismatched[0]
     items = len({group[j].doc_id for j in indices})
     differing = len({group[j].doc_id for j, _ in mismatched})
     return differing, (f"{differing} of {items} re-checked items differ from the parent (first: "
-                       f"doc {group[i].doc_id}, request {group[i].idx}: re-run {tuple(answer)}, "
-                       f"parent {parent[i]})")
+                       f"doc {group[i].doc_id}, request {group[i].idx}: re-run "
+                       f"{_shown(answer)}, parent {_shown(parent[i])})")
 
 
-def _key(request: Any) -> tuple[str, str] | None:
-    """A log-likelihood request's (context, continuation), or None if it is not two strings."""
-    args = getattr(request, "args", None)
-    if isinstance(args, tuple) and len(args) == 2 and all(isinstance(a, str) for a in args):
-        return args
+def _shown(answer: Any) -> str:
+    """An answer in a refusal's words (a text cut to its first 60 characters)."""
+    if isinstance(answer, str):
+        return repr(answer if len(answer) <= 60 else answer[:60] + "...")
+    return str(tuple(answer))
+
+
+def _sampling(group: list) -> str | None:
+    """The generation kwargs that sample (do_sample, a temperature above 0), if any ask to."""
+    for request in group:
+        kwargs = request.args[1] if len(request.args) > 1 else {}
+        if kwargs.get("do_sample") or float(kwargs.get("temperature") or 0) > 0:
+            return ", ".join(f"{k}={kwargs[k]}" for k in ("do_sample", "temperature")
+                             if k in kwargs)
     return None

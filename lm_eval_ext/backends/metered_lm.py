@@ -9,8 +9,9 @@ backend-independent). What a backend adds is composed, not inherited:
 * :meth:`serve`: the one hook where a backend routes a task's requests (a packed scorer, a
   fast generator) and stays inside the task's window;
 * :meth:`metering_extras`: the backend's fields of ``config.metering``;
-* ``self.derived``: log-likelihood answers taken from a parent run, re-checked on a sample
-  (:mod:`~lm_eval_ext.backends.derived_answers`; None: every request runs).
+* ``self.derived``: batch-1 answers (log-likelihoods, greedy texts) taken from a parent run,
+  re-checked on a sample (:mod:`~lm_eval_ext.backends.derived_answers`; None: every request
+  runs).
 
 lm-eval's two constructors merge ``--model_args`` with lm-eval's own flags
 (:func:`~lm_eval_ext.backends.model_args.merge_model_args`).
@@ -139,21 +140,25 @@ class MeteredLM:
 
     def generate_until(self, requests, disable_tqdm: bool = False):
         """Templated copies (``self.chat``), outside the window; then metered per task."""
+        originals = list(requests)
         if self.chat is not None and self.chat.applies(self.tokenizer):
             base_apply = super().apply_chat_template  # not ours: that marks the run templated
-            requests = self.chat.templated(requests, base_apply)
-        return self._metered("generate_until", requests, disable_tqdm)
+            requests = self.chat.templated(originals, base_apply)
+        return self._metered("generate_until", requests, disable_tqdm, originals)
 
-    def _metered(self, request_type: str, requests: Sequence[Any], disable_tqdm: bool) -> list:
+    def _metered(self, request_type: str, requests: Sequence[Any], disable_tqdm: bool,
+                 originals: Sequence[Any] | None = None) -> list:
+        """``requests`` served per task in metered windows; ``originals``: as lm-eval made them."""
         def serve(group: list) -> list:
             return self.serve(request_type, group, disable_tqdm)
 
         if self.derived is None:
             answers = self.metering.run(request_type, requests, serve,
                                         world_size=self.world_size, extras=self.metering_extras)
-        else:  # log-likelihoods from the parent run where they may be
+        else:  # answers from the parent run where they may be (by the strings lm-eval logs)
             answers = self.derived.run(self.metering, request_type, requests, serve,
-                                       world_size=self.world_size, extras=self.metering_extras)
+                                       world_size=self.world_size, extras=self.metering_extras,
+                                       originals=originals)
         self.answer_log.add(requests, answers)
         return answers
 

@@ -1,15 +1,16 @@
 """The parent of a derived run (model arg ``answers_from``): its answers by request strings, checked.
 
 At batch 1 a log-likelihood answer depends only on the model, its precision and engine
-settings, and the request's strings (context, continuation). An hf-metered run written with
-``--log_samples`` holds those answers: :func:`load_parent` reads them beside its results file and
-checks, before any model load, that this run may take them (each problem one line with the
-fix). What can only be known once the model is loaded (the weights) is
+settings, and the request's strings (context, continuation); so does a greedy generation's text
+(context, generation kwargs): at batch 1 each item is decoded alone. An hf-metered run written
+with ``--log_samples`` holds those answers: :func:`load_parent` reads them beside its results
+file and checks, before any model load, that this run may take them (each problem one line with
+the fix). What can only be known once the model is loaded (the weights) is
 :meth:`ParentRun.check_weights`.
 
     parent = load_parent("runs/m0/results_2026-12-01T10-00-00.json", "hf-metered",
                          {"precision": "bf16"}, {"batch_size": 1})
-    parent.covering([(context, continuation), ...])   # the parent task holding them all
+    parent.covering([(context, continuation), ...], "loglikelihood")   # the task holding them
 """
 
 from __future__ import annotations
@@ -26,26 +27,65 @@ from lm_eval_ext.outputs import RESULTS_NAME, samples_path
 #: model args that may differ from the parent's: the derivation's own, and lm-eval's run flags
 #: (batch size and device are checked on their own)
 NOT_COMPARED = ("answers_from", "recheck", "recheck_seed", "batch_size", "max_batch_size", "device")
-#: task output types whose requests are log-likelihoods
-LOGLIK_OUTPUTS = ("multiple_choice", "loglikelihood")
+#: task output types whose answers may be derived -> their request type
+DERIVABLE_OUTPUTS = {"multiple_choice": "loglikelihood", "loglikelihood": "loglikelihood",
+                     "generate_until": "generate_until"}
 _BOOLS = {"True": True, "False": False}
 
-Answer = tuple[float, bool]
+#: a log-likelihood answer (log-likelihood, is-greedy) or a generation's text
+Answer = tuple[float, bool] | str
+#: (context, continuation) or (context, the generation kwargs as sorted JSON)
 Key = tuple[str, str]
+
+
+def request_key(request_type: str, args: Any) -> Key | None:
+    """A request's strings as a key (None: not a request whose answer can be derived).
+
+    ``args``: the request's arguments (lm-eval's ``Instance.args``, or ``(arg_0, arg_1)`` as
+    its samples file logs them): two strings for a log-likelihood, a context and its
+    generation kwargs (a mapping) for a generation.
+    """
+    if not isinstance(args, tuple | list) or len(args) != 2 or not isinstance(args[0], str):
+        return None
+    if request_type == "loglikelihood" and isinstance(args[1], str):
+        return args[0], args[1]
+    if request_type == "generate_until" and isinstance(args[1], Mapping):
+        return args[0], json.dumps(args[1], sort_keys=True, default=str)
+    return None
+
+
+def answer_of(request_type: str, value: Any) -> Answer:
+    """An answer as compared with the parent's: (float, bool), or the generated text.
+
+    Raises:
+        ValueError: ``value`` is not an answer of ``request_type``.
+    """
+    if request_type == "generate_until":
+        if not isinstance(value, str):
+            raise ValueError(f"answer {value!r} is not a generated text")
+        return value
+    if len(value) != 2:
+        raise ValueError(f"answer {value!r} is not (log-likelihood, is-greedy)")
+    flag = _BOOLS.get(value[1], value[1]) if isinstance(value[1], str) else value[1]
+    if not isinstance(flag, bool):
+        raise ValueError(f"answer {value!r} is not (log-likelihood, is-greedy)")
+    return float(value[0]), flag
 
 
 @dataclass(frozen=True)
 class ParentTask:
-    """One log-likelihood task of the parent: its answers by (context, continuation).
+    """One derivable task of the parent: its answers by request strings (:func:`request_key`).
 
     Attributes:
         name: The task name.
+        request_type: ``loglikelihood`` or ``generate_until``.
         items: Items (docs) the parent evaluated.
         answers: Each request's answer; a key the parent answered two ways is left out.
         metering: The task's ``config.metering.per_task`` entry (None: not metered).
     """
 
     name: str
+    request_type: str
     items: int
     answers: Mapping[Key, Answer]
     metering: Mapping[str, Any] | None
@@ -53,7 +93,7 @@ class ParentTask:
 
 @dataclass(frozen=True)
 class ParentRun:
-    """A parent results file's log-likelihood answers and what they were computed on."""
+    """A parent results file's derivable answers and what they were computed on."""
 
     path: Path
     tasks: tuple[ParentTask, ...]
@@ -63,14 +103,15 @@ class ParentRun:
     #: how the parent's answers were computed (its ``config.metering.execution_mode``)
     execution_mode: str | None = None
 
-    def covering(self, keys: Iterable[Key]) -> ParentTask | None:
-        """The first parent task that holds an answer for every key (None: none does)."""
+    def covering(self, keys: Iterable[Key], request_type: str) -> ParentTask | None:
+        """The first parent task of ``request_type`` answering every key (None: none does)."""
         wanted = list(keys)
-        return next((t for t in self.tasks if all(k in t.answers for k in wanted)), None)
+        return next((t for t in self.tasks if t.request_type == request_type
+                     and all(k in t.answers for k in wanted)), None)
 
-    def known(self, key: Key) -> bool:
-        """Whether any parent task answered ``key``."""
-        return any(key in t.answers for t in self.tasks)
+    def known(self, key: Key, request_type: str) -> bool:
+        """Whether any parent task of ``request_type`` answered ``key``."""
+        return any(key in t.answers for t in self.tasks if t.request_type == request_type)
 
     def check_weights(self, model: str, weights: Mapping[str, Any]) -> None:
         """The loaded weights' provenance (embedded or packaged model) must be the parent's."""
@@ -112,12 +153,14 @@ def load_parent(path: str | Path, model: str, model_args: Mapping[str, Any],
                           f"{lm_args.get('batch_size')}); remove answers_from to run at "
                           f"{lm_args.get('batch_size')}")
     _check_same_args(where, config.get("model_args"), model_args)
-    tasks = tuple(_parent_task(results_path, name, metering) for name, task_config
-                  in sorted((results.get("configs") or {}).items())
-                  if task_config.get("output_type") in LOGLIK_OUTPUTS)
+    tasks = tuple(_parent_task(results_path, name, DERIVABLE_OUTPUTS[output], metering)
+                  for name, output in sorted((name, task_config.get("output_type")) for
+                                             name, task_config in
+                                             (results.get("configs") or {}).items())
+                  if output in DERIVABLE_OUTPUTS)
     if not tasks:
-        raise ConfigError(f"{where}: the parent ran no log-likelihood task; derive only "
-                          "log-likelihood tasks")
+        raise ConfigError(f"{where}: the parent ran no log-likelihood or generation task; derive "
+                          "only such tasks")
     return ParentRun(results_path, tasks,
                      tuple(str(d.get("name")) for d in metering.get("devices") or []),
                      results.get("transformers_version"),
@@ -176,7 +219,8 @@ def _check_same_args(where: str, parent_args: Any, model_args: Mapping[str, Any]
                           "the parent's model args, or without answers_from")
 
 
-def _parent_task(results_path: Path, task: str, metering: Mapping[str, Any]) -> ParentTask:
+def _parent_task(results_path: Path, task: str, request_type: str,
+                 metering: Mapping[str, Any]) -> ParentTask:
     samples = samples_path(results_path, task)
     where = f"answers_from={results_path}: task {task}"
     if not samples.is_file():
@@ -193,28 +237,28 @@ def _parent_task(results_path: Path, task: str, metering: Mapping[str, Any]) -> 
             if sample["doc_id"] in docs:  # the same doc under another filter
                 continue
             docs.add(sample["doc_id"])
-            pairs = _requests(sample)
+            pairs = _requests(sample, request_type)
         except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
             raise ConfigError(f"{where}: {samples.name} line {number} is not an lm-eval "
-                              f"log-likelihood sample ({type(exc).__name__}: {exc}); rerun the "
+                              f"{request_type} sample ({type(exc).__name__}: {exc}); rerun the "
                               "parent with --log_samples") from None
         for key, answer in pairs:
             if answers.setdefault(key, answer) != answer:
                 conflicting.add(key)
     for key in conflicting:
         del answers[key]
-    return ParentTask(task, len(docs), answers, (metering.get("per_task") or {}).get(task))
+    return ParentTask(task, request_type, len(docs), answers,
+                      (metering.get("per_task") or {}).get(task))
 
 
-def _requests(sample: Mapping[str, Any]) -> list[tuple[Key, Answer]]:
-    """A sample's (context, continuation) and answer per request, as lm-eval logged them."""
+def _requests(sample: Mapping[str, Any], request_type: str) -> list[tuple[Key, Answer]]:
+    """A sample's key (:func:`request_key`) and answer per request, as lm-eval logged them."""
     arguments = sample["arguments"]
     ordered = [arguments[k] for k in sorted(arguments, key=lambda k: int(k.rsplit("_", 1)[1]))]
     out = []
     for args, resps in zip(ordered, sample["resps"], strict=True):
-        logged = resps[0]
-        if len(logged) != 2 or logged[1] not in _BOOLS:
-            raise ValueError(f"answer {logged!r} is not (log-likelihood, is-greedy)")
-        out.append(((str(args["arg_0"]), str(args["arg_1"])),
-                    (float(logged[0]), _BOOLS[logged[1]])))
+        key = request_key(request_type, (args["arg_0"], args["arg_1"]))
+        if key is None:
+            raise ValueError(f"arguments {str(args)[:80]!r} are not a {request_type} request's")
+        out.append((key, answer_of(request_type, resps[0])))
     return out

@@ -79,14 +79,16 @@ class CampaignOutcome:
 def run_campaign(spec: CampaignSpec, out: str | Path, source_yaml: str, *, shard: str = "1/1",
                  analyze: bool = True, analysis_settings: dict[str, Any] | None = None,
                  echo: bool = True, grid: bool = False, analyze_only: bool = False,
-                 measure_all: bool = False) -> CampaignOutcome:
+                 measure_all: bool = False, judge: Any = None) -> CampaignOutcome:
     """Run this shard's unfinished cells; analyse once every cell of the campaign is done.
 
     ``grid``: the cells form a grid of models x configurations (``analyze --grid``).
     ``analyze_only``: run no cell; analyse every comparison whose cells are done.
-    ``measure_all``: run every cell for real; by default a batch-1 log-likelihood cell whose
-    items lie inside a finished cell of the same settings takes its answers from it
-    (:mod:`lm_eval_ext.campaign.derivation`).
+    ``measure_all``: run every cell for real; by default a batch-1 log-likelihood or greedy
+    generative cell whose items lie inside a finished cell of the same settings takes its
+    answers from it (:mod:`lm_eval_ext.campaign.derivation`).
+    ``judge``: :class:`~lm_eval_ext.campaign.judging.JudgeSettings` to judge the generative
+    cells before the analysis (None: no judge).
     """
     from lm_eval_ext.campaign.analysis import run_comparisons, run_grid_analysis
     from lm_eval_ext.campaign.derivation import plan_derivations
@@ -94,6 +96,7 @@ def run_campaign(spec: CampaignSpec, out: str | Path, source_yaml: str, *, shard
     from lm_eval_ext.campaign.preflight import check_cells
     from lm_eval_ext.campaign.runner import run_cells
     from lm_eval_ext.campaign.subsets import summarize_subsets
+    from lm_eval_ext.campaign.table1 import summarize_table1
 
     index, count = parse_shard(shard)
     folder = CampaignFolder(out)
@@ -115,27 +118,44 @@ def run_campaign(spec: CampaignSpec, out: str | Path, source_yaml: str, *, shard
     if analyze_only or (analyze and manifest["complete"]):
         settings = {"n_resamples": 10_000, "mc_draws": 1_000, "seed": 0, "progress": echo,
                     **(analysis_settings or {})}
+        if judge is not None:
+            from lm_eval_ext.campaign.judging import judge_cells
+
+            judge_cells(folder, judge)
         records = folder.records(spec)  # read once, for every analysis step
         reports = (run_grid_analysis(spec, folder, records, **settings) if grid else
                    run_comparisons(spec, folder, records, **settings)
                    + summarize_subsets(spec, folder, records)
-                   + summarize_energy(spec, folder, records))
+                   + summarize_energy(spec, folder, records)
+                   + summarize_table1(spec, folder, records))
     return CampaignOutcome(outcome["done"], outcome["skipped"], outcome["failed"],
                            outcome["busy"], manifest["complete"], reports)
 
 
-def dry_run(spec: CampaignSpec, shard: str = "1/1", calibration_limit: int | None = 8,
-            echo: bool = False, out: str | Path | None = None,
-            measure_all: bool = False) -> list[str]:
-    """Lines: each cell of the shard with its items and estimated device seconds.
+@dataclass(frozen=True)
+class DryRun:
+    """What a dry run found: the cells to run with their estimates, those done, calibration."""
 
-    With ``out``: the folder must be new, empty or this campaign's (checked, nothing written);
-    cells it already holds are listed as done and left out of the estimate. A cell that will
-    take its answers from an earlier one says so (its estimate is that of a full run).
+    estimates: list[Any]  # sizes.CellEstimate, in campaign order
+    done: list[str]
+    calibration: dict[str, dict[str, Any]]
+    argv: dict[str, list[str]]  # each cell's lm_eval arguments (a derived one's parent shown)
+
+
+def plan_dry_run(spec: CampaignSpec, shard: str = "1/1", calibration_limit: int | None = 8,
+                 echo: bool = False, out: str | Path | None = None, measure_all: bool = False,
+                 calibration: dict[str, dict[str, Any]] | None = None) -> DryRun:
+    """The cells of the shard with their items and estimated device seconds (nothing written).
+
+    With ``out``: the folder must be new, empty or this campaign's (checked); cells it already
+    holds are done and left out of the estimate. A cell that will take its answers from an
+    earlier one is estimated at its re-check's cost (:mod:`~lm_eval_ext.campaign.sizes`).
+    ``calibration``: rates measured before (e.g. for the same engines at another limit),
+    else a calibration run of ``calibration_limit`` items per engine configuration.
     """
     from lm_eval_ext.campaign.derivation import plan_derivations
     from lm_eval_ext.campaign.preflight import check_cells
-    from lm_eval_ext.campaign.sizes import calibrate, cell_items, estimate_seconds, task_sizes
+    from lm_eval_ext.campaign.sizes import calibrate, estimate_cells, task_sizes
 
     index, count = parse_shard(shard)
     check_cells(spec.cells)
@@ -145,27 +165,39 @@ def dry_run(spec: CampaignSpec, shard: str = "1/1", calibration_limit: int | Non
     cells = shard_cells(spec.cells, index, count)
     done = {c.cell_id for c in cells if folder is not None and folder.record(c) is not None}
     cells = [c for c in cells if c.cell_id not in done]
-    sizes = task_sizes(cells)
-    calibration = calibrate(cells, calibration_limit, echo=echo) if calibration_limit else {}
-    lines, total, unknown = [], 0.0, 0
+    if calibration is None:
+        calibration = calibrate(cells, calibration_limit, echo=echo) if calibration_limit else {}
     plan = plan_derivations(spec.cells, measure_all=measure_all)
-    for cell in cells:
-        n = cell_items(cell, sizes)
-        seconds = estimate_seconds(cell, n, calibration)
-        total += seconds or 0.0
-        unknown += seconds is None
-        shown = f"{seconds:7.0f} s" if seconds is not None else "      ? s"
-        parent = plan.get(cell.cell_id)
-        lines.append(f"{cell.cell_id:60s} {n:6d} items {shown}  lm_eval "
-                     + " ".join(cell.lm_eval_argv("<cell>", parent and f"<{parent}>")))
-    lines += [f"{cell_id:60s} done (in {out}; not run again)" for cell_id in sorted(done)]
-    for found in calibration.values():
-        if "error" in found:
-            lines.append(f"calibration of {found['cell']} failed: {found['error']}")
-    lines.append(f"{len(cells)} cells to run (shard {shard} of {len(spec.cells)}"
-                 + (f"; {len(done)} already done" if done else "") + "); estimated device time "
+    return DryRun(estimate_cells(cells, task_sizes(cells), calibration, plan), sorted(done),
+                  calibration,
+                  {c.cell_id: c.lm_eval_argv("<cell>", (p := plan.get(c.cell_id)) and f"<{p}>")
+                   for c in cells})
+
+
+def dry_run(spec: CampaignSpec, shard: str = "1/1", calibration_limit: int | None = 8,
+            echo: bool = False, out: str | Path | None = None,
+            measure_all: bool = False) -> list[str]:
+    """Lines: each cell of the shard with its items and estimated seconds (:func:`plan_dry_run`)."""
+    found = plan_dry_run(spec, shard, calibration_limit, echo, out, measure_all)
+    lines, total, unknown = [], 0.0, 0
+    for row in found.estimates:
+        total += row.seconds or 0.0
+        unknown += row.seconds is None
+        shown = f"{row.seconds:7.0f} s" if row.seconds is not None else "      ? s"
+        how = (f" (derived: re-check of {row.run_items} items)" if row.parent
+               and row.run_items < row.items else "")
+        lines.append(f"{row.cell_id:60s} {row.items:6d} items {shown}{how}  lm_eval "
+                     + " ".join(found.argv[row.cell_id]))
+    lines += [f"{cell_id:60s} done (in {out}; not run again)" for cell_id in found.done]
+    for calibrated in found.calibration.values():
+        if "error" in calibrated:
+            lines.append(f"calibration of {calibrated['cell']} failed: {calibrated['error']}")
+    lines.append(f"{len(found.estimates)} cells to run (shard {shard} of {len(spec.cells)}"
+                 + (f"; {len(found.done)} already done" if found.done else "")
+                 + "); estimated device time "
                  f"{total / 60:.1f} min" + (f" + {unknown} cells not estimated" if unknown else "")
-                 + (f" (calibrated on {calibration_limit} items per configuration)"
+                 + (f" (calibrated on {calibration_limit} items per configuration; derived "
+                    "cells at their re-check's cost, the model load once per loaded model)"
                     if calibration_limit else " (no calibration)"))
     return lines
 

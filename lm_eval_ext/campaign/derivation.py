@@ -1,7 +1,8 @@
 """Which campaign cells take their answers from an earlier cell instead of scoring items again.
 
 At batch 1 a log-likelihood answer depends only on the model, its precision and engine
-settings and the request strings. A cell whose items all lie inside an earlier cell of the same
+settings and the request strings, and so does a greedy generation's text (each item is
+decoded alone). A cell whose items all lie inside an earlier cell of the same
 model and settings therefore runs with hf-metered's ``answers_from`` set to that cell's results
 (a random sample of its items is re-run and must match, else it runs in full:
 :mod:`lm_eval_ext.backends.derived_answers`). :func:`plan_derivations` decides from the cells
@@ -36,9 +37,28 @@ def _batch_size(cell: Cell) -> str:
     return str(own if own is not None else cell.options.get("batch_size", 1))
 
 
+def greedy(cell: Cell) -> bool:
+    """Whether the cell's ``gen_kwargs`` option leaves generation greedy (no sampling)."""
+    kwargs = cell.options.get("gen_kwargs") or {}
+    if isinstance(kwargs, str):
+        kwargs = parse_model_args(kwargs, cell.cell_id)
+    sample = str(kwargs.get("do_sample", False)).strip().lower() in ("true", "1")
+    try:
+        hot = float(kwargs.get("temperature") or 0) > 0
+    except (TypeError, ValueError):
+        hot = True
+    return not (sample or hot)
+
+
 def batch_independent(cell: Cell) -> bool:
-    """Batch 1 on a log-likelihood task (the package's ``*_loglik`` tasks): answers per item."""
-    return _batch_size(cell) == "1" and cell.task.endswith("_loglik")
+    """Whether answers are per item: batch 1, a log-likelihood task or a greedy generative one.
+
+    Log-likelihood: the ``*_loglik`` tasks; generative: the package's BBQ tasks (their YAML
+    decodes greedily) unless the cell's ``gen_kwargs`` sample.
+    """
+    if _batch_size(cell) != "1":
+        return False
+    return cell.task.endswith("_loglik") or (cell.task in _bbq_tasks() and greedy(cell))
 
 
 def _same_engine(parent: Cell, child: Cell) -> bool:

@@ -1,4 +1,12 @@
-"""How many items each cell evaluates, and a device-time estimate from a short calibration run."""
+"""How many items each cell evaluates, and a device-time estimate from a short calibration run.
+
+The estimate of a cell (:func:`estimate_cells`): the seconds per item its engine configuration
+measured in the calibration run, times the items it runs for real (a derived cell: its
+re-check's items only, ``recheck_count``), plus the calibration's seconds outside inference
+less its model load (start-up, task building, metrics, writing: paid by every cell), plus the
+model load for the first cell of each group that loads the same model (a campaign worker keeps
+the weights loaded for the rest of the group).
+"""
 
 from __future__ import annotations
 
@@ -6,11 +14,12 @@ import json
 import math
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lm_eval_ext.campaign.spec import Cell
+from lm_eval_ext.campaign.spec import Cell, parse_model_args
 
 
 def task_sizes(cells: Sequence[Cell]) -> dict[str, int]:
@@ -47,7 +56,8 @@ def engine_key(cell: Cell) -> str:
 def calibrate(cells: Sequence[Cell], limit: int, echo: bool = False) -> dict[str, dict[str, Any]]:
     """Run the first cell of each engine configuration on ``limit`` items; time it.
 
-    Returns engine key -> {cell, overhead_s (model load and start-up), seconds_per_item} or
+    Returns engine key -> {cell, overhead_s (outside inference: start-up, model load, task
+    building, metrics, writing), load_s (the model load alone), seconds_per_item, items} or
     {cell, error}.
     """
     from lm_eval_ext.campaign.runner import run_lm_eval
@@ -74,14 +84,56 @@ def calibrate(cells: Sequence[Cell], limit: int, echo: bool = False) -> dict[str
             n = payload["n-samples"][cell.task]["effective"]
             inference = float(metering["inference_seconds"])
             found[key] = {"cell": cell.cell_id, "overhead_s": wall - inference,
-                          "seconds_per_item": inference / max(n, 1)}
+                          "load_s": float(metering.get("load_seconds") or 0.0),
+                          "seconds_per_item": inference / max(n, 1), "items": n}
     return found
 
 
-def estimate_seconds(cell: Cell, n_items: int,
-                     calibration: dict[str, dict[str, Any]]) -> float | None:
-    """Estimated device seconds of one cell (None when its configuration did not calibrate)."""
-    found = calibration.get(engine_key(cell)) or {}
-    if "seconds_per_item" not in found:
-        return None
-    return found["overhead_s"] + found["seconds_per_item"] * n_items
+#: the re-check share of a derived cell when its model args do not set ``recheck``
+#: (hf-metered's default)
+DEFAULT_RECHECK = 0.05
+
+
+@dataclass(frozen=True)
+class CellEstimate:
+    """One cell's estimated device seconds (None: its configuration did not calibrate).
+
+    ``run_items``: the items it runs for real (a derived cell: its re-check's); ``load_s``: the
+    model load counted in it (the first cell of its load group only).
+    """
+
+    cell_id: str
+    items: int
+    run_items: int
+    parent: str | None
+    seconds: float | None
+    load_s: float
+
+
+def estimate_cells(cells: Sequence[Cell], sizes: Mapping[str, int],
+                   calibration: Mapping[str, Mapping[str, Any]],
+                   plan: Mapping[str, str]) -> list[CellEstimate]:
+    """Each cell's estimate, in the order given (``plan``: child cell id -> parent cell id).
+
+    The load is counted once per group of cells that load the same model (``Cell.load_key``).
+    """
+    from lm_eval_ext.backends.derived_answers import recheck_count
+
+    loaded: set[str] = set()
+    out = []
+    for cell in cells:
+        n = cell_items(cell, sizes)
+        parent = plan.get(cell.cell_id)
+        share = float(parse_model_args(cell.model_args, cell.cell_id).get("recheck",
+                                                                           DEFAULT_RECHECK))
+        run = recheck_count(n, share) if parent else n
+        found = calibration.get(engine_key(cell)) or {}
+        if "seconds_per_item" not in found:
+            out.append(CellEstimate(cell.cell_id, n, run, parent, None, 0.0))
+            continue
+        load = 0.0 if cell.load_key() in loaded else found.get("load_s", 0.0)
+        loaded.add(cell.load_key())
+        seconds = (found["overhead_s"] - found.get("load_s", 0.0) + load
+                   + found["seconds_per_item"] * run)
+        out.append(CellEstimate(cell.cell_id, n, run, parent, seconds, load))
+    return out

@@ -24,6 +24,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                           help="every cell in this mode: fast (replayed scoring, the fast "
                                "generation path; the default) or lm-eval (lm-eval's own forward "
                                "and loop, as the paper ran: ratios then measure the change only)")
+    campaign.add_argument("--judge", action=argparse.BooleanOptionalAction,
+                          help="judge the generative cells' reasoning before the analysis "
+                               "(Bias Score, Reasoning Quality; default: on for --preset "
+                               "paper-stress-test --path generative, else off)")
+    campaign.add_argument("--judge-limit", type=positive_int,
+                          help="judge the first N items of each cell (default: every item)")
+    campaign.add_argument("--judge-model", default="hf-metered", help="any lm-eval model name")
+    campaign.add_argument("--judge-model-args", default="",
+                          help="its model_args (empty: the embedded model)")
     _add_cell_options(campaign)
     grid = sub.add_parser("grid", help="models x configuration axes, then rank flips")
     grid.add_argument("spec", help="GRID.yaml")
@@ -47,9 +56,9 @@ def _add_cell_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=0, help="analysis seed")
     parser.add_argument("--quiet", action="store_true", help="no lm-eval output, one line per cell")
     parser.add_argument("--measure-all", action="store_true",
-                        help="run every cell for real (default: a batch-1 log-likelihood cell "
-                             "whose items lie inside a finished cell of the same settings takes "
-                             "its answers from it, re-running a sample)")
+                        help="run every cell for real (default: a batch-1 log-likelihood or "
+                             "greedy generative cell whose items lie inside a finished cell of "
+                             "the same settings takes its answers from it, re-running a sample)")
     parser.set_defaults(func=run)
 
 
@@ -79,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
             analysis_settings={"n_resamples": args.bootstrap, "mc_draws": args.mc_draws,
                                "seed": args.seed, "progress": not args.quiet},
             echo=not args.quiet, grid=args.command == "grid", analyze_only=args.analyze_only,
-            measure_all=args.measure_all)
+            measure_all=args.measure_all, judge=_judge(args))
     print(f"{args.command}: {len(outcome.done)} cells run, {len(outcome.skipped)} already done, "
           f"{len(outcome.failed)} failed, {len(outcome.busy)} held by other processes; "
           f"{'complete' if outcome.complete else 'incomplete'}: {args.out}/manifest.json")
@@ -90,3 +99,16 @@ def run(args: argparse.Namespace) -> int:
               "each one's error is on its line above: where it names an option of the campaign "
               "file, fix the file; then rerun the same command (finished cells are kept)")
     return 1 if outcome.failed else 0
+
+
+def _judge(args: argparse.Namespace):
+    """The campaign's judge settings, or None (``--judge``; on for the generative preset)."""
+    from lm_eval_ext.campaign.judging import JudgeSettings
+
+    wanted = getattr(args, "judge", None)
+    if wanted is None:
+        wanted = getattr(args, "preset", None) == "paper-stress-test" and args.path == "generative"
+    if not wanted:
+        return None
+    return JudgeSettings(model=args.judge_model, model_args=args.judge_model_args,
+                         limit=args.judge_limit)

@@ -1,0 +1,38 @@
+"""After the cells: the judge over every generative cell (issue 61), before the analysis.
+
+``lm-eval-ext campaign --judge`` (the default of ``--preset paper-stress-test --path
+generative``) runs :func:`~lm_eval_ext.judge.run.judge_run` over the campaign's finished cells:
+one judge model load, every generative task of every cell, scores written beside each cell's
+samples (``judge_<task>_<stamp>.jsonl``), where ``analyze`` and the Table 1 summary read them.
+A rerun judges only the cells not judged yet. ``limit``: the first N items of each cell (a
+stated sample; Table 1 gives each mean with its items and a clustered 95% interval).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from lm_eval_ext.campaign.store import CampaignFolder
+
+
+@dataclass(frozen=True)
+class JudgeSettings:
+    """The judge of a campaign: any lm-eval model (default the embedded one), its sample."""
+
+    model: str = "hf-metered"
+    model_args: str = ""
+    limit: int | None = None
+    batch_size: int = 8
+    device: str | None = None
+
+
+def judge_cells(folder: CampaignFolder, settings: JudgeSettings) -> list[dict[str, Any]]:
+    """Judge every finished cell's generative tasks not judged yet; one summary per task."""
+    from lm_eval_ext.judge.run import judge_run
+
+    if not folder.cells_dir.is_dir():
+        return []
+    return judge_run(folder.cells_dir, model=settings.model, model_args=settings.model_args,
+                     batch_size=settings.batch_size, device=settings.device,
+                     limit=settings.limit)
