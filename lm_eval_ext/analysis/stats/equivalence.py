@@ -209,7 +209,9 @@ def _side_pvalue(pilot: Visible, caught: Sequence[Visible], full_units: int, sid
             worst = max(worst, float(terms.max()) / _scenario_weight(k))
             continue
         rest = np.maximum((margin - leverage * shares[1:]) / (1 - shares[1:]), 0.0)
-        chance = caught_probabilities(k, shares[:-1], n, population_units)
+        # P(K = k | s) falls with s for k = 0 but rises below k / n otherwise: both corners
+        chance = np.maximum(caught_probabilities(k, shares[:-1], n, population_units),
+                            caught_probabilities(k, shares[1:], n, population_units))
         worst = max(worst, float((chance * one_sided_pvalues(seen, rest, side)).max())
                     / _scenario_weight(k))
     return worst
