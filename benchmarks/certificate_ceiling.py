@@ -33,7 +33,9 @@ import numpy as np
 from _harness import command_line, write_json
 from scipy import optimize, stats
 
-POPULATION = 500
+from lm_eval_ext.data.instrument import INSTRUMENT_UNITS
+
+POPULATION = INSTRUMENT_UNITS
 
 
 def _counts(items: int, right_to_wrong: float, wrong_to_right: float, top: int) -> np.ndarray:

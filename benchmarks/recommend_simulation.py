@@ -82,10 +82,11 @@ from lm_eval_ext.analysis.stats.recommend import (
 )
 from lm_eval_ext.analysis.stats.subgroups import holm
 from lm_eval_ext.analysis.synthetic import move_answers
+from lm_eval_ext.data.instrument import INSTRUMENT_UNITS
 
 SIZES = (62, 125, 250, 500)
 #: the frozen instrument's natural units: every pilot is drawn from it without replacement
-POPULATION = 500
+POPULATION = INSTRUMENT_UNITS
 SPECS: dict[str, MetricSpec] = {"accuracy": ACCURACY, "bias_s_dis": BIAS_S_DIS,
                                 "bias_s_amb": BIAS_S_AMB}
 MARGINS = {"accuracy": 5.0, "bias_s_dis": 10.0, "bias_s_amb": 5.0}

@@ -103,14 +103,11 @@ def summarize_energy(spec: CampaignSpec, folder: CampaignFolder,
     from lm_eval_ext.analysis import figures
 
     written = []
-    for model in dict.fromkeys(c.model_label for c in spec.cells):
+    for model in spec.model_labels:
         table = energy_table(spec, records, model)
         if table is None:
             continue
-        out = folder.root / "analysis" / model
-        out.mkdir(parents=True, exist_ok=True)
-        table.to_csv(out / "energy.csv", index=False)
-        (out / "energy.md").write_text(energy_markdown(table, model), encoding="utf-8")
-        figures.save(figures.savings(table), out / "energy_savings.png")
-        written.append(out / "energy.md")
+        page = folder.write_model_table(model, "energy", table, energy_markdown(table, model))
+        figures.save(figures.savings(table), page.with_name("energy_savings.png"))
+        written.append(page)
     return written

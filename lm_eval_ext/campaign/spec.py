@@ -157,6 +157,11 @@ class CampaignSpec:
     subsets: Comparison | None
     source: Mapping[str, Any] = field(hash=False)
 
+    @property
+    def model_labels(self) -> list[str]:
+        """The models' labels, in the order their cells first appear."""
+        return list(dict.fromkeys(c.model_label for c in self.cells))
+
     def cell(self, model_label: str, condition: str, task: str | None = None) -> list[Cell]:
         """The cells of one model and condition (optionally one task)."""
         return [c for c in self.cells if c.model_label == model_label and c.condition == condition
@@ -175,7 +180,7 @@ class CampaignSpec:
         for c in self.cells:
             by_condition.setdefault((c.model_label, c.condition), []).append(c)
         jobs, skipped = [], []
-        for model in dict.fromkeys(c.model_label for c in self.cells):
+        for model in self.model_labels:
             for comparison in self.comparisons:
                 refs = by_condition.get((model, comparison.reference), [])
                 for ref in refs:

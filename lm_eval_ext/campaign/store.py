@@ -25,11 +25,14 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lm_eval_ext.campaign.spec import CampaignSpec, Cell
 from lm_eval_ext.errors import ConfigError
 from lm_eval_ext.files import write_text_atomic
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 HOST = socket.gethostname()
 _LAYOUT = ("campaign.json", "campaign.yaml", "manifest.json", "cells", "failed", "analysis")
@@ -147,6 +150,15 @@ class CampaignFolder:
             folder.mkdir(parents=True, exist_ok=True)
 
     # -- cells ----------------------------------------------------------------------------
+    def write_model_table(self, model: str, name: str, table: pd.DataFrame,
+                          markdown: str) -> Path:
+        """``analysis/<model>/<name>.csv`` and ``<name>.md``; the ``.md`` path."""
+        out = self.root / "analysis" / model
+        out.mkdir(parents=True, exist_ok=True)
+        table.to_csv(out / f"{name}.csv", index=False)
+        (out / f"{name}.md").write_text(markdown, encoding="utf-8")
+        return out / f"{name}.md"
+
     def cell_dir(self, cell: Cell) -> Path:
         """Where a finished cell lives."""
         return self.cells_dir / cell.cell_id

@@ -34,7 +34,7 @@ def summarize_subsets(spec: CampaignSpec, folder: CampaignFolder,
         return []
     results = folder.results(records)
     summaries = []
-    for model in dict.fromkeys(c.model_label for c in spec.cells):
+    for model in spec.model_labels:
         refs = spec.cell(model, spec.subsets.reference)
         if refs and refs[0].cell_id in records:
             summaries.append(subset_summary(spec, records, results, model,

@@ -169,13 +169,9 @@ def summarize_table1(spec: CampaignSpec, folder: CampaignFolder,
                      records: Mapping[str, Mapping[str, Any]]) -> list[Path]:
     """``table1.csv`` and ``table1.md`` of every model whose reference is done; the ``.md``s."""
     written = []
-    for model in dict.fromkeys(c.model_label for c in spec.cells):
+    for model in spec.model_labels:
         table = table1(spec, folder, records, model)
-        if table is None:
-            continue
-        out = folder.root / "analysis" / model
-        out.mkdir(parents=True, exist_ok=True)
-        table.to_csv(out / "table1.csv", index=False)
-        (out / "table1.md").write_text(table1_markdown(table, model), encoding="utf-8")
-        written.append(out / "table1.md")
+        if table is not None:
+            written.append(folder.write_model_table(model, "table1", table,
+                                                    table1_markdown(table, model)))
     return written

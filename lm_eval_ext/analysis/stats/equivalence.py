@@ -99,34 +99,25 @@ def caught_probabilities(k: int, shares: np.ndarray, n_units: int,
     return np.where(s <= 0, float(k == 0), out)
 
 
-def caught_probability(k: int, share: float, n_units: int,
-                       population_units: float | None = None) -> float:
-    """:func:`caught_probabilities` at one share."""
-    return float(caught_probabilities(k, np.array([share]), n_units, population_units)[0])
-
-
 def hidden_change_pvalue(margin: float, leverage: float | None, n_units: int,
                          population_units: int | None = None) -> float:
     """The chance of missing every unit a shift of ``margin`` needs (1: no leverage known)."""
     share = _hidden_share(margin, leverage)
     if share is None:
         return 1.0
-    return 0.0 if share >= 1 else caught_probability(0, share, n_units, population_units)
-
-
-def hidden_change_units(margin: float, leverage: float | None, alpha: float,
-                        population_units: int | None = None) -> float:
-    """The fewest pilot units whose hidden-change floor is at most ``alpha`` (inf: none)."""
-    share = _hidden_share(margin, leverage)
-    if share is None:
-        return math.inf
     if share >= 1:
-        return 1.0
-    top = population_units or 10 ** 6
-    for n in range(1, top + 1):
-        if hidden_change_pvalue(margin, leverage, n, population_units) <= alpha:
-            return float(n)
-    return math.inf
+        return 0.0
+    return float(caught_probabilities(0, np.array([share]), n_units, population_units)[0])
+
+
+def share_grid(margin: float, leverage: float, steps: int = HIDDEN_SHARE_STEPS) -> np.ndarray:
+    """Broken shares from 0 to ``margin / leverage`` (at most 1), in ``steps`` intervals."""
+    return np.linspace(0.0, min(margin / leverage, 1.0), steps + 1)
+
+
+def rest_margins(margin: float, leverage: float, shares: np.ndarray) -> np.ndarray:
+    """The rest's share of the margin, ``(margin - leverage * s) / (1 - s)``, at least 0."""
+    return np.maximum((margin - leverage * shares) / (1 - shares), 0.0)
 
 
 def studentised(shift_draws: np.ndarray, shift: float, se_draws: np.ndarray,
@@ -169,12 +160,7 @@ def one_sided_pvalues(seen: Visible, margins: np.ndarray, side: int) -> np.ndarr
     return (1 + undefined + hits) / (t.size + 1)
 
 
-def bootstrap_t_tost_pvalues(seen: Visible, margins: np.ndarray) -> np.ndarray:
-    """The bootstrap-t TOST p of ``|true shift| >= margin`` (the larger one-sided p)."""
-    return np.maximum(one_sided_pvalues(seen, margins, +1), one_sided_pvalues(seen, margins, -1))
-
-
-def _scenario_weight(k: int) -> float:
+def scenario_weight(k: int) -> float:
     """``c_k``: the share of alpha for pilots that caught ``k`` broken units."""
     return 1 - CAUGHT_SHARE if k == 0 else CAUGHT_SHARE * 2.0 ** -k
 
@@ -197,23 +183,22 @@ def _side_pvalue(pilot: Visible, caught: Sequence[Visible], full_units: int, sid
     """``max over s, k <= j of P(K = k | s) p_k(s) / c_k`` for one side (see the module)."""
     if full_units > MAX_CAUGHT or len(caught) < full_units:
         return 1.0
-    top = min(margin / leverage, 1.0)
-    shares = np.linspace(0.0, top, HIDDEN_SHARE_STEPS + 1)
-    n = pilot.n_units
+    shares = share_grid(margin, leverage)
+    top, n = shares[-1], pilot.n_units
     worst = 0.0
     for k, seen in enumerate([pilot, *caught[:full_units]]):
         if seen.identical or (seen.se == 0 and seen.shift == 0):
             # the rest shows nothing: its own shift is in units missed too
             terms = caught_probabilities(k, shares, n, population_units) * _missed_rest(
                 shares, top, n - k, population_units)
-            worst = max(worst, float(terms.max()) / _scenario_weight(k))
+            worst = max(worst, float(terms.max()) / scenario_weight(k))
             continue
-        rest = np.maximum((margin - leverage * shares[1:]) / (1 - shares[1:]), 0.0)
+        rest = rest_margins(margin, leverage, shares[1:])
         # P(K = k | s) falls with s for k = 0 but rises below k / n otherwise: both corners
         chance = np.maximum(caught_probabilities(k, shares[:-1], n, population_units),
                             caught_probabilities(k, shares[1:], n, population_units))
         worst = max(worst, float((chance * one_sided_pvalues(seen, rest, side)).max())
-                    / _scenario_weight(k))
+                    / scenario_weight(k))
     return worst
 
 
@@ -231,10 +216,10 @@ def equivalence_pvalue(pilot: Visible, margin: float, leverage: float | None, *,
         return 1.0
     floor = hidden_change_pvalue(margin, leverage, pilot.n_units, population_units)
     if pilot.identical:
-        return min(floor / _scenario_weight(0), 1.0)
+        return min(floor / scenario_weight(0), 1.0)
     if pilot.t_draws is None:
         return 1.0
     sides = ((+1, caught_up, full_up), (-1, caught_down, full_down))
     p = max(_side_pvalue(pilot, caught, full, side, margin, leverage, population_units)
             for side, caught, full in sides)
-    return float(min(max(p, floor / _scenario_weight(0)), 1.0))
+    return float(min(max(p, floor / scenario_weight(0)), 1.0))

@@ -49,11 +49,13 @@ from scipy import stats
 
 from lm_eval_ext.analysis.stats.alpha_order import adjusted_pvalues
 from lm_eval_ext.analysis.stats.equivalence import (
-    CAUGHT_SHARE,
     Visible,
     caught_probabilities,
     equivalence_pvalue,
     hidden_change_pvalue,
+    rest_margins,
+    scenario_weight,
+    share_grid,
 )
 
 #: below this many natural units the shift's standard error is itself too uncertain to certify
@@ -234,16 +236,15 @@ def projected_pvalue(estimate: ClaimEstimate, claim: Claim, n_units: int, power:
     """
     floor = hidden_change_pvalue(claim.margin_pp, estimate.leverage_pp, n_units,
                                  population_units)
-    weight = 1 - CAUGHT_SHARE
+    weight = scenario_weight(0)
     if estimate.identical:
         return min(floor / weight, 1.0)
     se = estimate.shift_se_pp
     if estimate.leverage_pp is None or not (se > 0 and math.isfinite(se)):
         return 1.0
     se_n = se * math.sqrt(estimate.n_units / n_units)
-    top = min(claim.margin_pp / estimate.leverage_pp, 1.0)
-    shares = np.linspace(0.0, top, 201)
-    rest = np.maximum((claim.margin_pp - estimate.leverage_pp * shares[1:]) / (1 - shares[1:]), 0)
+    shares = share_grid(claim.margin_pp, estimate.leverage_pp, 200)
+    rest = rest_margins(claim.margin_pp, estimate.leverage_pp, shares[1:])
     missed = caught_probabilities(0, shares[:-1], n_units, population_units)
     seen = stats.norm.sf(rest / se_n - stats.norm.isf((1 - power) / 2))
     return float(min(max((missed * seen).max(), floor) / weight, 1.0))
