@@ -28,7 +28,7 @@ from lm_eval_ext.answers import CONFIG_KEY, AnswerLog
 from lm_eval_ext.backends import embedded_model, packaged_models
 from lm_eval_ext.backends.chat_template import ChatTemplatePolicy
 from lm_eval_ext.backends.model_args import merge_model_args
-from lm_eval_ext.backends.warm import WARM
+from lm_eval_ext.backends.warm import WARM, WarmModel
 from lm_eval_ext.errors import ending_lm_eval_command
 from lm_eval_ext.metering import Metering
 from lm_eval_ext.metering.derived import DERIVED_FLAG
@@ -85,26 +85,36 @@ class MeteredLM:
                                        additional_config)
 
     # starting -------------------------------------------------------------------------------
-    def start_metered(self, pretrained: Any, load: Callable[[str], None],
+    def start_metered(self, pretrained: Any, load: Callable[[str, WarmModel | None], None],
                       cuda_indices: Callable[[], Sequence[int]], *, energy: str,
-                      idle_seconds: float, sync: bool = True, forward_observable: bool = True,
+                      idle_seconds: float, load_key: str | None = None, sync: bool = True,
+                      forward_observable: bool = True,
                       codecarbon: Callable[[list[int]], Any] | None = None,
                       power_check: bool = False) -> None:
         """Resolve the weights, ``load`` them (timed), then start metering on their GPUs.
 
         ``pretrained=None`` is the embedded SmolLM2; a packaged model's name resolves to its
-        folder. The idle baseline is sampled after the load, on the devices ``cuda_indices()``
-        names once the model is there, and again after the work. In a campaign worker the
-        previous run's last idle sample of the same devices stands for the sample before
-        while it is young (:mod:`~lm_eval_ext.backends.warm`).
+        folder. In a campaign worker (:mod:`~lm_eval_ext.backends.warm`) ``load`` gets the
+        model an earlier run kept under the same ``load_key``
+        (:func:`~lm_eval_ext.backends.engine_key.load_key`; None: never kept), else None, and
+        what it loads (:meth:`loaded_engine`) is kept for the next run. The idle baseline is
+        sampled after the load, on the devices ``cuda_indices()`` names once the model is
+        there, and again after the work; in a worker the previous run's last idle sample of
+        the same devices stands for the sample before while it is young.
         """
         self._embedded = pretrained is None
         if self._embedded:
             pretrained = str(embedded_model.ensure_checkpoint())
         pretrained, self._packaged = packaged_models.resolve(pretrained)
+        kept_model = WARM.model(load_key) if load_key is not None else None
         started = time.perf_counter()
-        load(pretrained)
+        load(pretrained, kept_model)
         self._load_seconds = time.perf_counter() - started
+        if kept_model is not None:
+            self.warm_reuse = {**self.warm_reuse, "model_reused": True,
+                               "model_load_seconds": round(kept_model.load_seconds, 2)}
+        elif load_key is not None:
+            WARM.keep_model(load_key, *self.loaded_engine(), self._load_seconds)
         cuda = list(cuda_indices())
         source = f"{energy}:{idle_seconds}"
         self._idle_key = (cuda, source)
@@ -118,6 +128,17 @@ class MeteredLM:
             self._keep_last_idle()
         self.warm_reuse = {**self.warm_reuse, "idle_reused_after_seconds": None if kept is None
                            else round(time.monotonic() - kept.taken_at, 1)}
+
+    def loaded_engine(self) -> tuple[Any, Any]:
+        """What a campaign worker keeps of a load: the model and its tokenizer."""
+        return self.model, self.tokenizer
+
+    def check_derived_weights(self) -> None:
+        """With ``self.derived``: the loaded weights are the parent run's (else ConfigError)."""
+        if self.derived is not None:
+            info = self.wrapper_info()
+            self.derived.parent.check_weights(self.MODEL_NAME, {
+                k: info[k] for k in ("embedded_model", "packaged_model")})
 
     def announce(self) -> None:
         """Print :meth:`start_line` once the model is ready."""

@@ -21,12 +21,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from lm_eval_ext.backends.engine_key import answer_differences, at_batch_one
 from lm_eval_ext.errors import ConfigError
 from lm_eval_ext.outputs import RESULTS_NAME, samples_path
 
-#: model args that may differ from the parent's: the derivation's own, and lm-eval's run flags
-#: (batch size and device are checked on their own)
-NOT_COMPARED = ("answers_from", "recheck", "recheck_seed", "batch_size", "max_batch_size", "device")
 #: task output types whose answers may be derived -> their request type
 DERIVABLE_OUTPUTS = {"multiple_choice": "loglikelihood", "loglikelihood": "loglikelihood",
                      "generate_until": "generate_until"}
@@ -144,11 +142,11 @@ def load_parent(path: str | Path, model: str, model_args: Mapping[str, Any],
     if derived:
         raise ConfigError(f"{where}: the parent's answers were themselves derived; pass "
                           f"answers_from={derived[0]} (the measured run)")
-    if str(metering.get("batch_size")) != "1":
+    if not at_batch_one(str(metering.get("batch_size"))):
         raise ConfigError(f"{where}: the parent ran at batch size {metering.get('batch_size')}; "
                           "answers are batch-independent only at batch 1: derive from a "
                           "batch-1 run")
-    if str(lm_args.get("batch_size", 1)) != "1":
+    if not at_batch_one(lm_args.get("batch_size")):
         raise ConfigError(f"{model}: answers_from needs --batch_size 1 (this run: "
                           f"{lm_args.get('batch_size')}); remove answers_from to run at "
                           f"{lm_args.get('batch_size')}")
@@ -189,32 +187,19 @@ def read_parent_results(path: Path, where: str) -> tuple[Path, dict[str, Any]]:
     return path.resolve(), results
 
 
-def _canonical(value: Any) -> str:
-    """A model arg's value as text, so that ``0`` and ``0.0``, ``True`` and ``true`` agree."""
-    text = str(value).strip()
-    if text.lower() in ("true", "false"):
-        return text.lower()
-    try:
-        return repr(float(text))
-    except ValueError:
-        return text
+def _check_same_args(where: str, parent_args: Any, model_args: Mapping[str, Any]) -> None:
+    """The parent's model args (config.model_args) give the same answers as this run's.
 
-
-def _compared(args: Any) -> dict[str, str]:
-    if isinstance(args, str):
+    The rule: :func:`~lm_eval_ext.backends.engine_key.answer_differences`.
+    """
+    if isinstance(parent_args, str):
         from lm_eval.utils import simple_parse_args_string
 
-        args = simple_parse_args_string(args)
-    return {str(k): _canonical(v) for k, v in (args or {}).items() if k not in NOT_COMPARED}
-
-
-def _check_same_args(where: str, parent_args: Any, model_args: Mapping[str, Any]) -> None:
-    """The parent's model args (config.model_args) equal this run's, but :data:`NOT_COMPARED`."""
-    parent, this = _compared(parent_args), _compared(dict(model_args))
-    differing = sorted(k for k in set(parent) | set(this) if parent.get(k) != this.get(k))
+        parent_args = simple_parse_args_string(parent_args)
+    differing = answer_differences(parent_args or {}, model_args)
     if differing:
-        shown = ", ".join(f"{k}: {parent.get(k, '<absent>')} (parent) vs "
-                          f"{this.get(k, '<absent>')} (this run)" for k in differing)
+        shown = ", ".join(f"{k}: {a or '<absent>'} (parent) vs {b or '<absent>'} (this run)"
+                          for k, (a, b) in differing.items())
         raise ConfigError(f"{where}: model args differ from the parent's ({shown}); run with "
                           "the parent's model args, or without answers_from")
 

@@ -14,7 +14,7 @@ import dataclasses
 import gc
 import json
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from lm_eval_ext.metering.meter import IdlePower
@@ -40,13 +40,6 @@ class WarmIdle:
     key: str
     idle: IdlePower
     taken_at: float
-
-
-def load_key(pretrained: str, precision: str | None, load_args: Mapping[str, Any]) -> str:
-    """What decides the loaded weights: their path, the precision, lm-eval's load args."""
-    return json.dumps({"pretrained": pretrained, "precision": precision,
-                       "args": {k: str(v) for k, v in sorted(load_args.items())}},
-                      sort_keys=True)
 
 
 class WarmModels:

@@ -23,18 +23,18 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from lm_eval_ext.backends.engine_key import (
+    FREE_OPTIONS,
+    LOAD_OPTIONS,
+    RUN_ARGS,
+    answer_differences,
+    at_batch_one,
+)
 from lm_eval_ext.campaign.spec import Cell, parse_model_args
 from lm_eval_ext.campaign.store import CampaignFolder
 
 #: a task's items in the order lm-eval evaluates them (what ``--limit`` cuts), None: unknown
 ItemOrder = Callable[[str], Sequence[Any] | None]
-#: options that may differ between a parent and a child (the child's limit is checked apart)
-FREE_OPTIONS = ("limit",)
-
-
-def _batch_size(cell: Cell) -> str:
-    own = parse_model_args(cell.model_args, cell.cell_id).get("batch_size")
-    return str(own if own is not None else cell.options.get("batch_size", 1))
 
 
 def greedy(cell: Cell) -> bool:
@@ -56,19 +56,23 @@ def batch_independent(cell: Cell) -> bool:
     Log-likelihood: the ``*_loglik`` tasks; generative: the package's BBQ tasks (their YAML
     decodes greedily) unless the cell's ``gen_kwargs`` sample.
     """
-    if _batch_size(cell) != "1":
+    if not at_batch_one(cell.engine_args.get("batch_size")):
         return False
     return cell.task.endswith("_loglik") or (cell.task in _bbq_tasks() and greedy(cell))
 
 
 def _same_engine(parent: Cell, child: Cell) -> bool:
-    """Same model, model args and options (but the limit)."""
+    """Same model, answers and request options: the parent check would accept the pair.
+
+    Answers by :func:`~lm_eval_ext.backends.engine_key.answer_differences`; request options are
+    all but the limit and those that reach the model as model args.
+    """
     def options(cell: Cell) -> dict[str, Any]:
-        return {k: v for k, v in cell.options.items() if k not in FREE_OPTIONS}
+        skip = FREE_OPTIONS + LOAD_OPTIONS + RUN_ARGS
+        return {k: v for k, v in cell.options.items() if k not in skip}
 
     return (parent.model_label == child.model_label and options(parent) == options(child)
-            and parse_model_args(parent.model_args, parent.cell_id)
-            == parse_model_args(child.model_args, child.cell_id))
+            and not answer_differences(parent.engine_args, child.engine_args))
 
 
 def _limited(items: Sequence[Any], limit: Any) -> set[Any]:

@@ -27,9 +27,11 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+from lm_eval_ext.backends.engine_key import RUN_ARGS, load_key, with_load_options
 from lm_eval_ext.campaign.yaml_file import read_yaml
 from lm_eval_ext.errors import ConfigError
 from lm_eval_ext.plugin.command_preflight import (
@@ -49,8 +51,6 @@ LM_EVAL_OPTIONS = (
     "fewshot_as_multiturn", "include_path", "verbosity", "write_out", "show_config", "seed",
     "trust_remote_code", "confirm_run_unsafe_code", "metadata",
 )
-#: lm_eval options that change how the model loads (cells differing in them need another worker)
-LOAD_OPTIONS = ("device", "trust_remote_code")
 #: lm_eval options whose values are checked when the campaign file is read (no model loads)
 _VALUE_CHECKS = {"limit": check_limit, "num_fewshot": check_num_fewshot,
                  "gen_kwargs": check_gen_kwargs}
@@ -88,10 +88,23 @@ class Cell:
         """What decides the items this cell evaluates: its task, ``limit`` and ``samples``."""
         return (self.task, str(self.options.get("limit")), str(self.options.get("samples")))
 
+    @cached_property
+    def engine_args(self) -> dict[str, Any]:
+        """The model args as lm-eval hands them to the model (``model_args`` parsed once).
+
+        With the batch size and the load options (``device``, ``trust_remote_code``) the
+        cell's options set.
+        """
+        args = parse_model_args(self.model_args, self.cell_id)
+        batch = {k: self.options[k] for k in RUN_ARGS if self.options.get(k) is not None}
+        return with_load_options({**batch, **args}, self.options)
+
     def load_key(self) -> str:
-        """What the loaded model depends on: cells with the same key can share one worker."""
-        return json.dumps([self.model_args, {k: self.options.get(k) for k in LOAD_OPTIONS}],
-                          sort_keys=True)
+        """What the loaded model depends on: one key, one worker, one load.
+
+        :func:`~lm_eval_ext.backends.engine_key.load_key`; the worker reuses the loaded model.
+        """
+        return load_key(MODEL, self.engine_args)
 
     def lm_eval_argv(self, output_path: str | Path,
                      answers_from: str | Path | None = None) -> list[str]:

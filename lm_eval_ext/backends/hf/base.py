@@ -23,25 +23,27 @@ automatic batch-size probes are cut out; ``--use_cache`` hits never reach the mo
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+import functools
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from lm_eval.utils import simple_parse_args_string
 
 from lm_eval_ext.backends.chat_template import ChatTemplatePolicy
-from lm_eval_ext.backends.derived_answers import DerivedAnswers
-from lm_eval_ext.backends.hf.shared_prefix import SharedPrefixStats
+from lm_eval_ext.backends.engine_key import load_key
 from lm_eval_ext.backends.metered_lm import MeteredLM
 from lm_eval_ext.backends.model_args import HFMeteredArgs, check_unknown_args
 from lm_eval_ext.backends.precision import PrecisionPlan, plan_precision, verify_precision
-from lm_eval_ext.backends.warm import WARM, load_key
+from lm_eval_ext.backends.warm import WarmModel
 from lm_eval_ext.errors import ConfigError
-from lm_eval_ext.generation.generator import FastGenerationStats, generation_record
-from lm_eval_ext.generation.settings import GenerationSettings
+from lm_eval_ext.generation.generator import generation_record
 from lm_eval_ext.metering.codecarbon_check import CodeCarbonCheck
 
-#: lm-eval args that shape a run but not the loaded weights (a worker's cells may differ in them)
-RUN_ARGS = ("batch_size", "max_batch_size")
-
+if TYPE_CHECKING:
+    from lm_eval_ext.backends.derived_answers import DerivedAnswers
+    from lm_eval_ext.backends.hf.shared_prefix import SharedPrefixStats
+    from lm_eval_ext.generation.generator import FastGenerationStats
+    from lm_eval_ext.generation.settings import GenerationSettings
 
 def parameter_cuda_devices(model: Any) -> list[int]:
     """Every CUDA device holding parameters (several with ``parallelize=True``/``device_map``)."""
@@ -67,40 +69,35 @@ class HFMeteredBase(MeteredLM):
         self.derived = self.derivation(own, model_args, lm_args)  # before the load: no load lost
         self.chat = ChatTemplatePolicy(own.chat_template, self.MODEL_NAME)
         self._probed_batch_sizes: list[int] = []  # generate_until keeps its probe result local
-
-        loaded_key: list[str] = []  # the weights' key, when this run loaded them itself
-
-        def load(pretrained: str) -> None:
-            key = load_key(pretrained, repr(self._plan), {
-                k: v for k, v in lm_args.items() if k not in RUN_ARGS})
-            kept = WARM.model(key)
-            if kept is None:
-                super(HFMeteredBase, self).__init__(pretrained=pretrained,
-                                                    dtype=self._plan.dtype, **lm_args)
-                loaded_key.append(key)
-            else:  # lm-eval's documented path for a loaded model (HFLM takes a PreTrainedModel)
-                super(HFMeteredBase, self).__init__(
-                    pretrained=kept.model, tokenizer=kept.tokenizer, dtype=self._plan.dtype,
-                    **{k: v for k, v in lm_args.items() if k != "tokenizer"})
-                self.warm_reuse = {**self.warm_reuse, "model_reused": True,
-                                   "model_load_seconds": round(kept.load_seconds, 2)}
-            self._precision, self._quantized_modules = verify_precision(self.model, self._plan)
-
         self.start_metered(
-            own.pretrained, load, lambda: parameter_cuda_devices(self.model), energy=own.energy,
+            own.pretrained, functools.partial(self._load, lm_args),
+            lambda: parameter_cuda_devices(self.model),
+            load_key=load_key(self.MODEL_NAME, model_args), energy=own.energy,
             idle_seconds=own.idle_seconds, sync=own.sync, power_check=own.power_check,
-            codecarbon=(lambda cuda: CodeCarbonCheck(
-                cuda or None, country_iso_code=own.codecarbon_country,
-                region=own.codecarbon_region, carbon_intensity_g_per_kwh=own.carbon_intensity))
-            if own.codecarbon else None)
-        if loaded_key:  # kept for the next run of a campaign worker (with the timed load)
-            WARM.keep_model(loaded_key[0], self.model, self.tokenizer, self._load_seconds)
+            codecarbon=self._codecarbon(own))
         self.compose(own, lm_args)
-        if self.derived is not None:
-            info = self.wrapper_info()
-            self.derived.parent.check_weights(self.MODEL_NAME, {
-                k: info[k] for k in ("embedded_model", "packaged_model")})
+        self.check_derived_weights()
         self.announce()
+
+    def _load(self, lm_args: dict[str, Any], pretrained: str, kept: WarmModel | None) -> None:
+        """lm-eval's HF class on the weights or on a kept model; then the precision, verified.
+
+        A kept model goes in by lm-eval's documented path: HFLM takes a PreTrainedModel and
+        its tokenizer.
+        """
+        if kept is not None:
+            pretrained, lm_args = kept.model, {**lm_args, "tokenizer": kept.tokenizer}
+        super().__init__(pretrained=pretrained, dtype=self._plan.dtype, **lm_args)
+        self._precision, self._quantized_modules = verify_precision(self.model, self._plan)
+
+    @staticmethod
+    def _codecarbon(own: HFMeteredArgs) -> Callable[[list[int]], Any] | None:
+        """CodeCarbon's cross-check on the model's GPUs, when asked for."""
+        if not own.codecarbon:
+            return None
+        return lambda cuda: CodeCarbonCheck(
+            cuda or None, country_iso_code=own.codecarbon_country, region=own.codecarbon_region,
+            carbon_intensity_g_per_kwh=own.carbon_intensity)
 
     @classmethod
     def checked_args(cls, model_args: dict[str, Any]
@@ -144,17 +141,18 @@ class HFMeteredBase(MeteredLM):
     def compose(self, own: HFMeteredArgs, lm_args: dict[str, Any]) -> None:
         """What a subclass adds once the model is loaded and metered (nothing here)."""
 
+    # each subclass says how it scores and generates (header and config.metering)
     def scoring_stats(self) -> SharedPrefixStats:
-        """What log-likelihood scoring did (lm-eval's own path unless a subclass packs)."""
-        return SharedPrefixStats()
+        """What log-likelihood scoring did."""
+        raise NotImplementedError
 
     def generation_settings(self) -> GenerationSettings:
-        """How generation runs (lm-eval's own loop unless a subclass runs the fast path)."""
-        return GenerationSettings()
+        """How generation runs."""
+        raise NotImplementedError
 
     def generation_stats(self) -> FastGenerationStats:
-        """What generation did (counts; none unless a subclass runs the fast path)."""
-        return FastGenerationStats()
+        """What generation did."""
+        raise NotImplementedError
 
     def header(self) -> str:
         """One line printed at start: what this model adds to the lm-eval model it wraps."""

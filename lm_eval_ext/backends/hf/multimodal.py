@@ -12,6 +12,9 @@ from lm_eval.api.registry import register_model
 from lm_eval.models.hf_vlms import HFMultimodalLM
 
 from lm_eval_ext.backends.hf.base import HFMeteredBase
+from lm_eval_ext.backends.hf.shared_prefix import SharedPrefixStats
+from lm_eval_ext.generation.generator import FastGenerationStats
+from lm_eval_ext.generation.settings import GenerationSettings
 
 
 @register_model("hf-multimodal-metered")
@@ -20,6 +23,18 @@ class HFMultimodalMeteredLM(HFMeteredBase, HFMultimodalLM):
 
     MODEL_NAME = "hf-multimodal-metered"
     EMBEDDED_DEFAULT = False
+
+    def scoring_stats(self) -> SharedPrefixStats:
+        """lm-eval's own log-likelihood path."""
+        return SharedPrefixStats()
+
+    def generation_settings(self) -> GenerationSettings:
+        """lm-eval's own generation loop."""
+        return GenerationSettings()
+
+    def generation_stats(self) -> FastGenerationStats:
+        """Nothing counted: lm-eval's own loop."""
+        return FastGenerationStats()
 
     def _model_multimodal_generate(self, *args: Any, **kwargs: Any):  # noqa: D102
         return self.metering.timed(super()._model_multimodal_generate, *args, **kwargs)

@@ -72,7 +72,7 @@ class VLLMMeteredLM(MeteredLM, VLLM):
         self.chat = ChatTemplatePolicy(own.chat_template, MODEL_NAME)
         self._plan = plan_engine(own.precision, batch_size, lm_args)
 
-        def load(pretrained: str) -> None:
+        def load(pretrained: str, _kept: Any) -> None:  # no load_key: never kept
             # the engine schedules a whole task at once; its batch is max_num_seqs
             super(VLLMMeteredLM, self).__init__(pretrained=pretrained, batch_size="auto",
                                                 **self._plan.engine_kwargs(), **lm_args)

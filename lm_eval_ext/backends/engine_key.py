@@ -1,0 +1,91 @@
+"""What makes two runs the same loaded engine, and when one run's answers stand for another's.
+
+The one home of the model-arg groups every part of the package decides by:
+
+* :func:`load_key`: what the loaded weights depend on (the backend, ``pretrained``,
+  ``precision`` and every lm-eval model arg but the run-shaping ones). Cells with one key share
+  a campaign worker (:meth:`~lm_eval_ext.campaign.spec.Cell.load_key`), and in that worker the
+  second run reuses the first one's loaded model (:mod:`~lm_eval_ext.backends.warm`).
+* :func:`answer_differences`: what a batch-1 answer depends on besides the request's strings
+  (every model arg but the run-shaping, derivation and placement ones). A derived run's parent
+  must agree on all of it (:mod:`~lm_eval_ext.backends.parent_run`), and the campaign plans a
+  derivation only where it does (:mod:`~lm_eval_ext.campaign.derivation`).
+* :func:`at_batch_one`: the batch size at which answers are per item.
+
+Values are compared as text in one canonical form (:func:`canonical`): ``0`` and ``0.0``,
+``True`` and ``true`` agree.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+#: model args that shape a run (how many requests go to the model at once), not the engine
+RUN_ARGS = ("batch_size", "max_batch_size")
+#: a derived run's own model args: where its answers come from and how they are re-checked
+DERIVATION_ARGS = ("answers_from", "recheck", "recheck_seed")
+#: where the engine runs: part of the load; a derived run's devices are compared by their
+#: names once loaded (:meth:`~lm_eval_ext.backends.derived_answers.DerivedAnswers.run`)
+PLACEMENT_ARGS = ("device",)
+#: the metered backends' own args that change how requests are served and measured, not the
+#: loaded weights (the backends' other own args, ``pretrained`` and ``precision``, decide them)
+SERVING_ARGS = ("chat_template", "energy", "idle_seconds", "power_check", "sync", "codecarbon",
+                "codecarbon_country", "codecarbon_region", "carbon_intensity", "mc_scoring",
+                "generation", "cuda_graphs")
+#: lm_eval options that reach the model as model args (``--device``, ``--trust_remote_code``)
+LOAD_OPTIONS = ("device", "trust_remote_code")
+#: lm_eval options a derived cell may have apart from its parent (its items are checked apart)
+FREE_OPTIONS = ("limit",)
+
+
+def canonical(value: Any) -> str:
+    """A model arg's value as text, so that ``0`` and ``0.0``, ``True`` and ``true`` agree."""
+    text = str(value).strip()
+    if text.lower() in ("true", "false"):
+        return text.lower()
+    try:
+        return repr(float(text))
+    except ValueError:
+        return text
+
+
+def canonical_args(args: Mapping[str, Any] | None) -> dict[str, str]:
+    """Model args with canonical values; a value of None is no value given."""
+    return {str(k): canonical(v) for k, v in (args or {}).items() if v is not None}
+
+
+def with_load_options(args: Mapping[str, Any], options: Mapping[str, Any]) -> dict[str, Any]:
+    """Model args as lm-eval hands them to the model, with the command's load options.
+
+    ``--device`` and ``--trust_remote_code`` from ``options`` are added; a false or absent
+    option adds nothing.
+    """
+    added = {k: options[k] for k in LOAD_OPTIONS if options.get(k) not in (None, False, "")}
+    return {**args, **added}
+
+
+def load_key(model: str, args: Mapping[str, Any]) -> str:
+    """What the loaded weights depend on: the backend and every model arg that loads them."""
+    loads = {k: v for k, v in canonical_args(args).items()
+             if k not in RUN_ARGS + DERIVATION_ARGS + SERVING_ARGS}
+    return json.dumps({"model": model, "args": loads}, sort_keys=True)
+
+
+def answer_differences(parent: Mapping[str, Any], child: Mapping[str, Any]
+                       ) -> dict[str, tuple[str | None, str | None]]:
+    """Model args on which a child's batch-1 answers may differ from its parent's.
+
+    Each differing arg -> (parent's value, child's value), None where one lacks it; every arg
+    is compared but :data:`RUN_ARGS`, :data:`DERIVATION_ARGS` and :data:`PLACEMENT_ARGS`.
+    """
+    skip = RUN_ARGS + DERIVATION_ARGS + PLACEMENT_ARGS
+    a, b = canonical_args(parent), canonical_args(child)
+    return {k: (a.get(k), b.get(k)) for k in sorted((set(a) | set(b)) - set(skip))
+            if a.get(k) != b.get(k)}
+
+
+def at_batch_one(batch_size: Any) -> bool:
+    """Whether a batch size is 1 (absent is lm-eval's default, 1); ``auto`` is not."""
+    return canonical(1 if batch_size is None else batch_size) == canonical(1)
