@@ -559,6 +559,9 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--only", nargs="*", help="run only cells whose key starts with these")
     parser.add_argument("--jobs", type=int, default=1, help="cells run in parallel processes")
+    parser.add_argument("--shortest-first", action="store_true",
+                        help="run the cheapest cells first (another machine may take the "
+                             "longest first into a copy of the same file; the cells merge)")
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
     out = Path(args.out)
@@ -574,7 +577,8 @@ def main() -> None:
     order = {cell.key: i for i, cell in enumerate(grid)}
     todo = sorted(((i, cell) for i, cell in enumerate(grid) if cell.key not in results
                    and not (args.only and not cell.key.startswith(tuple(args.only)))),
-                  key=lambda job: -job[1].n_units * (job[1].n_candidates + 1))  # longest first
+                  key=lambda job: job[1].n_units * (job[1].n_candidates + 1)
+                  * (1 if args.shortest_first else -1))
     def save() -> None:
         rows = sorted(results.values(), key=lambda r: order.get(r["key"], len(order)))
         write_json(out, {

@@ -282,11 +282,11 @@ def test_the_preset_derives_the_13_subset_cells_from_m0_and_m5b_from_m2():
 def test_the_estimate_counts_a_derived_cell_at_its_recheck_and_each_load_once():
     """Issue 61 item 3: the dry run's estimate from measured rates (here: given ones)."""
     from lm_eval_ext.campaign.derivation import plan_derivations
-    from lm_eval_ext.campaign.sizes import engine_key, estimate_cells
+    from lm_eval_ext.campaign.sizes import estimate_cells, rate_key
 
     cells = build_spec(preset("paper-stress-test", path="generative")).cells
     rates = {"precision=bf16": 0.1, "precision=int8": 10.0, "precision=nf4": 1.0}
-    calibration = {engine_key(c): {"overhead_s": 25.0, "load_s": 5.0,
+    calibration = {rate_key(c): {"overhead_s": 25.0, "load_s": 5.0,
                                    "seconds_per_item": rates[c.model_args]} for c in cells}
     sizes = {c.task: 2000 if c.task == "bbq_instrument" else 1000 for c in cells}
     found = {e.cell_id.split("__")[1]: e for e in estimate_cells(

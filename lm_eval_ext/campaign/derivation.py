@@ -33,6 +33,8 @@ from lm_eval_ext.backends.engine_key import (
 from lm_eval_ext.campaign.spec import Cell, parse_model_args
 from lm_eval_ext.campaign.store import CampaignFolder
 
+#: the backend that takes answers from a parent run (``answers_from``)
+DERIVES = "hf-metered"
 #: a task's items in the order lm-eval evaluates them (what ``--limit`` cuts), None: unknown
 ItemOrder = Callable[[str], Sequence[Any] | None]
 
@@ -51,12 +53,12 @@ def greedy(cell: Cell) -> bool:
 
 
 def batch_independent(cell: Cell) -> bool:
-    """Whether answers are per item: batch 1, a log-likelihood task or a greedy generative one.
+    """Whether answers are per item: hf-metered at batch 1, a log-likelihood or greedy BBQ task.
 
     Log-likelihood: the ``*_loglik`` tasks; generative: the package's BBQ tasks (their YAML
     decodes greedily) unless the cell's ``gen_kwargs`` sample.
     """
-    if not at_batch_one(cell.engine_args.get("batch_size")):
+    if cell.backend != DERIVES or not at_batch_one(cell.engine_args.get("batch_size")):
         return False
     return cell.task.endswith("_loglik") or (cell.task in _bbq_tasks() and greedy(cell))
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from lm_eval_ext.campaign.spec import Cell, parse_model_args
+from lm_eval_ext.campaign.spec import MODEL, Cell, parse_model_args
 from lm_eval_ext.errors import ConfigError, check_choice
 from lm_eval_ext.tasks.common.prompting import TIERS
 
@@ -19,28 +19,29 @@ SETTING_CHOICES = {"template_tier": TIERS}
 
 
 def check_model_args(model_args: str, batch_size: Any, where: str,
-                     batch_where: str | None = None) -> None:
-    """hf-metered's ``--model_args`` and the batch size, as the model would check them at load.
+                     batch_where: str | None = None, backend: str = MODEL) -> None:
+    """A metered model's ``--model_args`` and the batch size, as it would check them at load.
 
     ``where`` names the model args in an error, ``batch_where`` the batch size (default: the
-    same place).
+    same place); ``backend``: hf-metered or vllm-metered.
     """
+    import importlib
     from pathlib import Path
 
-    from lm_eval_ext.backends.hf.metered import HFMeteredLM
     from lm_eval_ext.backends.model_args import check_batch_size
     from lm_eval_ext.backends.parent_run import read_parent_results
+    from lm_eval_ext.plugin.registration import MODELS
 
     try:
-        HFMeteredLM.check_model_args(model_args)
+        module, name = MODELS[backend].split(":")
+        getattr(importlib.import_module(module), name).check_model_args(model_args)
         parent = parse_model_args(model_args, where).get("answers_from")
         if parent:
-            read_parent_results(Path(parent).expanduser(),
-                                f"{HFMeteredLM.MODEL_NAME}: answers_from={parent}")
+            read_parent_results(Path(parent).expanduser(), f"{backend}: answers_from={parent}")
     except ConfigError as exc:
         raise ConfigError(f"{where}: {exc}") from None
     try:
-        check_batch_size(HFMeteredLM.MODEL_NAME, batch_size)
+        check_batch_size(backend, batch_size)
     except ConfigError as exc:
         raise ConfigError(f"{batch_where or where}: {exc}") from None
 
@@ -77,7 +78,8 @@ def check_cells(cells: Sequence[Cell]) -> None:
         batch_size = cell.options.get("batch_size", 1)
         if (cell.model_args, str(batch_size)) not in seen:
             seen.add((cell.model_args, str(batch_size)))
-            check_model_args(cell.model_args, batch_size, f"cell {cell.cell_id}")
+            check_model_args(cell.model_args, batch_size, f"cell {cell.cell_id}",
+                             backend=cell.backend)
         check_task_settings(cell.options.get("metadata"), f"cell {cell.cell_id}")
     by_path: dict[str | None, set[str]] = {}
     for cell in cells:

@@ -10,6 +10,7 @@ the weights loaded for the rest of the group).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import tempfile
@@ -46,8 +47,8 @@ def cell_items(cell: Cell, sizes: dict[str, int]) -> int:
     return min(n, math.ceil(n * limit) if limit < 1 else int(limit))
 
 
-def engine_key(cell: Cell) -> str:
-    """Cells that share model args and options (but the item count) run at the same speed."""
+def rate_key(cell: Cell) -> str:
+    """Cells that share model args and options (but the item count) run at the same rate per item."""
     options = {k: v for k, v in cell.options.items() if k not in ("limit", "metadata")}
     return json.dumps({"model_args": cell.model_args, "options": options,
                        "loglik": cell.task.endswith("_loglik")}, sort_keys=True, default=str)
@@ -64,11 +65,10 @@ def calibrate(cells: Sequence[Cell], limit: int, echo: bool = False) -> dict[str
 
     found: dict[str, dict[str, Any]] = {}
     for cell in cells:
-        key = engine_key(cell)
+        key = rate_key(cell)
         if key in found:
             continue
-        probe = Cell(cell.cell_id, cell.model_label, cell.condition, cell.task, cell.model_args,
-                     {**cell.options, "limit": limit})
+        probe = dataclasses.replace(cell, options={**cell.options, "limit": limit})
         with tempfile.TemporaryDirectory(prefix="lm_eval_ext_calibration_") as tmp:
             started = time.perf_counter()
             code = run_lm_eval(probe.lm_eval_argv(Path(tmp) / "out"), Path(tmp) / "log",
@@ -127,7 +127,7 @@ def estimate_cells(cells: Sequence[Cell], sizes: Mapping[str, int],
         share = float(parse_model_args(cell.model_args, cell.cell_id).get("recheck",
                                                                            DEFAULT_RECHECK))
         run = recheck_count(n, share) if parent else n
-        found = calibration.get(engine_key(cell)) or {}
+        found = calibration.get(rate_key(cell)) or {}
         if "seconds_per_item" not in found:
             out.append(CellEstimate(cell.cell_id, n, run, parent, None, 0.0))
             continue

@@ -1,4 +1,4 @@
-"""A campaign: models x conditions x tasks, each cell one ``lm_eval --model hf-metered`` run.
+"""A campaign: models x conditions x tasks, each cell one ``lm_eval --model <backend>`` run.
 
 The YAML form (``lm-eval-ext campaign CAMPAIGN.yaml``)::
 
@@ -14,6 +14,7 @@ The YAML form (``lm-eval-ext campaign CAMPAIGN.yaml``)::
       interventions: {reference: M0, runs: [M1]}
     subsets: {reference: M0, runs: [M4_25pct]}   # optional: subset-size summary
     execution: lm-eval          # optional: every cell in lm-eval's own mode (default: fast)
+    backend: hf-metered         # optional: or vllm-metered (every cell's lm-eval model)
 
 A condition's ``tasks`` replaces the campaign's ``tasks`` for that condition. Every cell is
 resolved to one plain configuration (model args merged, options sorted) whose SHA-256 keys the
@@ -42,6 +43,11 @@ from lm_eval_ext.plugin.command_preflight import (
 )
 
 MODEL = "hf-metered"
+#: ``backend:`` -> ``execution:`` -> the model args it sets on every cell (``fast``: the
+#: models' defaults; vLLM's engine is its own in both)
+BACKENDS = {MODEL: {"fast": {}, "lm-eval": {"cuda_graphs": "false", "generation": "standard",
+                                            "mc_scoring": "standard"}},
+            "vllm-metered": {"fast": {}, "lm-eval": {}}}
 #: lm_eval options the campaign sets itself (one task per cell, its own output folder)
 MANAGED = ("model", "tasks", "output_path", "log_samples", "config", "predict_only")
 #: lm_eval ``run`` options a cell may set (lm-eval 0.4.13's CLI, without dashes)
@@ -55,10 +61,7 @@ LM_EVAL_OPTIONS = (
 _VALUE_CHECKS = {"limit": check_limit, "num_fewshot": check_num_fewshot,
                  "gen_kwargs": check_gen_kwargs}
 _TOP_KEYS = ("name", "models", "tasks", "lm_eval", "conditions", "compare", "subsets",
-             "execution")
-#: ``execution:`` -> the model args it sets on every cell (``fast``: the models' defaults)
-EXECUTION = {"fast": {}, "lm-eval": {"cuda_graphs": "false", "generation": "standard",
-                                     "mc_scoring": "standard"}}
+             "execution", "backend")
 _LABEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]*")
 
 
@@ -72,10 +75,12 @@ class Cell:
     task: str
     model_args: str
     options: Mapping[str, Any] = field(hash=False)
+    #: the lm-eval model every run of the campaign uses (``backend:``)
+    backend: str = MODEL
 
     def config(self) -> dict[str, Any]:
         """The resolved configuration (what a rerun must reproduce exactly)."""
-        return {"model": MODEL, "model_label": self.model_label, "condition": self.condition,
+        return {"model": self.backend, "model_label": self.model_label, "condition": self.condition,
                 "task": self.task, "model_args": self.model_args,
                 "options": dict(sorted(self.options.items()))}
 
@@ -104,7 +109,7 @@ class Cell:
 
         :func:`~lm_eval_ext.backends.engine_key.load_key`; the worker reuses the loaded model.
         """
-        return load_key(MODEL, self.engine_args)
+        return load_key(self.backend, self.engine_args)
 
     def lm_eval_argv(self, output_path: str | Path,
                      answers_from: str | Path | None = None) -> list[str]:
@@ -113,7 +118,7 @@ class Cell:
         ``answers_from``: a parent cell's results file, added to the model args here only (the
         configuration and its SHA-256 stay the cell's).
         """
-        argv = ["--model", MODEL, "--tasks", self.task, "--output_path", str(output_path),
+        argv = ["--model", self.backend, "--tasks", self.task, "--output_path", str(output_path),
                 "--log_samples"]
         model_args = ",".join(a for a in (self.model_args, answers_from and
                                           f"answers_from={answers_from}") if a)
@@ -244,9 +249,9 @@ def _join_model_args(args: Mapping[str, str]) -> str:
     return ",".join(f"{k}={v}" for k, v in args.items())
 
 
-def _with_execution(args: dict[str, str], execution: str, where: str) -> dict[str, str]:
+def _with_execution(args: dict[str, str], forced: Mapping[str, str], execution: str,
+                    where: str) -> dict[str, str]:
     """The model args with those ``execution`` sets; a clash with the cell's own is an error."""
-    forced = EXECUTION[execution]
     clash = {k: v for k, v in args.items() if k in forced and v.lower() != forced[k]}
     if clash:
         key, value = next(iter(clash.items()))
@@ -341,8 +346,12 @@ def build_spec(raw: Mapping[str, Any]) -> CampaignSpec:
         raise ConfigError("conditions: a mapping of label -> lm_eval options")
     common = _options(raw.get("lm_eval"), "lm_eval")
     default_tasks = _tasks(raw["tasks"], "tasks") if "tasks" in raw else None
+    backend = raw.get("backend") or MODEL
+    if backend not in BACKENDS:
+        raise ConfigError(f"backend: {backend!r} is not a metered model; use "
+                          f"{' or '.join(BACKENDS)} (the default: {MODEL})")
     execution = raw.get("execution") or "fast"
-    if execution not in EXECUTION:
+    if execution not in BACKENDS[backend]:
         raise ConfigError(f"execution: {execution!r} is not a mode; use fast (the default: "
                           "replayed scoring, the fast generation path) or lm-eval (lm-eval's own "
                           "forward and generation loop, as the paper ran)")
@@ -362,12 +371,12 @@ def build_spec(raw: Mapping[str, Any]) -> CampaignSpec:
                 raise ConfigError(f"{where}: no tasks (set campaign tasks: or the condition's)")
             args = _with_execution(
                 {**base_args, **parse_model_args(settings.pop("model_args", None), where)},
-                execution, f"models.{model_label} with {where}")
+                BACKENDS[backend][execution], execution, f"models.{model_label} with {where}")
             options = {**common, **_options(settings, where)}
             for task in tasks:
                 cell_id = f"{model_label}__{condition}__{task}"
                 cells.append(Cell(cell_id, model_label, condition, task,
-                                  _join_model_args(args), options))
+                                  _join_model_args(args), options, backend))
     _check_cell_ids(cells)
     labels = list(conditions)
     compare = raw.get("compare")

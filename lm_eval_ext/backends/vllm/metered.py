@@ -34,6 +34,7 @@ from lm_eval_ext.backends.metered_lm import MeteredLM  # noqa: E402
 from lm_eval_ext.backends.model_args import MeteredArgs  # noqa: E402
 from lm_eval_ext.backends.vllm.engine_args import (  # noqa: E402
     MODEL_NAME,
+    EnginePlan,
     plan_engine,
     progress_bars_disabled,
 )
@@ -67,10 +68,8 @@ class VLLMMeteredLM(MeteredLM, VLLM):
     INFO_KEY = "vllm_metered"
 
     def __init__(self, batch_size: Any = 1, **model_args: Any):
-        own, lm_args = MeteredArgs.split(model_args)
-        own = own.checked(MODEL_NAME, {"batch_size": batch_size})
+        own, self._plan, lm_args = self.checked_args(model_args, batch_size)
         self.chat = ChatTemplatePolicy(own.chat_template, MODEL_NAME)
-        self._plan = plan_engine(own.precision, batch_size, lm_args)
 
         def load(pretrained: str, _kept: Any) -> None:  # no load_key: never kept
             # the engine schedules a whole task at once; its batch is max_num_seqs
@@ -88,6 +87,27 @@ class VLLMMeteredLM(MeteredLM, VLLM):
                            idle_seconds=own.idle_seconds, sync=False, forward_observable=False,
                            power_check=own.power_check)
         self.announce()
+
+    @staticmethod
+    def checked_args(model_args: dict[str, Any], batch_size: Any = 1
+                     ) -> tuple[MeteredArgs, EnginePlan, dict[str, Any]]:
+        """Own args checked, the engine plan, and the rest for lm-eval's ``VLLM``; loads nothing."""
+        own, lm_args = MeteredArgs.split(model_args)
+        own = own.checked(MODEL_NAME, {"batch_size": batch_size})
+        return own, plan_engine(own.precision, batch_size, lm_args), lm_args
+
+    @classmethod
+    def check_model_args(cls, model_args: str | dict[str, Any], batch_size: Any = 1) -> None:
+        """Validate ``--model_args`` and the batch size as the constructor would, loading nothing.
+
+        Raises:
+            ConfigError: The first problem, with the fix.
+        """
+        if isinstance(model_args, str):
+            from lm_eval.utils import simple_parse_args_string
+
+            model_args = simple_parse_args_string(model_args)
+        cls.checked_args(dict(model_args), batch_size)
 
     def _cuda_indices(self) -> list[int]:
         """The engine's GPUs as this process numbers them (none without CUDA)."""

@@ -1,0 +1,56 @@
+"""A campaign names its backend: every cell runs that lm-eval model and its records say which."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from lm_eval_ext.campaign import build_spec
+from lm_eval_ext.campaign.derivation import plan_derivations
+from lm_eval_ext.campaign.preflight import check_cells
+from lm_eval_ext.errors import ConfigError
+
+STAND_IN = Path(__file__).parent / "stand_in_vllm"
+
+
+def _raw(**extra):
+    return {"models": {"m": ""}, "tasks": ["bbq_subset_25pct_loglik"],
+            "conditions": {"M0": {"batch_size": 1}, "M4": {"batch_size": 1, "limit": 8}},
+            **extra}
+
+
+def test_vllm_cells_run_vllm_metered_and_record_it():
+    cells = build_spec(_raw(backend="vllm-metered", execution="lm-eval")).cells
+    assert [c.lm_eval_argv("out")[:2] for c in cells] == [["--model", "vllm-metered"]] * 2
+    assert {c.config()["model"] for c in cells} == {"vllm-metered"}
+    assert {c.model_args for c in cells} == {""}  # lm-eval mode sets no hf-metered arg on vLLM
+    assert plan_derivations(cells) == {}  # answers_from is hf-metered's
+    hf = build_spec(_raw()).cells
+    assert plan_derivations(hf) == {hf[1].cell_id: hf[0].cell_id}
+    assert hf[0].config()["model"] == "hf-metered" and hf[0].load_key() != cells[0].load_key()
+
+
+def test_an_unknown_backend_is_one_line():
+    with pytest.raises(ConfigError, match=r"^backend: 'hf' is not a metered model; use "
+                                          r"hf-metered or vllm-metered"):
+        build_spec(_raw(backend="hf"))
+
+
+def test_the_dry_run_checks_vllm_args_as_vllm_metered_would():
+    cells = build_spec(_raw(backend="vllm-metered")).cells
+    with pytest.raises(ConfigError, match="needs vLLM, which is not installed"):
+        check_cells(cells)
+    code = ("from lm_eval_ext.campaign import build_spec\n"
+            "from lm_eval_ext.campaign.preflight import check_model_args\n"
+            "from lm_eval_ext.errors import ConfigError\n"
+            "check_model_args('precision=fp8', 1, 'models.m', backend='vllm-metered')\n"
+            "try:\n    check_model_args('precision=int8', 1, 'models.m', backend='vllm-metered')\n"
+            "except ConfigError as e:\n    print(e)\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env={"PYTHONPATH": f"{STAND_IN}:{Path.cwd()}", "PATH": "/usr/bin"},
+                          check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("models.m: vllm-metered: precision=int8 is not available")
