@@ -148,3 +148,27 @@ def test_a_results_file_whose_tasks_are_not_mappings_is_named(run, tmp_path, con
     results.write_text(content)
     with pytest.raises(AnalysisInputError, match="is JSON but not an lm-eval results file"):
         load_runs([folder])
+
+
+@pytest.mark.parametrize(("change", "why"), [
+    ({"doc_id": "abc"}, "doc_id is 'abc', not the item's number lm-eval writes"),
+    ({"filtered_resps": None}, "no filtered_resps list (the answers after lm-eval's filters)"),
+])
+def test_a_sample_without_lm_evals_fields_names_the_field(run, tmp_path, change, why):
+    """Without filtered_resps the item counted as unparsed, silently."""
+    folder = tmp_path / "bad"
+    shutil.copytree(run.parent, folder)
+    samples = next(folder.glob("samples_*.jsonl"))
+    lines = samples.read_text().splitlines()
+    sample = json.loads(lines[2])
+    for key, value in change.items():
+        if value is None:
+            del sample[key]
+        else:
+            sample[key] = value
+    lines[2] = json.dumps(sample)
+    samples.write_text("\n".join(lines) + "\n")
+    with pytest.raises(AnalysisInputError) as error:
+        load_runs([folder])
+    assert str(error.value) == (f"{samples}: sample 3 of task {TASK}: {why}; rerun lm_eval with "
+                                "--log_samples or repair the line")

@@ -166,6 +166,18 @@ def _judge_scores(sample: Mapping[str, Any]) -> dict[str, float]:
     return out
 
 
+def _check_fields(sample: Mapping[str, Any]) -> None:
+    """The fields every lm-eval sample has: an integer ``doc_id`` and a ``filtered_resps`` list.
+
+    Without them an item would count as unparsed or land on the wrong key, silently.
+    """
+    doc_id = sample.get("doc_id")
+    if isinstance(doc_id, bool) or not (isinstance(doc_id, int) or str(doc_id).isdigit()):
+        raise SampleError(f"doc_id is {doc_id!r}, not the item's number lm-eval writes")
+    if not isinstance(sample.get("filtered_resps"), list):
+        raise SampleError("no filtered_resps list (the answers after lm-eval's filters)")
+
+
 def extract_items(task: str, task_config: Mapping[str, Any],
                   samples: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
     """One row per logged item of ``task``."""
@@ -174,6 +186,7 @@ def extract_items(task: str, task_config: Mapping[str, Any],
     for number, sample in enumerate(samples, start=1):
         doc = sample.get("doc") or {}
         try:
+            _check_fields(sample)
             row = (_bbq_row(sample, output_type) if "item_key" in doc and "context_condition" in doc
                    else _generic_row(task, sample, output_type))
             rows.append({"task": task, "doc_id": int(sample["doc_id"]), **row,
