@@ -62,7 +62,7 @@ def verdict_of(row: pd.Series, level: float = 0.95) -> str:
             .format(1 - level))
 
 
-#: the report's note where runs parse generations (issue 20: two accuracies in one report)
+#: the report's note where runs parse generations (two accuracies in one report: docs/analysis.md)
 TWO_ACCURACIES = ("Accuracy counts a parse failure as wrong (lm-eval's `acc`); the accuracy "
                   "factor of bias_s_amb is over ambiguous items with a parsed answer (the "
                   "upstream rule, the task's `acc_ambig`), so parse failures show in accuracy "

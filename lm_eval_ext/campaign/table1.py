@@ -1,4 +1,4 @@
-"""After the cells: the seed paper's Table 1, one row per condition (issue 61).
+"""After the cells: the seed paper's Table 1, one row per condition.
 
 Per condition of one model: accuracy, S_DIS and S_AMB (the cell's own metrics), the judge's
 mean Bias Score and Reasoning Quality where the cell was judged (with the items scored and a
