@@ -1,4 +1,4 @@
-"""Generation paths side by side in one process on one loaded model (JSON; issue 40).
+"""Generation paths side by side in one process on one loaded model (JSON).
 
 Variants, each run through hf-metered's ``generate_until`` in its own metering window, so
 batching, stop sequences and lm-eval's post-processing are the same for all:

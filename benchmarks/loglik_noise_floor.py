@@ -1,6 +1,6 @@
 """The standard log-likelihood path's own batch-size noise vs shared-prefix scoring (JSON).
 
-Issue 22 asks whether ``mc_scoring=shared_prefix`` may become the default: only if its deviation
+May ``mc_scoring=shared_prefix`` become the default? Only if its deviation
 from the standard path stays inside the standard path's own floor, i.e. what changing the batch
 size alone does to the standard path in the same precision. One process, the 2,000-item frozen
 BBQ pass (6,000 requests): the standard path at each ``--batch-sizes`` and shared prefix at the

@@ -417,9 +417,9 @@ def run_pilot(cell: Cell, rng: np.random.Generator, rate: float | None, alpha: f
     candidates = [Candidate(n, costs[n], estimates[n]) for n in ["ref", *names]]
     rec = recommend(candidates, claims, SIZES, 4, reference="ref", alpha=alpha,
                     declared=cell.declared, population_units=POPULATION)
-    old_p = np.array([max(t_tost_before(estimates[n][k.name], k) for k in claims)
+    pvalues_before = np.array([max(t_tost_before(estimates[n][k.name], k) for k in claims)
                       for n in names])
-    old = dict(zip(names, (holm(old_p) <= alpha).tolist(), strict=True))
+    old = dict(zip(names, (holm(pvalues_before) <= alpha).tolist(), strict=True))
     new = {n: c.certified for n, c in rec.certificates.items()}
     out = {}
     for rule, certified in (("recommend", new), ("t_tost_before", old)):

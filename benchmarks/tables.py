@@ -40,7 +40,8 @@ GRAPHS_AGAINST_EAGER = [
     ("graphs_8b_b64.json", "8B, 64 items at batch 64, transformers 5.17"),
     ("graphs_8b_b1.json", "8B, 6 items at batch 1, transformers 5.17")]
 
-#: (file, setting) of the fast path against compiled static ``generate`` at 8B (issue 51 item 4)
+#: (file, setting) of the fast path against compiled static ``generate`` at 8B
+#: (docs/measurements-public-generation.md)
 STATIC_AGAINST_PUBLIC = [
     ("static_8b_b64.json", "8B, 64 items at batch 64"),
     ("static_8b_b64_500.json", "8B, 500 items at batch 64")]

@@ -145,7 +145,8 @@ def staging_folder(target: Path) -> Path:
     return staging
 
 
-def _alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Whether process ``pid`` runs on this host (one of another user's counts as running)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -164,7 +165,7 @@ def _own_staging(target: Path) -> Path:
     if target.parent.is_dir():
         for old in target.parent.glob(f"{prefix}{host}.*.new"):
             pid = old.name[len(f"{prefix}{host}."):-len(".new")]
-            if pid.isdigit() and not _alive(int(pid)):
+            if pid.isdigit() and not pid_alive(int(pid)):
                 shutil.rmtree(old, ignore_errors=True)
     staging = target.with_name(f"{prefix}{host}.{os.getpid()}.new")
     shutil.rmtree(staging, ignore_errors=True)

@@ -101,7 +101,7 @@ def _unit_effect_datasets(rng, n_sets, n_units=500, per_unit=4, unit_sd=1.0, shi
 
 @pytest.mark.slow
 @pytest.mark.parametrize("unit_sd", [0.5, 1.0])
-def test_primary_p_value_keeps_type_one_error_under_unit_correlated_nulls(unit_sd):
+def test_primary_pvalue_keeps_type_one_error_under_unit_correlated_nulls(unit_sd):
     """1,000 null datasets (500 units x 4 rows): the primary (cluster) test rejects 3.5-6.5%
     at alpha = 0.05; the item-level McNemar beside it does not (it ignores the clustering)."""
     rng = np.random.default_rng(20261130 + int(10 * unit_sd))
@@ -187,18 +187,18 @@ def test_cluster_bootstrap_ci_coverage_with_known_truth():
     assert 0.93 <= coverage <= 0.97, coverage
 
 
-def test_permutation_p_detects_a_real_effect_and_not_a_null():
+def test_permutation_pvalue_detects_a_real_effect_and_not_a_null():
     rng = np.random.default_rng(3)
     ref, run = _clustered_dataset(rng, 200, 4, 0.0, 0.6)
     design = ClusterDesign.build(ref["unit_id"], 2000, rng)
     delta = paired_delta(ACCURACY, ref, run, design)
     assert delta.test == "cluster_permutation" and delta.pvalue < 0.01
-    null_p = []
+    null_pvalues = []
     for _ in range(40):
         ref, run = _clustered_dataset(rng, 60, 4, 0.0, 0.0)
-        null_p.append(paired_delta(ACCURACY, ref, run,
+        null_pvalues.append(paired_delta(ACCURACY, ref, run,
                                    ClusterDesign.build(ref["unit_id"], 500, rng)).pvalue)
-    assert 0.3 < np.mean(null_p) < 0.7  # roughly uniform under the null
+    assert 0.3 < np.mean(null_pvalues) < 0.7  # roughly uniform under the null
 
 
 def test_undefined_resamples_are_dropped_from_the_interval_only_with_a_flag():
@@ -428,7 +428,7 @@ def test_rank_flip_test_keeps_its_size_on_the_boundary_null_and_finds_large_flip
     assert found >= 30
 
 
-def test_flip_p_is_one_without_spread_and_holm_adjusts_over_pairs():
+def test_flip_pvalue_is_one_without_spread_and_holm_adjusts_over_pairs():
     from lm_eval_ext.analysis.stats.rank_flips import flip_pvalue, rank_flip_intervals
 
     assert flip_pvalue(np.array([0.1]), np.zeros((10, 1))) == 1.0

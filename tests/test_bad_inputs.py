@@ -19,7 +19,8 @@ from helpers import run_cli
 from lm_eval_ext.analysis import AnalysisInputError, analyze
 from lm_eval_ext.analysis.errors import DegenerateDataWarning
 from lm_eval_ext.analysis.loader import load_runs, split_run_argument
-from lm_eval_ext.analysis.report import check_output_folder, verdict_of
+from lm_eval_ext.analysis.report import check_output_folder
+from lm_eval_ext.analysis.report_markdown import verdict_of
 from lm_eval_ext.analysis.synthetic import simulate_predictions, write_run
 from lm_eval_ext.data.instrument import load_membership
 from lm_eval_ext.errors import ConfigError

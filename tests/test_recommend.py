@@ -144,10 +144,10 @@ def test_one_changed_item_is_certified_wherever_identical_outputs_are(n_units):
     claim = Claim("accuracy", 5.0)
     est = _accuracy_estimate(ref, cand, units)
     same = _accuracy_estimate(ref, ref.copy(), units)
-    p, p_same = claim_pvalue(est, claim, 500), claim_pvalue(same, claim, 500)
-    assert same.identical and p_same == pytest.approx(stats.hypergeom.pmf(0, 500, 25, n_units)
+    p, pvalue_same = claim_pvalue(est, claim, 500), claim_pvalue(same, claim, 500)
+    assert same.identical and pvalue_same == pytest.approx(stats.hypergeom.pmf(0, 500, 25, n_units)
                                                       / KEPT)
-    assert p <= 0.05 and p <= p_same + 1 / 2001 + 1e-3
+    assert p <= 0.05 and p <= pvalue_same + 1 / 2001 + 1e-3
 
 
 def test_the_bootstrap_t_p_is_a_loop_over_resampled_units_and_hidden_shares():

@@ -42,16 +42,15 @@ def check_complete(folder: Path) -> None:
 
 
 def metric_span_pp(spec: MetricSpec) -> float | None:
-    """The widest possible shift of a metric in points, or None where it has no known range.
+    """The widest possible shift of a metric in points, or None where its spec declares no span.
 
-    A share (a mean of 0/1 outcomes) moves at most 100 points; a BBQ bias score lies in
-    [-1, 1], so it moves at most 200.
+    The spec's ``span`` times its ``scale``: a share (a mean of 0/1 outcomes) moves at most
+    100 points; a BBQ bias score lies in [-1, 1], so it moves at most 200.
     """
-    if spec.binary:
-        return spec.scale
-    if spec.name.startswith("bias_s_"):
-        return 2 * spec.scale
-    return None
+    if spec.span is None:
+        return None
+    low, high = spec.span
+    return (high - low) * spec.scale
 
 
 def check_margin(text: str, spec: MetricSpec, margin_pp: float, n_models: int) -> None:

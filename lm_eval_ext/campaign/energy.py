@@ -70,7 +70,7 @@ def _interval(row: pd.Series, ratio: str) -> str:
 
 def energy_markdown(table: pd.DataFrame, model: str) -> str:
     """``energy.md``: the table with each ratio and its interval, and what the ratios mean."""
-    from lm_eval_ext.analysis.report import markdown_table
+    from lm_eval_ext.analysis.report_markdown import markdown_table
 
     shown = table.assign(**{
         "energy ratio": [_interval(r, "energy_ratio") for _, r in table.iterrows()],

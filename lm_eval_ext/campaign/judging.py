@@ -1,4 +1,4 @@
-"""After the cells: the judge over every generative cell (issue 61), before the analysis.
+"""After the cells: the judge over every generative cell, before the analysis.
 
 ``lm-eval-ext campaign --judge`` (the default of ``--preset paper-stress-test --path
 generative``) runs :func:`~lm_eval_ext.judge.run.judge_run` over the campaign's finished cells:

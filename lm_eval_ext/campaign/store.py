@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from lm_eval_ext.campaign.spec import CampaignSpec, Cell
 from lm_eval_ext.errors import ConfigError
-from lm_eval_ext.files import write_text_atomic
+from lm_eval_ext.files import pid_alive, write_text_atomic
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -61,16 +61,6 @@ def config_differences(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[s
         if a.get(key, "<absent>") != b.get(key, "<absent>") or (key in a) != (key in b):
             lines.append(f"{key}: {a.get(key, '<absent>')!r} -> {b.get(key, '<absent>')!r}")
     return lines
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 @dataclass(frozen=True)
@@ -191,7 +181,7 @@ class CampaignFolder:
             return None
         except (OSError, json.JSONDecodeError):
             holder = {}
-        holder["alive"] = holder.get("host") != HOST or _alive(int(holder.get("pid", 0)))
+        holder["alive"] = holder.get("host") != HOST or pid_alive(int(holder.get("pid", 0)))
         return holder
 
     def acquire(self, cell: Cell) -> CellLock | str:

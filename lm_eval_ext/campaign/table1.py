@@ -1,4 +1,4 @@
-"""After the cells: the seed paper's Table 1, one row per condition (issue 61).
+"""After the cells: the seed paper's Table 1, one row per condition.
 
 Per condition of one model: accuracy, S_DIS and S_AMB (the cell's own metrics), the judge's
 mean Bias Score and Reasoning Quality where the cell was judged (with the items scored and a
@@ -138,7 +138,7 @@ def _shown(row: pd.Series, column: str, scale: float = 1.0) -> str:
 
 def table1_markdown(table: pd.DataFrame, model: str) -> str:
     """``table1.md``: the paper's columns, each with its interval or SD, and what they are."""
-    from lm_eval_ext.analysis.report import markdown_table
+    from lm_eval_ext.analysis.report_markdown import markdown_table
 
     reference = table.iloc[0]["condition"]
     shown = pd.DataFrame({

@@ -53,7 +53,8 @@ def parse_core(values: list[str] | None) -> dict[str, list[str]] | None:
 
 def run(args: argparse.Namespace) -> int:
     """Analyse, write the outputs, print one line per run and metric."""
-    from lm_eval_ext.analysis.report import analyze_to_folder, small_sample_note
+    from lm_eval_ext.analysis.report import analyze_to_folder
+    from lm_eval_ext.analysis.report_markdown import small_sample_note
 
     if args.compare_harness:
         if args.reference or args.runs:

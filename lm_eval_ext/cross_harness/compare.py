@@ -273,7 +273,7 @@ def compare_harnesses(runs: Sequence[HarnessRun], n_resamples: int = 10_000, see
 def write_harness_report(comparison: HarnessComparison, runs: Sequence[HarnessRun],
                          out: str | Path) -> Path:
     """``harness_*.csv``, ``harness_runs.json`` and ``harness_report.md`` under ``out``."""
-    from lm_eval_ext.analysis.report import markdown_table
+    from lm_eval_ext.analysis.report_markdown import markdown_table
 
     def _table(frame: pd.DataFrame) -> str:
         return markdown_table(frame, max_rows=max(len(frame), 1))  # every row

@@ -22,6 +22,7 @@ from typing import Any
 from lm_eval_ext.data.sources import BBQ, BBQ_CATEGORIES
 from lm_eval_ext.data.store import benchmark_dir
 from lm_eval_ext.errors import DataCorruptError
+from lm_eval_ext.files import pid_alive
 from lm_eval_ext.paths import cache_dir
 
 METADATA_PATH = "supplemental/additional_metadata.csv"
@@ -166,14 +167,8 @@ def _sweep_partials(folder: Path) -> None:
     """Remove partial cache files (``NAME.PID.tmp``) whose writing process is gone."""
     for partial in folder.glob("*.tmp"):
         pid = partial.suffixes[-2].lstrip(".") if len(partial.suffixes) >= 2 else ""
-        if not pid.isdigit():
-            continue
-        try:
-            os.kill(int(pid), 0)
-        except ProcessLookupError:  # killed while writing: never finished, never read
+        if pid.isdigit() and not pid_alive(int(pid)):  # killed while writing: never read
             partial.unlink(missing_ok=True)
-        except OSError:
-            pass
 
 
 def _cached(path: Path, build: Callable[[], tuple[Any, ...]]) -> tuple[Any, ...]:

@@ -1,10 +1,11 @@
 """Execution modes: how a run's requests were computed, so that a ratio compares like with like.
 
 The same model, precision and batch size can run several times faster in one mode than in
-another (batch-1 scoring replayed as CUDA graphs took 51.4 s where lm-eval's own forward took
-206.3 s, issue 51). A ratio whose two sides ran in different modes measures the mode as well as
-the change, so every run names its mode (``config.metering.execution_mode``) and every ratio
-whose sides differ in it is flagged.
+another (batch-1 scoring of the 2,000-item instrument on one H200 replayed as CUDA graphs took
+51.4 s where lm-eval's own forward took 206.3 s: docs/campaigns.md, the stress test). A ratio
+whose two sides ran in different modes measures the mode as well as the change, so every run
+names its mode (``config.metering.execution_mode``) and every ratio whose sides differ in it is
+flagged.
 """
 
 from __future__ import annotations

@@ -134,7 +134,7 @@ def paired_deltas(spec: MetricSpec, ref: pd.DataFrame, run: pd.DataFrame, design
         warnings.simplefilter("ignore", DegenerateDataWarning)
         run_low, run_high, _ = percentile_intervals(run_draws, level)
         ref_low, ref_high, _ = percentile_intervals(ref_draws, level)
-    p_perm = permutation_pvalues(spec.value, design, ref_sums, run_sums)
+    pvalues = permutation_pvalues(spec.value, design, ref_sums, run_sums)
     results = []
     for g in range(masks.shape[1]):
         pvalue_mcnemar = np.nan
@@ -146,7 +146,7 @@ def paired_deltas(spec: MetricSpec, ref: pd.DataFrame, run: pd.DataFrame, design
         results.append(PairedDelta(
             spec.name, float(reference[g]), float(value[g]), float(value[g] - reference[g]),
             int(n[g]), int(clusters[g]), ConfidenceInterval(float(low[g]), float(high[g])),
-            float(p_perm[g]), PRIMARY_TEST, float(pvalue_mcnemar), spec.scale,
+            float(pvalues[g]), PRIMARY_TEST, float(pvalue_mcnemar), spec.scale,
             draws[:, g].copy() if keep_draws else None,
             undefined_resample_share=float(undefined[g]),
             value_ci=ConfidenceInterval(float(run_low[g]), float(run_high[g])),

@@ -2,12 +2,12 @@
 
 HFLM scores log-likelihoods with ``model(ids).logits`` over right-padded rows (no mask). At
 batch 1 that forward is launch-bound on a GPU (SmolLM2-135M: 16.9 ms eager against 3.7 ms
-replayed, issue 51). lm-eval sorts its requests by length, so the same ``[rows, length]``
-shape comes many times in a row: its first forward runs as lm-eval runs it (the warm-up), its
-second is recorded with ``torch.cuda.graph`` and every later one copies the ids into the
-recorded input and replays. Shapes are never padded: a replay runs the kernels lm-eval's own
-forward runs on the same shape, so the logits are the same (checked on the GPU:
-tests/test_gpu_decode.py).
+replayed; the whole instrument on one H200: docs/campaigns.md, the stress test). lm-eval sorts
+its requests by length, so the same ``[rows, length]`` shape comes many times in a row: its
+first forward runs as lm-eval runs it (the warm-up), its second is recorded with
+``torch.cuda.graph`` and every later one copies the ids into the recorded input and replays.
+Shapes are never padded: a replay runs the kernels lm-eval's own forward runs on the same shape,
+so the logits are the same (checked on the GPU: tests/test_gpu_decode.py).
 
 Not replayed (lm-eval's own forward runs): more than :data:`MAX_ROWS` rows, a model off CUDA,
 ``cuda_graphs=false``, lm-eval's autocast (``mixed_precision_dtype``) and bitsandbytes int8,
