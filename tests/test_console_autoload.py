@@ -75,7 +75,7 @@ def test_lm_eval_skips_its_own_task_index_only_for_our_tasks_alone(argv0, tasks,
     # (a TaskManager over lm-eval's whole index takes ~8 s, so only the narrowed one is built)
     code = (f"import sys; sys.argv = [{argv0!r}, 'validate', '--tasks', {tasks!r}]\n"
             "from lm_eval.tasks import TaskManager\n"
-            "from lm_eval_ext.plugin.registration import lm_eval_index_skipped\n"
+            "from lm_eval_ext.plugin.task_folders import lm_eval_index_skipped\n"
             "skipped = lm_eval_index_skipped(); print(skipped)\n"
             "if skipped: print(sorted({'bbq_subset_25pct', 'arc_easy'} & set(TaskManager().all_tasks)))")
     proc = _python(code)
@@ -84,7 +84,7 @@ def test_lm_eval_skips_its_own_task_index_only_for_our_tasks_alone(argv0, tasks,
 
 
 def test_command_line_tasks_are_read_as_lm_eval_reads_them(tmp_path):
-    from lm_eval_ext.plugin.registration import command_line_tasks
+    from lm_eval_ext.plugin.task_folders import command_line_tasks
 
     assert command_line_tasks(["run", "--model", "hf", "-t", "a,b", "c", "--limit", "2",
                                "--include_path", "dir"]) == (("a", "b", "c"), "dir")
@@ -164,7 +164,7 @@ def test_regression_our_errors_in_stock_lm_eval_are_one_line(tmp_path):
 
 
 def test_a_group_or_tag_that_may_gather_lm_evals_tasks_keeps_the_full_index(tmp_path):
-    from lm_eval_ext.plugin.registration import lm_eval_index_skipped, narrow_to_command_line
+    from lm_eval_ext.plugin.task_folders import lm_eval_index_skipped, narrow_to_command_line
 
     (tmp_path / "mine.yaml").write_text("group: my_mix\ntask:\n  - arc_easy\n  - bbq_subset_25pct\n")
     (tmp_path / "tagged.yaml").write_text(

@@ -24,40 +24,36 @@ DISABLE_ENV = "LM_EVAL_EXT_DISABLE"
 
 
 def _run_models_hook(module: ModuleType) -> None:
-    from lm_eval_ext.plugin.registration import install_one_line_errors, register_models
+    from lm_eval_ext.plugin.lm_eval_cli import install_one_line_errors
+    from lm_eval_ext.plugin.registration import register_models
 
     register_models()
     install_one_line_errors()
 
 
 def _run_task_manager_hook(module: ModuleType) -> None:
-    from lm_eval_ext.errors import ending_lm_eval_command, stock_lm_eval_command
-    from lm_eval_ext.plugin.registration import (
-        install_one_line_errors,
-        narrow_to_command_line,
-        patch_task_manager,
-    )
+    from lm_eval_ext.plugin.lm_eval_cli import check_stock_command_line
+    from lm_eval_ext.plugin.task_folders import add_task_folders
+    from lm_eval_ext.plugin.upstream_noise import drop_metadata_hint
 
-    patch_task_manager(module.TaskManager)
-    if stock_lm_eval_command():  # lm-eval imports its task manager before it loads the model
-        from lm_eval_ext.plugin.command_preflight import check_command_line
-
-        install_one_line_errors()
-        with ending_lm_eval_command():  # one line, exit 2 (1: a full disk), no model loaded
-            check_command_line(sys.argv[1:])
-        narrow_to_command_line(sys.argv[1:])
+    add_task_folders()
+    drop_metadata_hint()
+    check_stock_command_line()
 
 
 def _run_tracker_hook(module: ModuleType) -> None:
-    from lm_eval_ext.plugin.registration import patch_output_naming
+    from lm_eval_ext.plugin.registration import name_embedded_runs
+    from lm_eval_ext.plugin.saved_outputs import check_saved_results, check_saved_samples
 
-    patch_output_naming(module.GeneralConfigTracker)
+    name_embedded_runs()
+    check_saved_results()
+    check_saved_samples()
 
 
 def _run_evaluator_hook(module: ModuleType) -> None:
     from lm_eval_ext.plugin.upstream_noise import quiet_git_hash
 
-    quiet_git_hash(module)
+    quiet_git_hash()
 
 
 _POST_IMPORT_HOOKS: dict[str, Callable[[ModuleType], None]] = {
