@@ -78,6 +78,11 @@ def our_task_manager(extra_paths: Sequence[str] = ()):
     return TaskManager(include_path=list(extra_paths) or None, include_defaults=False)
 
 
+def our_task_names(extra_paths: Sequence[str] = ()) -> frozenset[str]:
+    """The tasks, groups and tags of our folders (plus ``extra_paths``): our small index (0.1 s)."""
+    return frozenset(our_task_manager(extra_paths).all_tasks)
+
+
 def narrow_task_manager(tasks: list[str], extra_paths: Sequence[str] = ()):
     """A TaskManager over our task folders (plus ``extra_paths``) alone, if it holds every task.
 
@@ -162,7 +167,7 @@ def check_known_tasks(tasks: Sequence[str], include_path: str | None) -> None:
     from lm_eval_ext.plugin.task_names import declared_task_names, unknown_task_names
 
     extra = [include_path] if include_path else []
-    ours = set(our_task_manager(extra).all_tasks)
+    ours = our_task_names(extra)
     paths = [*task_include_paths(), *extra]
     unknown = unknown_task_names([t for t in tasks if t not in ours], paths)
     if unknown:

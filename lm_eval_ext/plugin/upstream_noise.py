@@ -16,7 +16,6 @@ import os
 import subprocess
 from collections.abc import Callable
 
-from lm_eval_ext.paths import package_tasks_dir, user_tasks_dir
 from lm_eval_ext.plugin.wrapping import wrap_once
 
 _METADATA_HINT = "Custom kwargs can be passed to `--metadata`"
@@ -40,19 +39,18 @@ def quiet_git_hash(get_git_commit_hash: Callable) -> Callable:
     return git_commit_hash
 
 
-@functools.cache
-def _our_task_names() -> frozenset[str]:
-    """Our task names: each task YAML of the package and the user folder is named after its task."""
-    folders = [package_tasks_dir(), user_tasks_dir()]
-    return frozenset(p.stem for folder in folders if folder.is_dir() for p in folder.rglob("*.yaml"))
-
-
 class _DropMetadataHint(logging.Filter):
+    @functools.cached_property
+    def our_tasks(self) -> frozenset[str]:
+        from lm_eval_ext.plugin.task_folders import our_task_names
+
+        return our_task_names()
+
     def filter(self, record: logging.LogRecord) -> bool:
         message = str(record.msg)
         if _METADATA_HINT not in message:
             return True
-        return message.split(":", 1)[0] not in _our_task_names()
+        return message.split(":", 1)[0] not in self.our_tasks
 
 
 def drop_metadata_hint() -> None:
