@@ -83,6 +83,37 @@ def test_lm_eval_skips_its_own_task_index_only_for_our_tasks_alone(argv0, tasks,
     assert proc.stdout.splitlines() == expected, proc.stderr
 
 
+_WRAPPED = """
+import json, sys
+sys.argv = ["lm_eval", "validate", "--tasks", "bbq_subset_25pct"]  # the stock command's installs too
+import lm_eval.evaluator, lm_eval.loggers.evaluation_tracker, lm_eval.models, lm_eval.tasks
+from lm_eval_ext.plugin.wrapping import MARK
+
+def mark(value):
+    try:
+        return getattr(value, MARK, None)
+    except Exception:  # a lazy module or proxy
+        return None
+
+modules = [m for n, m in list(sys.modules.items()) if n in ("sys", "lm_eval") or n.startswith("lm_eval.")]
+values = [v for m in modules for v in vars(m).values()]
+values += [v for c in values if isinstance(c, type) for v in vars(c).values()]
+listed = [install.split(":")[1] for _, install in sys.modules["_lm_eval_ext_autoload"].INSTALLS]
+print(json.dumps([listed, sorted({mark(v) for v in values} - {None})]))
+"""
+
+
+def test_the_hook_lists_every_install_it_makes():
+    """Whatever the hook wrapped in lm-eval (or sys) is named in ``autoload.INSTALLS``."""
+    proc = _python(_WRAPPED)
+    assert proc.returncode == 0, proc.stderr
+    listed, wrapped = json.loads(proc.stdout)
+    # the installs that replace no attribute: the registry's and logging's public methods, a check
+    assert sorted(set(listed) - {"register_models", "drop_metadata_hint",
+                                 "check_stock_command_line"}) == wrapped
+    assert len(listed) == len(set(listed)) and "add_task_folders" in wrapped
+
+
 def test_command_line_tasks_are_read_as_lm_eval_reads_them(tmp_path):
     from lm_eval_ext.plugin.task_folders import command_line_tasks
 

@@ -2,7 +2,7 @@
 
 Written against lm-eval 0.4.13 (paths below are in its package). lm-eval 0.4.13 loads no
 plug-ins, so a start-up hook (:mod:`.autoload`, shipped top-level as ``_lm_eval_ext_autoload``
-with ``lm_eval_ext_autoload.pth``) makes the installs below when lm-eval's
+with ``lm_eval_ext_autoload.pth``) makes the installs its ``INSTALLS`` lists when lm-eval's
 modules are imported; ``lm-eval-ext run`` and the Python API make them through
 :func:`.registration.activate`. Every replaced attribute goes through
 :func:`.wrapping.wrap_once` (once, marked with the install's name).
