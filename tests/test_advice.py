@@ -83,10 +83,10 @@ def test_an_unknown_task_is_refused_before_lm_evals_index(tasks, advice, tmp_pat
 
 def test_the_subset_advice_names_a_task_that_runs():
     """Following the advice: the task it names exists (our own index)."""
-    from lm_eval_ext.plugin.registration import our_task_manager
+    from lm_eval_ext.plugin.task_folders import our_task_names
 
     assert {"bbq_subset_12p5pct", "bbq_instrument", "bbq_subset_12p5pct_r5_loglik",
-            "bbq_subset_50pct_r2"} <= set(our_task_manager().all_tasks)
+            "bbq_subset_50pct_r2"} <= our_task_names()
 
 
 def test_sequential_batch_sizes_are_checked_as_the_flag_is_read(tmp_path, capsys):
@@ -244,7 +244,7 @@ def test_a_damaged_pilot_table_is_named_and_analysed_again(pilot, tmp_path, caps
 def test_a_stray_comma_or_space_in_tasks_is_told_the_list_that_runs(tasks, advice, fixed):
     """Issue 59: "unknown task(s) ;" for a trailing comma; 'a, b' suggested b back."""
     from lm_eval_ext.plugin.command_preflight import PreflightError, check_command_line
-    from lm_eval_ext.plugin.registration import check_known_tasks, command_line_tasks
+    from lm_eval_ext.plugin.task_folders import check_known_tasks, command_line_tasks
 
     with pytest.raises(PreflightError) as error:
         check_command_line(["--tasks", *tasks])

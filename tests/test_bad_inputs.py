@@ -255,7 +255,7 @@ def test_regression_cli_batch_size_in_model_args_and_flag(tmp_path, embedded_che
 
 
 def test_misspelled_metadata_key_is_rejected_before_the_model_loads():
-    from lm_eval_ext.plugin.registration import check_setting_keys
+    from lm_eval_ext.plugin.task_folders import check_setting_keys
 
     with pytest.raises(ConfigError, match="did you mean 'template_tier'"):
         check_setting_keys({"template_teir": "cot"})

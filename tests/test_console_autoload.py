@@ -75,7 +75,7 @@ def test_lm_eval_skips_its_own_task_index_only_for_our_tasks_alone(argv0, tasks,
     # (a TaskManager over lm-eval's whole index takes ~8 s, so only the narrowed one is built)
     code = (f"import sys; sys.argv = [{argv0!r}, 'validate', '--tasks', {tasks!r}]\n"
             "from lm_eval.tasks import TaskManager\n"
-            "from lm_eval_ext.plugin.registration import lm_eval_index_skipped\n"
+            "from lm_eval_ext.plugin.task_folders import lm_eval_index_skipped\n"
             "skipped = lm_eval_index_skipped(); print(skipped)\n"
             "if skipped: print(sorted({'bbq_subset_25pct', 'arc_easy'} & set(TaskManager().all_tasks)))")
     proc = _python(code)
@@ -83,8 +83,39 @@ def test_lm_eval_skips_its_own_task_index_only_for_our_tasks_alone(argv0, tasks,
     assert proc.stdout.splitlines() == expected, proc.stderr
 
 
+_WRAPPED = """
+import json, sys
+sys.argv = ["lm_eval", "validate", "--tasks", "bbq_subset_25pct"]  # the stock command's installs too
+import lm_eval.evaluator, lm_eval.loggers.evaluation_tracker, lm_eval.models, lm_eval.tasks
+from lm_eval_ext.plugin.wrapping import MARK
+
+def mark(value):
+    try:
+        return getattr(value, MARK, None)
+    except Exception:  # a lazy module or proxy
+        return None
+
+modules = [m for n, m in list(sys.modules.items()) if n in ("sys", "lm_eval") or n.startswith("lm_eval.")]
+values = [v for m in modules for v in vars(m).values()]
+values += [v for c in values if isinstance(c, type) for v in vars(c).values()]
+listed = [install.split(":")[1] for _, install in sys.modules["_lm_eval_ext_autoload"].INSTALLS]
+print(json.dumps([listed, sorted({mark(v) for v in values} - {None})]))
+"""
+
+
+def test_the_hook_lists_every_install_it_makes():
+    """Whatever the hook wrapped in lm-eval (or sys) is named in ``autoload.INSTALLS``."""
+    proc = _python(_WRAPPED)
+    assert proc.returncode == 0, proc.stderr
+    listed, wrapped = json.loads(proc.stdout)
+    # the installs that replace no attribute: the registry's and logging's public methods, a check
+    assert sorted(set(listed) - {"register_models", "drop_metadata_hint",
+                                 "check_stock_command_line"}) == wrapped
+    assert len(listed) == len(set(listed)) and "add_task_folders" in wrapped
+
+
 def test_command_line_tasks_are_read_as_lm_eval_reads_them(tmp_path):
-    from lm_eval_ext.plugin.registration import command_line_tasks
+    from lm_eval_ext.plugin.task_folders import command_line_tasks
 
     assert command_line_tasks(["run", "--model", "hf", "-t", "a,b", "c", "--limit", "2",
                                "--include_path", "dir"]) == (("a", "b", "c"), "dir")
@@ -164,7 +195,7 @@ def test_regression_our_errors_in_stock_lm_eval_are_one_line(tmp_path):
 
 
 def test_a_group_or_tag_that_may_gather_lm_evals_tasks_keeps_the_full_index(tmp_path):
-    from lm_eval_ext.plugin.registration import lm_eval_index_skipped, narrow_to_command_line
+    from lm_eval_ext.plugin.task_folders import lm_eval_index_skipped, narrow_to_command_line
 
     (tmp_path / "mine.yaml").write_text("group: my_mix\ntask:\n  - arc_easy\n  - bbq_subset_25pct\n")
     (tmp_path / "tagged.yaml").write_text(

@@ -94,7 +94,7 @@ def test_a_task_that_needs_the_hub_offline_is_one_line():
     """lm-eval's task that downloads its data set, offline: a datasets traceback."""
     import datasets
 
-    from lm_eval_ext.plugin.registration import one_line_error
+    from lm_eval_ext.plugin.lm_eval_cli import one_line_error
 
     with pytest.raises(ConnectionError) as raised:
         datasets.load_dataset("allenai/ai2_arc", "ARC-Easy")

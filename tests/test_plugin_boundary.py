@@ -2,8 +2,9 @@
 
 Read from the source with ``ast``: an assignment, ``del``, ``setattr`` or ``delattr`` on a name
 bound to lm-eval (an imported module, class or function, or what a module makes from one) is a
-write into lm-eval. Our model classes are lm-eval objects too: the attributes their own code
-sets must not be ones lm-eval's classes in their MRO set or define.
+write into lm-eval, and so is ``wrap_once("lm_eval...", ...)`` (``plugin/wrapping.py``). Our
+model classes are lm-eval objects too: the attributes their own code sets must not be ones
+lm-eval's classes in their MRO set or define.
 """
 
 from __future__ import annotations
@@ -71,7 +72,17 @@ def lm_eval_writes(source: str) -> list[str]:
                        and node.func.attr in ("__setattr__", "__delattr__")))):
             targets = [ast.Attribute(value=node.args[0], attr="?")]
         found += [f"{node.lineno}: {ast.unparse(node)[:80]}" for t in targets if into_lm_eval(t)]
+        if _wraps_lm_eval(node):
+            found.append(f"{node.lineno}: {ast.unparse(node)[:80]}")
     return found
+
+
+def _wraps_lm_eval(node: ast.AST) -> bool:
+    """``wrap_once("lm_eval...", attribute)``: the plug-in's way to replace an lm-eval attribute."""
+    return (isinstance(node, ast.Call) and bool(node.args)
+            and (getattr(node.func, "id", None) or getattr(node.func, "attr", None)) == "wrap_once"
+            and isinstance(node.args[0], ast.Constant)
+            and str(node.args[0].value).split(".")[0] == "lm_eval")
 
 
 def test_no_module_outside_the_plugin_writes_into_lm_eval():
@@ -95,11 +106,15 @@ def test_the_scan_sees_each_kind_of_write():
         settings = TM.defaults()
         settings["ours"] = "a fresh dict lm-eval returned: not a write into it"
         del manager.tag
+        @wrap_once("lm_eval.evaluator", "get_git_commit_hash")
+        def quiet(original): return str
+        wrapping.wrap_once("sys", "excepthook")(quiet)  # not lm-eval's
     """)
-    assert sorted(int(w.split(":")[0]) for w in lm_eval_writes(source)) == [5, 6, 8, 9, 13]
+    assert sorted(int(w.split(":")[0]) for w in lm_eval_writes(source)) == [5, 6, 8, 9, 13, 14]
     plugin_writes = sum(len(lm_eval_writes(p.read_text(encoding="utf-8")))
                         for p in PLUGIN.rglob("*.py"))
-    assert plugin_writes >= 3  # TaskManager.__init__, log_experiment_args, the save methods
+    # TaskManager.__init__, log_experiment_args, the two save methods, get_git_commit_hash
+    assert plugin_writes >= 5
 
 
 def _self_assigned(cls: type) -> set[str]:

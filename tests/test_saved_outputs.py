@@ -14,7 +14,11 @@ from helpers import run_cli
 
 from lm_eval_ext.errors import EnvironmentProblem
 from lm_eval_ext.plugin.command_preflight import PreflightError, check_output_path
-from lm_eval_ext.plugin.saved_outputs import OutputsLost, check_saved_outputs
+from lm_eval_ext.plugin.saved_outputs import (
+    OutputsLost,
+    check_saved_results,
+    check_saved_samples,
+)
 
 
 def _samples(count: int) -> list[dict]:
@@ -29,7 +33,8 @@ def _samples(count: int) -> list[dict]:
 def _tracker(folder):
     from lm_eval.loggers import EvaluationTracker
 
-    check_saved_outputs()
+    check_saved_results()
+    check_saved_samples()
     return EvaluationTracker(output_path=str(folder / "out"))
 
 
@@ -197,7 +202,7 @@ def test_a_results_name_too_long_for_the_file_system_is_one_line(tmp_path):
     saved_outputs.py after the whole run."""
     from lm_eval.loggers import EvaluationTracker
 
-    check_saved_outputs()
+    check_saved_results()
     tracker = EvaluationTracker(output_path=str(tmp_path / ("y" * 240 + ".json")))
     with pytest.raises(OutputsLost) as error:
         tracker.save_results_aggregated(results={"results": {}})

@@ -1,7 +1,7 @@
 """One campaign cell: ``python -m lm_eval_ext.campaign.cell LM_EVAL_ARGS...``.
 
 lm-eval's own CLI with hf-metered and our tasks registered, as ``lm-eval-ext run`` (lm-eval's task
-index narrowed when every task is ours: :func:`lm_eval_ext.plugin.registration.narrow_to_command_line`).
+index narrowed when every task is ours: :func:`lm_eval_ext.plugin.task_folders.narrow_to_command_line`).
 """
 
 from __future__ import annotations

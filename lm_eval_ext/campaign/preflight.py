@@ -59,7 +59,7 @@ def check_task_settings(metadata: Mapping[str, Any] | None, where: str) -> None:
 def check_task_names(tasks: Iterable[str], include_path: str | None = None) -> None:
     """Every task is known to lm-eval (with our folders and ``include_path``), else the closest."""
     from lm_eval_ext.plugin.command_preflight import unknown_task_message
-    from lm_eval_ext.plugin.registration import full_task_index, narrow_task_manager
+    from lm_eval_ext.plugin.task_folders import full_task_index, narrow_task_manager
 
     names = sorted(set(tasks))
     extra = [include_path] if include_path else []

@@ -27,7 +27,8 @@ def task_sizes(cells: Sequence[Cell]) -> dict[str, int]:
     """Items per task (lm-eval's evaluation split), read through lm-eval's TaskManager."""
     from lm_eval.tasks import TaskManager, get_task_dict
 
-    from lm_eval_ext.plugin.registration import activate, narrow_task_manager
+    from lm_eval_ext.plugin.registration import activate
+    from lm_eval_ext.plugin.task_folders import narrow_task_manager
 
     activate()
     extra = sorted({str(c.options["include_path"]) for c in cells if c.options.get("include_path")})

@@ -55,7 +55,7 @@ def run_fingerprint(args: argparse.Namespace) -> int:
     """Print a manifest's fingerprint; with ``--register``, make it two tasks."""
     from lm_eval_ext.data.external_manifest import load_manifest_rows
     from lm_eval_ext.data.fingerprints import sample_fingerprint
-    from lm_eval_ext.plugin.registration import check_task_names_free
+    from lm_eval_ext.plugin.task_folders import check_task_names_free
     from lm_eval_ext.tasks.bbq.registered import check_task_name, register_manifest_task
 
     if args.register:

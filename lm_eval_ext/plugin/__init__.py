@@ -2,8 +2,10 @@
 
 Written against lm-eval 0.4.13 (paths below are in its package). lm-eval 0.4.13 loads no
 plug-ins, so a start-up hook (:mod:`.autoload`, shipped top-level as ``_lm_eval_ext_autoload``
-with ``lm_eval_ext_autoload.pth``) runs the writes when lm-eval's modules are imported; ``lm-eval-ext
-run`` and the Python API run them through :func:`.registration.activate`.
+with ``lm_eval_ext_autoload.pth``) makes the installs its ``INSTALLS`` lists when lm-eval's
+modules are imported; ``lm-eval-ext run`` and the Python API make them through
+:func:`.registration.activate`. Every replaced attribute goes through
+:func:`.wrapping.wrap_once` (once, marked with the install's name).
 ``tests/test_plugin_boundary.py`` checks that no module outside this folder assigns an
 attribute on an lm-eval object.
 
@@ -17,13 +19,13 @@ Each write, where it is made, and the upstream change that would retire it:
 2. ``lm_eval.api.registry.model_registry.register(name, target="module:Class")`` for
    ``hf-metered``, ``hf-multimodal-metered``, ``vllm-metered`` (:func:`.registration.register_models`;
    the registry's public method). Retired by the ``lm_eval.models`` entry-point group.
-3. ``lm_eval.tasks.TaskManager.__init__`` wrapped (:func:`.registration.patch_task_manager`):
+3. ``lm_eval.tasks.TaskManager.__init__`` wrapped (:func:`.task_folders.add_task_folders`):
    our task folders added to ``include_path``; ``--metadata`` keys near a task setting's name
    refused; the task names checked and lm-eval's own index skipped when every task is ours.
    Retired by the ``lm_eval.tasks`` entry-point group plus an index that is built lazily.
 4. ``lm_eval.loggers.evaluation_tracker.GeneralConfigTracker.log_experiment_args`` wrapped,
    setting the tracker's ``model_name`` and ``model_name_sanitized`` for a run of the embedded
-   model (:func:`.registration.patch_output_naming`; lm-eval names it ``random_name_id()``).
+   model (:func:`.registration.name_embedded_runs`; lm-eval names it ``random_name_id()``).
    Retired by lm-eval asking the model for its run name (e.g. a key of ``get_model_info()``).
 5. ``EvaluationTracker.save_results_aggregated`` and ``save_results_samples`` wrapped to
    check the files written (:mod:`.saved_outputs`): lm-eval logs a warning on a failed save
@@ -35,11 +37,11 @@ Each write, where it is made, and the upstream change that would retire it:
    public ``logging``): the ``--metadata`` hint of ``api/task.py:862``, printed for every
    ``custom_dataset`` task. Retired when the hint is shown only for a function taking kwargs.
 8. ``sys.excepthook`` in the stock ``lm_eval`` command
-   (:func:`.registration.install_one_line_errors`): our usage errors as one line. Retired
+   (:func:`.lm_eval_cli.install_one_line_errors`): our usage errors as one line. Retired
    when lm-eval's CLI reports a plug-in's usage errors (a ``ValueError``) without a traceback.
 9. ``sys.argv`` before ``lm_eval.__main__.cli_evaluate()`` (:mod:`.lm_eval_cli`), which parses
    ``sys.argv[1:]``. Retired when ``cli_evaluate`` takes an argument list.
 
 The rest reads lm-eval through its public API: checks of a command line before any model
-loads (:mod:`.command_preflight`, :mod:`.task_names`).
+loads (:mod:`.command_preflight`, :mod:`.task_names`, :func:`.lm_eval_cli.check_stock_command_line`).
 """

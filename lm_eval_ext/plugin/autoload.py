@@ -3,77 +3,54 @@
 lm-eval 0.4.13 has no plugin discovery, so the wheel ships ``lm_eval_ext_autoload.pth``,
 which imports this module at interpreter start (installed top-level as
 ``_lm_eval_ext_autoload`` so that start-up does not import the ``lm_eval_ext`` package).
-It only installs a ``sys.meta_path``
-finder (no lm_eval or torch import happens here). When ``lm_eval.models`` or
-``lm_eval.tasks.manager`` finish importing, :mod:`lm_eval_ext.plugin.registration` registers
-``hf-metered`` and adds the package's task folders to every ``TaskManager``; in the ``lm_eval``
-command, a run of our tasks alone skips lm-eval's own task index (same tasks, ~10 s sooner).
+It only installs a ``sys.meta_path`` finder (no lm_eval or torch import happens here). When
+an lm-eval module named in :data:`INSTALLS` finishes importing, the installs listed for it run:
+``hf-metered`` is registered, every ``TaskManager`` also indexes the package's task folders, ...;
+in the ``lm_eval`` command, a run of our tasks alone skips lm-eval's own task index.
 
 Set ``LM_EVAL_EXT_DISABLE=1`` to turn the hook off; ``lm-eval-ext run ...`` still works.
 """
 
 from __future__ import annotations
 
+import importlib
 import importlib.abc
 import os
 import sys
-from collections.abc import Callable
 from types import ModuleType
 
 DISABLE_ENV = "LM_EVAL_EXT_DISABLE"
 
-
-def _run_models_hook(module: ModuleType) -> None:
-    from lm_eval_ext.plugin.registration import install_one_line_errors, register_models
-
-    register_models()
-    install_one_line_errors()
-
-
-def _run_task_manager_hook(module: ModuleType) -> None:
-    from lm_eval_ext.errors import ending_lm_eval_command, stock_lm_eval_command
-    from lm_eval_ext.plugin.registration import (
-        install_one_line_errors,
-        narrow_to_command_line,
-        patch_task_manager,
-    )
-
-    patch_task_manager(module.TaskManager)
-    if stock_lm_eval_command():  # lm-eval imports its task manager before it loads the model
-        from lm_eval_ext.plugin.command_preflight import check_command_line
-
-        install_one_line_errors()
-        with ending_lm_eval_command():  # one line, exit 2 (1: a full disk), no model loaded
-            check_command_line(sys.argv[1:])
-        narrow_to_command_line(sys.argv[1:])
+#: every install the hook makes, in order: (the lm-eval module whose import runs it, the
+#: install: ``module:function`` of ``lm_eval_ext.plugin``, no arguments, idempotent)
+INSTALLS: tuple[tuple[str, str], ...] = (
+    ("lm_eval.models", "registration:register_models"),
+    ("lm_eval.models", "lm_eval_cli:install_one_line_errors"),
+    ("lm_eval.tasks.manager", "task_folders:add_task_folders"),
+    ("lm_eval.tasks.manager", "upstream_noise:drop_metadata_hint"),
+    ("lm_eval.tasks.manager", "lm_eval_cli:check_stock_command_line"),
+    ("lm_eval.loggers.evaluation_tracker", "registration:name_embedded_runs"),
+    ("lm_eval.loggers.evaluation_tracker", "saved_outputs:check_saved_results"),
+    ("lm_eval.loggers.evaluation_tracker", "saved_outputs:check_saved_samples"),
+    ("lm_eval.evaluator", "upstream_noise:quiet_git_hash"),
+)
+#: the lm-eval modules whose import runs installs, in the order they are first listed
+TRIGGERS = tuple(dict.fromkeys(trigger for trigger, _ in INSTALLS))
 
 
-def _run_tracker_hook(module: ModuleType) -> None:
-    from lm_eval_ext.plugin.registration import patch_output_naming
-
-    patch_output_naming(module.GeneralConfigTracker)
-
-
-def _run_evaluator_hook(module: ModuleType) -> None:
-    from lm_eval_ext.plugin.upstream_noise import quiet_git_hash
-
-    quiet_git_hash(module)
-
-
-_POST_IMPORT_HOOKS: dict[str, Callable[[ModuleType], None]] = {
-    "lm_eval.models": _run_models_hook,
-    "lm_eval.tasks.manager": _run_task_manager_hook,
-    "lm_eval.loggers.evaluation_tracker": _run_tracker_hook,
-    "lm_eval.evaluator": _run_evaluator_hook,
-}
+def run_installs(module: ModuleType) -> None:
+    """The installs :data:`INSTALLS` lists for ``module``, in order."""
+    for trigger, install in INSTALLS:
+        if trigger == module.__name__:
+            name, _, function = install.partition(":")
+            getattr(importlib.import_module(f"lm_eval_ext.plugin.{name}"), function)()
 
 
 class _HookedLoader(importlib.abc.Loader):
-    """Delegating loader that runs a hook right after the wrapped module executes."""
+    """Delegating loader that runs the module's installs right after it executes."""
 
-    def __init__(self, loader: importlib.abc.Loader, hook: Callable[[ModuleType], None]):
+    def __init__(self, loader: importlib.abc.Loader):
         self._loader = loader
-        self._hook = hook
 
     def create_module(self, spec):  # noqa: D102
         return self._loader.create_module(spec)
@@ -81,7 +58,7 @@ class _HookedLoader(importlib.abc.Loader):
     def exec_module(self, module: ModuleType) -> None:  # noqa: D102
         self._loader.exec_module(module)
         try:
-            self._hook(module)
+            run_installs(module)
         except Exception as exc:  # never break lm_eval itself
             sys.stderr.write(
                 f"lm-eval-ext: autoload hook for {module.__name__} failed ({exc!r}); "
@@ -93,14 +70,10 @@ class _HookedLoader(importlib.abc.Loader):
 
 
 class PostImportFinder(importlib.abc.MetaPathFinder):
-    """Meta-path finder that wraps the loaders of a few named modules."""
-
-    def __init__(self, hooks: dict[str, Callable[[ModuleType], None]]):
-        self._hooks = dict(hooks)
+    """Meta-path finder that wraps the loaders of the modules :data:`INSTALLS` names."""
 
     def find_spec(self, fullname, path, target=None):  # noqa: D102
-        hook = self._hooks.get(fullname)
-        if hook is None:
+        if fullname not in TRIGGERS:
             return None
         for finder in sys.meta_path:
             if finder is self or not hasattr(finder, "find_spec"):
@@ -108,7 +81,7 @@ class PostImportFinder(importlib.abc.MetaPathFinder):
             spec = finder.find_spec(fullname, path, target)
             if spec is not None:
                 if spec.loader is not None and hasattr(spec.loader, "exec_module"):
-                    spec.loader = _HookedLoader(spec.loader, hook)
+                    spec.loader = _HookedLoader(spec.loader)
                 return spec
         return None
 
@@ -119,13 +92,12 @@ def install() -> None:
         return
     if any(isinstance(f, PostImportFinder) for f in sys.meta_path):
         return
-    sys.meta_path.insert(0, PostImportFinder(_POST_IMPORT_HOOKS))
+    sys.meta_path.insert(0, PostImportFinder())
     # Modules imported before this hook (rare: only if something imported lm_eval from a
-    # .pth file that sorts earlier) get the hook applied directly.
-    for name, hook in _POST_IMPORT_HOOKS.items():
-        module = sys.modules.get(name)
-        if module is not None:
-            hook(module)
+    # .pth file that sorts earlier) get their installs directly.
+    for name in TRIGGERS:
+        if name in sys.modules:
+            run_installs(sys.modules[name])
 
 
 try:

@@ -1,20 +1,31 @@
-"""lm-eval's own command line, run in this process with the plug-in active.
+"""lm-eval's own command line with the plug-in: run in this process, or the stock ``lm_eval``.
 
-Used by ``lm-eval-ext run`` and by a campaign cell (``python -m lm_eval_ext.campaign.cell``).
-lm-eval 0.4.13's ``cli_evaluate()`` takes no argument list: it parses ``sys.argv[1:]``, so the
-arguments are handed over there (``argv[0]`` names the program in lm-eval's usage errors and
-decides :func:`lm_eval_ext.errors.stock_lm_eval_command`).
+:func:`run_lm_eval_cli` serves ``lm-eval-ext run`` and a campaign cell. lm-eval 0.4.13's
+``cli_evaluate()`` parses ``sys.argv[1:]``, so the arguments are handed over there (``argv[0]``
+decides :func:`lm_eval_ext.errors.stock_lm_eval_command`). In the stock command the start-up
+hook checks the command line first and makes our errors one line.
 """
 
 from __future__ import annotations
 
+import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+
+from lm_eval_ext.errors import (
+    TRACEBACK_ENV,
+    EnvironmentProblem,
+    LmEvalExtError,
+    ending_lm_eval_command,
+    stock_lm_eval_command,
+)
+from lm_eval_ext.plugin.wrapping import wrap_once
 
 
 def run_lm_eval_cli(argv: Sequence[str], program: str) -> None:
     """Register the models and task folders, then run ``lm_eval`` on ``argv`` as ``program``."""
-    from lm_eval_ext.plugin.registration import activate, narrow_to_command_line
+    from lm_eval_ext.plugin.registration import activate
+    from lm_eval_ext.plugin.task_folders import narrow_to_command_line
 
     activate()
     narrow_to_command_line(argv)
@@ -22,3 +33,54 @@ def run_lm_eval_cli(argv: Sequence[str], program: str) -> None:
 
     sys.argv = [program, *argv]
     cli_evaluate()
+
+
+def one_line_error(error: BaseException) -> BaseException:
+    """lm-eval's "Tasks not found: NAMES" as our one-line error with the closest names.
+
+    A task whose data set needs the Hugging Face hub, which cannot be reached, is one line too.
+    """
+    text = str(error)
+    if isinstance(error, ConnectionError) and " on the Hub" in text:
+        return EnvironmentProblem(
+            f"a task's data set could not be loaded: {text}; the task downloads it from the "
+            "Hugging Face hub: connect to the hub (unset HF_HUB_OFFLINE and HF_DATASETS_OFFLINE "
+            "where set), or run it once online so that datasets caches it")
+    if isinstance(error, ValueError) and text.startswith("Tasks not found: "):
+        from lm_eval_ext.plugin.command_preflight import PreflightError, unknown_task_message
+        from lm_eval_ext.plugin.task_folders import COMMAND_LINE, full_task_index
+
+        return PreflightError(unknown_task_message(
+            text.removeprefix("Tasks not found: "),
+            list(full_task_index(COMMAND_LINE.include_path))))
+    return error
+
+
+@wrap_once("sys", "excepthook")
+def install_one_line_errors(excepthook: Callable) -> Callable:
+    """Our own errors in the stock ``lm_eval`` command: one line, not lm-eval's traceback.
+
+    lm-eval-ext's errors (:class:`~lm_eval_ext.errors.LmEvalExtError`: a bad model arg, a
+    missing file) already say what was wrong and the fix; every other exception keeps Python's
+    traceback. ``LM_EVAL_EXT_TRACEBACK=1`` shows ours in full too.
+    """
+    def one_line_excepthook(kind, value, traceback) -> None:
+        shown = None if os.environ.get(TRACEBACK_ENV) else one_line_error(value)
+        if isinstance(shown, LmEvalExtError):
+            sys.stderr.write(f"lm_eval: error: {shown}\n")
+        else:
+            excepthook(kind, value, traceback)
+    return one_line_excepthook
+
+
+def check_stock_command_line() -> None:
+    """In the stock ``lm_eval`` command: its command line checked, lm-eval's index narrowed."""
+    if not stock_lm_eval_command():  # lm-eval imports its task manager before it loads the model
+        return
+    from lm_eval_ext.plugin.command_preflight import check_command_line
+    from lm_eval_ext.plugin.task_folders import narrow_to_command_line
+
+    install_one_line_errors()
+    with ending_lm_eval_command():  # one line, exit 2 (1: a full disk), no model loaded
+        check_command_line(sys.argv[1:])
+    narrow_to_command_line(sys.argv[1:])

@@ -2,10 +2,11 @@
 
 lm-eval's ``EvaluationTracker`` catches every error while it saves a run (a path it cannot
 create, a full disk, a quota) and only logs a warning, so the command exits 0 with its results
-lost or its samples file cut. :func:`check_saved_outputs` wraps its two public save methods:
-after each, the file it was asked to write must exist and be whole (the results parse as JSON;
-the samples file holds one complete line per sample). Otherwise :class:`OutputsLost` says what
-was lost and why, and the command exits non-zero (1: the machine failed, not the command).
+lost or its samples file cut. :func:`check_saved_results` and :func:`check_saved_samples`
+wrap its two public save methods: after each, the file it was asked to write must exist and be
+whole (the results parse as JSON; the samples file holds one complete line per sample).
+Otherwise :class:`OutputsLost` says what was lost and why, and the command exits non-zero (1:
+the machine failed, not the command).
 """
 
 from __future__ import annotations
@@ -13,13 +14,13 @@ from __future__ import annotations
 import functools
 import json
 import resource
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from lm_eval_ext.errors import EnvironmentProblem, LmEvalExtError
 from lm_eval_ext.files import path_error, probe_writable
-
-_MARK = "_lm_eval_ext_checked"
+from lm_eval_ext.plugin.wrapping import wrap_once
 
 
 class OutputsLost(EnvironmentProblem):
@@ -110,27 +111,23 @@ def check_samples(tracker: Any, task: str, expected: int) -> None:
                       f"are incomplete, so it cannot be analysed; {fix}")
 
 
-def check_saved_outputs(tracker_cls: Any = None) -> None:
-    """Make ``EvaluationTracker``'s two save methods check the file each writes (idempotent)."""
-    if tracker_cls is None:
-        from lm_eval.loggers.evaluation_tracker import EvaluationTracker as tracker_cls
-    if getattr(tracker_cls.save_results_aggregated, _MARK, False):
-        return
-    save_results, save_samples = tracker_cls.save_results_aggregated, tracker_cls.save_results_samples
-
-    @functools.wraps(save_results)
+@wrap_once("lm_eval.loggers.evaluation_tracker", "EvaluationTracker.save_results_aggregated")
+def check_saved_results(save: Callable) -> Callable:
+    """``EvaluationTracker.save_results_aggregated`` checks the results file it wrote."""
+    @functools.wraps(save)
     def save_results_aggregated(self, results: dict, samples: dict | None = None) -> None:
-        save_results(self, results, samples)
+        save(self, results, samples)
         if self.output_path:
             check_results(self)
+    return save_results_aggregated
 
-    @functools.wraps(save_samples)
+
+@wrap_once("lm_eval.loggers.evaluation_tracker", "EvaluationTracker.save_results_samples")
+def check_saved_samples(save: Callable) -> Callable:
+    """``EvaluationTracker.save_results_samples`` checks the samples file it wrote."""
+    @functools.wraps(save)
     def save_results_samples(self, task_name: str, samples: Any) -> None:
-        save_samples(self, task_name, samples)
+        save(self, task_name, samples)
         if self.output_path:
             check_samples(self, task_name, len(samples))
-
-    for method in (save_results_aggregated, save_results_samples):
-        setattr(method, _MARK, True)
-    tracker_cls.save_results_aggregated = save_results_aggregated
-    tracker_cls.save_results_samples = save_results_samples
+    return save_results_samples

@@ -6,9 +6,6 @@
 - "Custom kwargs can be passed to `--metadata`": lm-eval's hint for every task whose data
   comes from a ``custom_dataset`` function. Ours take no ``--metadata`` kwargs (the hint
   stays for lm-eval's own such tasks).
-
-Installed by the start-up hook and by :func:`lm_eval_ext.plugin.registration.activate` (the hint's
-filter with the TaskManager patch).
 """
 
 from __future__ import annotations
@@ -17,9 +14,9 @@ import functools
 import logging
 import os
 import subprocess
-from types import ModuleType
+from collections.abc import Callable
 
-from lm_eval_ext.paths import package_tasks_dir, user_tasks_dir
+from lm_eval_ext.plugin.wrapping import wrap_once
 
 _METADATA_HINT = "Custom kwargs can be passed to `--metadata`"
 
@@ -36,24 +33,24 @@ def git_commit_hash() -> str | None:
         return get_commit_from_path(os.getcwd())
 
 
-def quiet_git_hash(evaluator: ModuleType) -> None:
-    """Point lm-eval's evaluator module at :func:`git_commit_hash`."""
-    evaluator.get_git_commit_hash = git_commit_hash
-
-
-@functools.cache
-def _our_task_names() -> frozenset[str]:
-    """Our task names: each task YAML of the package and the user folder is named after its task."""
-    folders = [package_tasks_dir(), user_tasks_dir()]
-    return frozenset(p.stem for folder in folders if folder.is_dir() for p in folder.rglob("*.yaml"))
+@wrap_once("lm_eval.evaluator", "get_git_commit_hash")
+def quiet_git_hash(get_git_commit_hash: Callable) -> Callable:
+    """Point lm-eval's evaluator module at :func:`git_commit_hash` (lm-eval's is not called)."""
+    return git_commit_hash
 
 
 class _DropMetadataHint(logging.Filter):
+    @functools.cached_property
+    def our_tasks(self) -> frozenset[str]:
+        from lm_eval_ext.plugin.task_folders import our_task_names
+
+        return our_task_names()
+
     def filter(self, record: logging.LogRecord) -> bool:
         message = str(record.msg)
         if _METADATA_HINT not in message:
             return True
-        return message.split(":", 1)[0] not in _our_task_names()
+        return message.split(":", 1)[0] not in self.our_tasks
 
 
 def drop_metadata_hint() -> None:
