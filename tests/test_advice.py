@@ -1,4 +1,4 @@
-"""Issue 50: advice that works when followed; each message is checked by doing what it says.
+"""Advice that works when followed; each message is checked by doing what it says.
 
 A cut samples file was told to "delete the broken line" (then the line count failed); a samples
 folder without its results file was told to pass an lm_eval output folder (it was one).
@@ -199,7 +199,7 @@ def pilot(tmp_path):
 
 
 def test_an_unfinished_pilot_analysis_is_told_what_analyze_accepts(pilot, tmp_path, capsys):
-    """Issue 59: "rerun analyze into it with --overwrite", which analyze refuses for a folder
+    """"rerun analyze into it with --overwrite", which analyze refuses for a folder
     without report.md ("not empty and holds no earlier analysis")."""
     from lm_eval_ext.cli import main as cli_main
 
@@ -219,7 +219,7 @@ def test_an_unfinished_pilot_analysis_is_told_what_analyze_accepts(pilot, tmp_pa
 ])
 def test_a_damaged_pilot_table_is_named_and_analysed_again(pilot, tmp_path, capsys, damage,
                                                           problem):
-    """Issue 59: "byte 0xff at offset 0 ... pass the file lm-eval wrote" named no file, and
+    """"byte 0xff at offset 0 ... pass the file lm-eval wrote" named no file, and
     analyze wrote it; an empty runs.csv reached the catch-all."""
     from lm_eval_ext.cli import main as cli_main
 
@@ -242,7 +242,7 @@ def test_a_damaged_pilot_table_is_named_and_analysed_again(pilot, tmp_path, caps
      "bbq_subset_12p5pct_loglik,bbq_subset_25pct_loglik"),
 ])
 def test_a_stray_comma_or_space_in_tasks_is_told_the_list_that_runs(tasks, advice, fixed):
-    """Issue 59: "unknown task(s) ;" for a trailing comma; 'a, b' suggested b back."""
+    """"unknown task(s) ;" for a trailing comma; 'a, b' suggested b back."""
     from lm_eval_ext.plugin.command_preflight import PreflightError, check_command_line
     from lm_eval_ext.plugin.task_folders import check_known_tasks, command_line_tasks
 
@@ -255,7 +255,7 @@ def test_a_stray_comma_or_space_in_tasks_is_told_the_list_that_runs(tasks, advic
 
 @pytest.mark.slow
 def test_a_campaigns_unknown_subset_is_told_a_subset_that_exists(tmp_path, capsys):
-    """Issue 59: a campaign's `bbq_subset_13pct` was told "did you mean bbq_subset_37p5pct?"."""
+    """A campaign's `bbq_subset_13pct` was told "did you mean bbq_subset_37p5pct?"."""
     from lm_eval_ext.cli import main as cli_main
 
     spec = tmp_path / "c.yaml"
@@ -273,7 +273,7 @@ def test_a_campaigns_unknown_subset_is_told_a_subset_that_exists(tmp_path, capsy
 
 
 def test_intersection_is_suggested_only_where_items_are_shared(tmp_path):
-    """Issue 59: BBQ against another benchmark was told to pass --intersection, which then
+    """BBQ against another benchmark was told to pass --intersection, which then
     found no shared item."""
     from lm_eval_ext.analysis import analyze
 

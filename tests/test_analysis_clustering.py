@@ -1,4 +1,4 @@
-"""Issue 20 (2.10): template-level clustering, checked against statsmodels' cluster-robust SE."""
+"""Template-level clustering, checked against statsmodels' cluster-robust SE."""
 
 from __future__ import annotations
 

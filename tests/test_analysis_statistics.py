@@ -202,7 +202,7 @@ def test_permutation_pvalue_detects_a_real_effect_and_not_a_null():
 
 
 def test_undefined_resamples_are_dropped_from_the_interval_only_with_a_flag():
-    """Issue 20: below 10% undefined draws, intervals silently came from the rest."""
+    """Below 10% undefined draws, intervals silently came from the rest."""
     from lm_eval_ext.analysis.stats.bootstrap import percentile_intervals
 
     rng = np.random.default_rng(2)

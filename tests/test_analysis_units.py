@@ -242,7 +242,7 @@ def test_runs_are_labelled_model_precision_batch_subset_and_told_apart(instrumen
 
 
 def test_regression_a_design_effect_below_one_never_shrinks_the_mde():
-    """Issue 20: an estimated deff < 1 (noise around independent items) gave an MDE below
+    """An estimated deff < 1 (noise around independent items) gave an MDE below
     the independent-item closed form."""
     from lm_eval_ext.analysis.stats.power import design_effect, usable_design_effect
 
@@ -259,7 +259,7 @@ def test_regression_a_design_effect_below_one_never_shrinks_the_mde():
 
 
 def test_mde_says_when_no_effect_is_detectable_and_refuses_rho_d_with_runs(capsys, tmp_path):
-    """Issue 20: ``--m 1 --rho-d 1`` printed 280.16 pp as if attainable; ``--rho-d`` beside
+    """``--m 1 --rho-d 1`` printed 280.16 pp as if attainable; ``--rho-d`` beside
     ``--runs`` was dropped without a word."""
     from lm_eval_ext.cli.main import main
 
@@ -277,7 +277,7 @@ def test_mde_says_when_no_effect_is_detectable_and_refuses_rho_d_with_runs(capsy
 
 
 def test_parse_failures_are_compared_only_between_runs_that_parse(instrument_rows, tmp_path):
-    """Issue 21: a log-likelihood reference against a generative run reported parse_failure_rate
+    """A log-likelihood reference against a generative run reported parse_failure_rate
     +40 pp (the reference parses nothing, so its 0% is no baseline)."""
     from lm_eval_ext.analysis.metrics import PARSE_FAILURE_RATE, paired_metrics
 
@@ -302,7 +302,7 @@ def test_parse_failures_are_compared_only_between_runs_that_parse(instrument_row
      "--core precision=bf16,fp8: no grid run has precision fp8 (its runs have bf16, int8)"),
 ])
 def test_a_core_level_no_grid_run_has_is_an_error(instrument_rows, tmp_path, core, message):
-    """Issue 21: a --core factor or level that no cell has exited 0 without a note."""
+    """A --core factor or level that no cell has exited 0 without a note."""
     rows = instrument_rows[:40]
     rng = np.random.default_rng(5)
     grid = []

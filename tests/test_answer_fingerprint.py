@@ -1,4 +1,4 @@
-"""Issue 50 (item 6): a run's samples with another run's answers are refused, aggregates or not.
+"""A run's samples with another run's answers are refused, aggregates or not.
 
 A bf16 run's samples under an fp32 run's results file passed every check when the aggregates
 agreed (answer agreement 0.833 reported where the real fp32 run has 1.0). The metered models

@@ -217,7 +217,7 @@ def test_batch_size_in_model_args_and_cli_explains_the_clash():
 
     with pytest.raises(ConfigError, match="pass it once, as --batch_size 4"):
         HFMeteredLM.create_from_arg_string("batch_size=4", {"batch_size": "1"})  # typed 1
-    # (lm-eval's default, the int 1, is no clash: issue 50, tests/test_advice.py)
+    # (lm-eval's default, the int 1, is no clash: tests/test_advice.py)
     # lm-eval's CLI passes --model_args as a dict (create_from_arg_obj): the same check
     with pytest.raises(ConfigError, match="pass it once, as --batch_size 4"):
         HFMeteredLM.create_from_arg_obj({"batch_size": 4}, {"batch_size": 8, "device": None})
@@ -233,7 +233,7 @@ def test_the_same_batch_size_given_both_ways_is_taken_once():
 
 @pytest.mark.slow
 def test_regression_cli_batch_size_in_model_args_and_flag(tmp_path, embedded_checkpoint):
-    """Issue 21: ``--model_args batch_size=8 --batch_size 8`` (documented as accepted) and
+    """``--model_args batch_size=8 --batch_size 8`` (documented as accepted) and
     ``batch_size=4 --batch_size 8`` (documented as a clear error) both crashed with
     ``TypeError: ... got multiple values for keyword argument 'batch_size'``."""
     common = ["lm-eval-ext", "run", "--model", "hf-metered", "--tasks",
@@ -283,7 +283,7 @@ def test_failed_analysis_with_overwrite_keeps_the_earlier_one(two_runs, tmp_path
 
 
 def test_a_judged_run_against_an_unjudged_one_says_what_to_judge(two_runs, rows):
-    """Issue 21: analyze of a judged vs an unjudged run ended in KeyError 'judge_bias_score'."""
+    """Analyze of a judged vs an unjudged run ended in KeyError 'judge_bias_score'."""
     from lm_eval_ext.analysis.loader import find_results, judge_scores_path
 
     ref, run = two_runs
@@ -297,7 +297,7 @@ def test_a_judged_run_against_an_unjudged_one_says_what_to_judge(two_runs, rows)
 
 
 def test_a_delta_over_few_units_carries_a_caution(rows, tmp_path):
-    """Issue 21: 8-item deltas were reported without a small-sample caution."""
+    """8-item deltas were reported without a small-sample caution."""
     from lm_eval_ext.analysis import write_outputs
 
     rng = np.random.default_rng(1)

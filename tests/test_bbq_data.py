@@ -87,7 +87,7 @@ def test_prepared_rows_are_cached_by_content_and_a_bad_cache_is_ignored(data_dir
 
 def test_a_killed_writers_partial_file_is_removed_at_the_next_write(data_dir, tmp_path,
                                                                    monkeypatch):
-    """Issue 39: a killed preparation left a 42 MB ``prepared/*.tmp`` for good. A partial file
+    """A killed preparation left a 42 MB ``prepared/*.tmp`` for good. A partial file
     of a process that is gone is removed when the next cache file is written; one of a live
     process (this one) is left alone."""
     from lm_eval_ext.data import bbq

@@ -48,7 +48,7 @@ def test_shards_partition_the_cells(count):
 
 
 def test_a_shard_beyond_the_cells_is_refused_before_anything_is_made(tmp_path):
-    """Issue 39: `campaign --shard 5/5` of 3 cells created a folder and exited 0."""
+    """`campaign --shard 5/5` of 3 cells created a folder and exited 0."""
     from lm_eval_ext.campaign import run_campaign
 
     spec = build_spec({"models": {"m": ""}, "tasks": ["bbq_subset_12p5pct_loglik"],
@@ -223,7 +223,7 @@ def test_a_copy_that_kept_only_the_records_resumes(tmp_path):
 
 
 def test_the_analysis_plans_from_one_table_of_records_and_names_a_cell_that_is_not_done(tmp_path):
-    """Issue 41: records are read once into one table the jobs are planned from; a missing
+    """Records are read once into one table the jobs are planned from; a missing
     cell is a skipped comparison or an error naming it, not an assert (gone under python -O)."""
     from lm_eval_ext.campaign.subsets import subset_summary
 
@@ -238,7 +238,7 @@ def test_the_analysis_plans_from_one_table_of_records_and_names_a_cell_that_is_n
     jobs, skipped = spec.analysis_jobs({m0.cell_id: "a.json", m1.cell_id: "b.json"})
     assert skipped == [] and [(j.reference, j.runs, str(j.out), j.intersection) for j in jobs] == [
         ("M0=a.json", ("M1=b.json",), "analysis/smollm2/batching", False)]
-    # issue 61: a condition with its own limit is compared on the items both evaluated
+    # a condition with its own limit is compared on the items both evaluated
     own_limit = build_spec({**SMALL_CAMPAIGN, "conditions": {
         **SMALL_CAMPAIGN["conditions"], "M1": {"batch_size": 4, "limit": 3}}})
     [job], _ = own_limit.analysis_jobs({c.cell_id: "x.json" for c in own_limit.cells})
@@ -247,7 +247,7 @@ def test_the_analysis_plans_from_one_table_of_records_and_names_a_cell_that_is_n
         subset_summary(spec, {}, {}, "smollm2", tmp_path / "subsets")
 
 
-# -- issue 51 item 3: no item scored twice (derived cells) -----------------------------------
+# -- no item scored twice (derived cells) -----------------------------------
 
 #: a parent on the instrument's first 32 items and a subset cell whose first 24 lie inside them
 DERIVING_CAMPAIGN = {
@@ -268,7 +268,7 @@ def test_the_preset_derives_the_13_subset_cells_from_m0_and_m5b_from_m2():
     assert len(m4) == 13 and plan == {**{c: "M0" for c in m4}, "M5b": "M2"}
     assert not {"M0", "M1", "M2", "M3", "M5a"} & set(plan)  # measured
     assert plan_derivations(cells, measure_all=True) == {}
-    # issue 61: the generative path derives the same cells (greedy generation at batch 1)
+    # the generative path derives the same cells (greedy generation at batch 1)
     generative = build_spec(preset("paper-stress-test", path="generative")).cells
     assert {c.split("__")[1]: p.split("__")[1]
             for c, p in plan_derivations(generative).items()} == plan
@@ -280,7 +280,7 @@ def test_the_preset_derives_the_13_subset_cells_from_m0_and_m5b_from_m2():
 
 
 def test_the_estimate_counts_a_derived_cell_at_its_recheck_and_each_load_once():
-    """Issue 61 item 3: the dry run's estimate from measured rates (here: given ones)."""
+    """The dry run's estimate from measured rates (here: given ones)."""
     from lm_eval_ext.campaign.derivation import plan_derivations
     from lm_eval_ext.campaign.sizes import estimate_cells, rate_key
 

@@ -1,4 +1,4 @@
-"""Issue 50: campaign and grid files lose nothing silently and name each mistake as it is.
+"""Campaign and grid files lose nothing silently and name each mistake as it is.
 
 A YAML mapping keeps the last of two equal keys, so two ``M0:`` conditions ran one cell; here
 each case is one line (exit code 2) before any folder is made.
@@ -70,7 +70,7 @@ def test_cell_clashes_and_string_conditions_are_named_as_what_they_are(text, mes
     assert message in _refused("campaign", text, tmp_path, capsys)
 
 
-# -- issue 59: the dry run checks what the run would; cells of other limits are compared -------
+# -- the dry run checks what the run would; cells of other limits are compared -------
 
 @pytest.mark.parametrize(("text", "message"), [
     ("tasks: [bbq_subset_12p5pct_loglik]\nconditions: {M0: {}, M1: {batch_size: 4}}\n"

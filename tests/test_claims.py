@@ -103,7 +103,7 @@ def test_the_batched_linearised_delta_equals_the_one_subset_version_on_each_draw
 
 def _delta_method_by_hand(spec, ref: pd.DataFrame, run: pd.DataFrame, units: np.ndarray
                           ) -> tuple[float, float]:
-    """Issue 20 (an independent reference, not the package's one-subset version): the delta
+    """An independent reference, not the package's one-subset version: the delta
     and its cluster-robust delta-method SE from a numerical gradient of the metric's value at
     the pooled totals, Var(totals) = C/(C-1) sum_c (t_c - t_bar)(t_c - t_bar)'."""
     codes = pd.factorize(pd.Series(units))[0]

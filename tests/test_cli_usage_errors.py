@@ -1,4 +1,4 @@
-"""Issue 21: every bad value on the newer commands is one line naming the flag and the fix.
+"""Every bad value on the newer commands is one line naming the flag and the fix.
 
 Run in process through ``lm_eval_ext.cli.main.main`` (the console script's own function): a
 usage error exits with code 2 before anything is loaded or written.
@@ -170,7 +170,7 @@ def test_judge_refuses_an_unknown_model_or_arg_before_any_work(extra, message, t
 
 
 def test_data_warnings_print_as_one_line_notes(monkeypatch, capsys):
-    """Issue 21: six DegenerateDataWarnings with source lines from compare-harness."""
+    """Six DegenerateDataWarnings with source lines from compare-harness."""
     import warnings
 
     from lm_eval_ext.analysis.errors import DegenerateDataWarning
@@ -190,7 +190,7 @@ def test_data_warnings_print_as_one_line_notes(monkeypatch, capsys):
 
 
 def test_the_preset_refuses_model_args_it_would_override(tmp_path, capsys):
-    """Issue 21: --model_args precision=int3 vanished under the preset's per-condition precision."""
+    """--model_args precision=int3 vanished under the preset's per-condition precision."""
     code = cli_main.main(["campaign", "--preset", "paper-stress-test", "--model_args",
                           "precision=int3", "--out", str(tmp_path / "p"), "--dry-run"])
     [line] = capsys.readouterr().err.strip().splitlines()
@@ -208,7 +208,7 @@ def test_a_grid_of_one_model_under_two_labels_is_refused(tmp_path, capsys):
 
 
 def test_dry_run_checks_the_folder_and_lists_finished_cells_as_done(tmp_path, capsys, data_dir):
-    """Issue 21: --dry-run listed every cell with rc 0 over another campaign's folder and over
+    """--dry-run listed every cell with rc 0 over another campaign's folder and over
     finished cells."""
     import json
 

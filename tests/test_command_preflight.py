@@ -1,4 +1,4 @@
-"""Bad lm-eval arguments stop before any model loads, in one line (issue 39, item 4)."""
+"""Bad lm-eval arguments stop before any model loads, in one line."""
 
 from __future__ import annotations
 
@@ -96,20 +96,20 @@ def test_an_unknown_task_is_one_line_with_the_closest_name():
 
 
 def test_an_invalid_batch_size_in_model_args_is_the_error_not_the_duplicate():
-    """Issue 39: batch_size=0 in --model_args said "pass it once, as --batch_size 0"."""
+    """batch_size=0 in --model_args said "pass it once, as --batch_size 0"."""
     from lm_eval_ext.backends.model_args import merge_model_args
 
     with pytest.raises(ConfigError, match="batch_size='0' is not valid; use a positive integer"):
         merge_model_args("hf-metered", {"batch_size": "0"}, {"batch_size": 1})
     with pytest.raises(ConfigError, match="pass it once, as --batch_size 4"):
         merge_model_args("hf-metered", {"batch_size": "4"}, {"batch_size": "1"})  # typed 1
-    # lm-eval's default (the int 1) is no clash (issue 50): --model_args' value stands
+    # lm-eval's default (the int 1) is no clash: --model_args' value stands
     assert merge_model_args("hf-metered", {"batch_size": "4"}, {"batch_size": 1}) == {
         "batch_size": "4"}
 
 
 def test_sequential_names_the_batch_flag_it_blames(tmp_path):
-    """Issue 39: `sequential --reference-batch 0` blamed --reference-args."""
+    """`sequential --reference-batch 0` blamed --reference-args."""
     from lm_eval_ext.campaign.sequential_evaluation import Arm, run_sequential
 
     with pytest.raises(ConfigError, match=r"sequential: --reference-batch: .*batch_size='0'"):
@@ -127,7 +127,7 @@ def test_sequential_names_the_batch_flag_it_blames(tmp_path):
     (["--gen_kwargs", "top_p=1.5"], "top_p must be a number in (0, 1]"),
 ])
 def test_more_arguments_that_would_fail_or_mislead_after_loading(argv, message):
-    """Kinds of issue 39: --limit with --samples was a traceback after lm-eval's start;
+    """More bad arguments: --limit with --samples was a traceback after lm-eval's start;
     --gen_kwargs max_gen_toks=-1 ran all 500 items and wrote results."""
     with pytest.raises(PreflightError, match=re.escape(message)):
         check_command_line(["--model", "hf-metered", "--tasks", "t", *argv])

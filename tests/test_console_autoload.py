@@ -178,11 +178,11 @@ def test_headline_command_runs_the_embedded_model(tmp_path, embedded_checkpoint)
 
 @pytest.mark.slow
 def test_regression_our_errors_in_stock_lm_eval_are_one_line(tmp_path):
-    """Issue 21: hf-metered's own messages arrived at the bottom of a long lm-eval traceback."""
+    """hf-metered's own messages arrived at the bottom of a long lm-eval traceback."""
     proc = run_cli(["lm_eval", "--model", "hf-metered", "--model_args", "precision=int3",
                     "--tasks", "bbq_subset_12p5pct_loglik", "--limit", "1", "--output_path",
                     str(tmp_path)])
-    # issue 50: a usage error exits 2, whichever check caught it (it was 1 here)
+    # a usage error exits 2, whichever check caught it (it was 1 here)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert proc.stderr.strip().splitlines()[-1] == (
         "lm_eval: error: hf-metered: precision='int3' is not valid; use one of bf16, fp16, "

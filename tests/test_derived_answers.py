@@ -1,4 +1,4 @@
-"""Issue 51 item 3: no item scored twice when its answer cannot change (``answers_from``).
+"""No item scored twice when its answer cannot change (``answers_from``).
 
 The real runs are the embedded model at batch 1: a parent on the instrument's first 32 items,
 children on subsets whose first items lie inside them (the 75% membership's first 24, the 50%
@@ -48,7 +48,7 @@ def test_a_derived_task_costs_the_parents_per_item_values_and_its_recheck_is_in_
     assert (derived["energy_joules"], derived["energy_joules_idle_corrected"],
             derived["inference_seconds"], derived["forward_seconds"]) == (500.0, 375.0, 25.0, 20.0)
     assert derived["idle_share"] == 0.25
-    # a derived entry states no interval of its own (issue 57): its SEs are null
+    # a derived entry states no interval of its own: its SEs are null
     assert (derived["energy_joules_se"], derived["inference_seconds_se"],
             derived["energy_joules_idle_corrected_se"]) == (None, None, None)
     assert derived["flags"] == [DERIVED_FLAG, "other_processes"]

@@ -1,4 +1,4 @@
-"""Issue 61 item 1: a generative cell at batch 1 takes its texts from a parent run (``answers_from``).
+"""A generative cell at batch 1 takes its texts from a parent run (``answers_from``).
 
 Real runs of the embedded model at batch 1, greedy, at most 16 new tokens (``--gen_kwargs``, the
 same in every run, so the request strings match): a parent on the instrument's first 16 items and

@@ -94,7 +94,7 @@ def test_exported_folders_validate_and_match_our_tasks_item_by_item(exported, tm
 
 
 def test_an_earlier_export_is_replaced_only_on_request_and_whole(tmp_path, data_dir, capsys):
-    """Issue 21: --out over an export overwrote it, stray files survived, and a cot export
+    """--out over an export overwrote it, stray files survived, and a cot export
     reused the detailed export's task name."""
     from lm_eval_ext.cli.main import main
 

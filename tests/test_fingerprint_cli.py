@@ -69,7 +69,7 @@ def test_bad_manifests_say_what_is_wrong(data_dir, tmp_path, content, message, c
 @pytest.mark.slow
 def test_register_refuses_bad_or_taken_names_and_replaces_a_user_task_only_on_request(
         data_dir, tmp_path, monkeypatch, capsys):
-    """Issue 21: --register over an existing user task replaced it without a word."""
+    """--register over an existing user task replaced it without a word."""
     from lm_eval_ext.cli.main import main
     from lm_eval_ext.paths import user_tasks_dir
 

@@ -63,7 +63,7 @@ def test_helm_reader_reproduces_helms_own_bbq_metrics(helm_run):
 
 
 def test_an_ambiguous_helm_match_is_never_paired(helm_run, data_dir):
-    """Issue 20: an instance matching several identical BBQ rows was paired with the lowest."""
+    """An instance matching several identical BBQ rows was paired with the lowest."""
     from lm_eval_ext.data.bbq import load_bbq_rows
 
     run = read_helm_run("helm", helm_run)
@@ -84,7 +84,7 @@ def test_an_ambiguous_helm_match_is_never_paired(helm_run, data_dir):
 
 
 def test_console_totals_say_when_different_item_sets_drive_them(helm_run):
-    """Issue 21: `helm - lm_eval = +43.00 pp` on the console came from 100 vs 4 items."""
+    """`helm - lm_eval = +43.00 pp` on the console came from 100 vs 4 items."""
     run = read_helm_run("helm", helm_run)
     ten = dataclasses.replace(run, name="helm10", items=run.items.iloc[:10])
     lines = compare_harnesses([ten, run], n_resamples=50, seed=0).total_lines()
@@ -147,7 +147,7 @@ def test_readers_reject_foreign_and_truncated_outputs_naming_the_file(helm_run, 
     shutil.copytree(helm_run, cut)
     state = cut / "scenario_state.json"
     state.write_text(state.read_text()[:5000])
-    # issue 21: the truncated file is named; a missing folder or a folder of logs says so
+    # the truncated file is named; a missing folder or a folder of logs says so
     with pytest.raises(AnalysisInputError, match=f"{state} is not valid JSON"):
         read_helm_run("helm", cut)
     (cut / "run_spec.json").unlink()

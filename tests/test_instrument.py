@@ -48,7 +48,7 @@ def test_five_distinct_memberships_at_50pct_and_smallest(manifest):
 
 
 def test_membership_fingerprints_recompute(manifest):
-    # issue 20: by hand with hashlib (the recipe the docs give), not the package's function
+    # by hand with hashlib (the recipe the docs give), not the package's function
     import hashlib
 
     for record in manifest["memberships"].values():

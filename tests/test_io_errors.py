@@ -1,4 +1,4 @@
-"""Issue 50: ordinary I/O problems on a user's path are one line naming the path and the cause.
+"""Ordinary I/O problems on a user's path are one line naming the path and the cause.
 
 Real file systems stand in for the cases (conftest's ``mounted_filesystem``: a full or a
 read-only tmpfs), ``/proc`` for a path that cannot be made, ``/dev/full`` for a full disk under

@@ -143,7 +143,7 @@ def test_unreadable_rapl_degrades_to_unavailable(tmp_path):
     if os.access(root / "intel-rapl:0/energy_uj", os.R_OK):  # root ignores permissions
         (root / "intel-rapl:0/energy_uj").unlink()
         (root / "intel-rapl:0/energy_uj").mkdir()  # reading a directory fails for anyone
-    with warnings.catch_warnings():  # issue 21: a CPU run says why on its start-up line only
+    with warnings.catch_warnings():  # a CPU run says why on its start-up line only
         warnings.simplefilter("error")
         source = select_source([], rapl_root=root)
     assert isinstance(source, UnavailableSource) and "RAPL not readable" in source.reason

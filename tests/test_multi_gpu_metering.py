@@ -123,7 +123,7 @@ def test_two_gloo_ranks_report_the_sum_of_their_windows(tmp_path):
         ["GPU-rank0"], ["GPU-rank1"]]
     assert not math.isnan(merged["energy_joules"])
     # each rank syncs its own GPU; idle power adds up over the GPUs, its SE in quadrature
-    # (issue 20: rank-local labels collided, two GPUs were recorded as ["cuda:0"])
+    # (rank-local labels collided, two GPUs were recorded as ["cuda:0"])
     assert merged["synced_devices"] == ["cuda:0/GPU-rank0", "cuda:0/GPU-rank1"]
     assert [r["synced_devices"] for r in merged["data_parallel"]["per_rank"]] == [
         ["cuda:0/GPU-rank0"], ["cuda:0/GPU-rank1"]]

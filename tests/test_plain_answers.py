@@ -1,4 +1,4 @@
-"""Issue 59: a plain answer for every input a new user produced; no traceback, no silent result.
+"""A plain answer for every input a new user produced; no traceback, no silent result.
 
 Files of the wrong shape (valid JSON that is no results file or sample), a misspelt benchmark,
 `run` without --model, a cache folder that cannot be written, a task that needs the hub

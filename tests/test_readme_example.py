@@ -1,4 +1,4 @@
-"""Issue 50 (item 6): the README's worked example runs as printed and prints what it shows.
+"""The README's worked example runs as printed and prints what it shows.
 
 The commands are read from the README (its first ``bash`` block after the heading), run in a
 fresh folder beside a ``shared/data`` link (the README's ``LM_EVAL_EXT_DATA=../shared/data``,

@@ -1,4 +1,4 @@
-"""Issue 50: `recommend` refuses input that would make its card's guarantee meaningless.
+"""`recommend` refuses input that would make its card's guarantee meaningless.
 
 Each case is one line and exit code 2, and no card is written: a margin no protocol can
 exceed, one pilot given twice (by name or as a copy), pilots of different tasks, sizes beyond
@@ -95,7 +95,7 @@ def test_an_unfinished_analysis_folder_is_refused(pilot, capsys, tmp_path):
 
 
 def test_a_candidate_of_another_model_is_refused(capsys, tmp_path):
-    """Issue 59: `analyze --reference m=REF --runs g=OTHER_MODEL` gave a pilot whose card said
+    """`analyze --reference m=REF --runs g=OTHER_MODEL` gave a pilot whose card said
     "Run g on 248 items ... 95.3% saved" with the guarantee, rc 0: a model swap certified."""
     import numpy as np
 

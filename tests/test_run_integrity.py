@@ -1,4 +1,4 @@
-"""A run's samples must be the lines its results file was written from (issue 39, item 1).
+"""A run's samples must be the lines its results file was written from.
 
 Each case edits a real-format run as a user might (mixing lines of two runs, another task's
 lines, a renamed samples file, a duplicated or edited line, a copied folder) and expects one

@@ -1,4 +1,4 @@
-"""Issue 50: `lm_eval` never exits 0 with a lost or cut results or samples file.
+"""`lm_eval` never exits 0 with a lost or cut results or samples file.
 
 lm-eval catches its own errors while saving and logs a warning. Checked here on real file
 systems (conftest's ``mounted_filesystem``): lm-eval's ``EvaluationTracker`` saving into a full
@@ -128,7 +128,7 @@ def test_lm_eval_on_a_nearly_full_disk_exits_non_zero(mounted_filesystem, embedd
             "(No space left on device)") in last
 
 
-# -- issue 59: a size limit named; output paths as lm-eval will use them --------------------
+# -- a size limit named; output paths as lm-eval will use them --------------------
 
 def test_a_file_size_limit_is_named_and_the_cut_file_removed(tmp_path):
     """`ulimit -f` gave "nothing was kept; rerun" while the cut file stayed, its cause unnamed."""

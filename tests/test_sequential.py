@@ -74,7 +74,7 @@ def test_linearised_se_of_accuracy_is_the_cluster_robust_se_of_the_mean_differen
 
 
 def test_exact_boundaries_against_scipys_multivariate_normal_and_a_simulation():
-    """Issue 20: per-look union bounds gave a size of 3.57% and a last-look z of 2.221."""
+    """Per-look union bounds gave a size of 3.57% and a last-look z of 2.221."""
     two = SequentialPlan("accuracy", margin=0.02, fractions=(0.5, 1.0))
     c1, c2 = two.boundaries()
     a1, a2 = two.look_alphas()
@@ -109,7 +109,7 @@ def test_decisions_follow_the_look_boundary():
 
 
 def test_regression_zero_se_with_identical_answers_is_not_equivalent_at_look_1():
-    """Issue 20: identical answers on 62 units gave SE 0, a [0, 0] TOST interval, "equivalent"."""
+    """Identical answers on 62 units gave SE 0, a [0, 0] TOST interval, "equivalent"."""
     ref, cand = np.zeros(248, bool), np.zeros(248, bool)
     ref[::3] = cand[::3] = True  # identical answers: no discordant pair
     delta, se = linearised_delta(ACCURACY, pd.DataFrame({"correct": ref}),
@@ -140,7 +140,7 @@ def test_zero_discordance_settles_only_when_the_exact_bound_is_inside_the_margin
 
 
 def test_the_simulated_effect_is_the_effect_asked_for():
-    """Issue 20: clipping gave -0.13, 1.83 and 2.80 pp at 0, 2 and 3 pp."""
+    """Clipping gave -0.13, 1.83 and 2.80 pp at 0, 2 and 3 pp."""
     rng = np.random.default_rng(5)
     for effect in (0.0, 0.02, 0.03, -0.02, 0.2):
         ref, cand = simulate_paired_units(200_000, effect, rng)  # SE of the mean ~0.0004
@@ -238,7 +238,7 @@ def test_sequential_cpu_run_reuses_items_and_matches_a_hand_decision(tmp_path, d
 @pytest.mark.slow
 def test_sequential_resumes_after_sigkill_in_the_middle_of_a_step(tmp_path, data_dir,
                                                                   embedded_checkpoint):
-    """Issue 39: a killed step left empty look folders and every rerun failed. Killed (SIGKILL
+    """A killed step left empty look folders and every rerun failed. Killed (SIGKILL
     to the whole process group) while the candidate arm of look 0 runs, the rerun reuses the
     finished reference arm (its results file untouched), redoes the candidate and finishes."""
     import os

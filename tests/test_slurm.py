@@ -1,4 +1,4 @@
-"""Campaigns on a real scheduler: examples/slurm/ on a single-node SLURM (issue 43).
+"""Campaigns on a real scheduler: examples/slurm/ on a single-node SLURM.
 
 CI starts the cluster (``.ci/slurm_localhost.sh``: Debian's slurm-wlm and munge on localhost)
 and sets ``LM_EVAL_EXT_SLURM=1``, which makes a missing cluster a failure; elsewhere these tests

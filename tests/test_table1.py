@@ -1,4 +1,4 @@
-"""Issue 61 item 2: the paper's Table 1 from a campaign's cells, and the judge's clustered means."""
+"""The paper's Table 1 from a campaign's cells, and the judge's clustered means."""
 
 from __future__ import annotations
 

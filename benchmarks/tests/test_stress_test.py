@@ -1,4 +1,4 @@
-"""benchmarks/stress_test.py's per-condition limits and its full-instrument projection (issue 61)."""
+"""benchmarks/stress_test.py's per-condition limits and its full-instrument projection."""
 
 from __future__ import annotations
 
