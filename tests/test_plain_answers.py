@@ -172,3 +172,19 @@ def test_a_sample_without_lm_evals_fields_names_the_field(run, tmp_path, change,
         load_runs([folder])
     assert str(error.value) == (f"{samples}: sample 3 of task {TASK}: {why}; rerun lm_eval with "
                                 "--log_samples or repair the line")
+
+
+def test_a_run_of_bbq_and_another_benchmark_has_bbq_cells_only():
+    """BBQ and CrowS-Pairs in one run: the context x polarity cells sorted NaN with text (a
+    TypeError in analyze); the other benchmark's items belong to no such cell."""
+    import pandas as pd
+
+    from lm_eval_ext.analysis.stats.subgroups import subgroup_masks
+
+    items = pd.DataFrame({
+        "category": ["Age", "Age", "race-color"], "benchmark_group": ["Age", "Age", "race-color"],
+        "context_condition": ["ambig", "disambig", None],
+        "question_polarity": ["neg", "nonneg", None], "stereotyped_groups": ["old", "old", ""]})
+    cells = {name: mask.tolist() for kind, name, mask in subgroup_masks(items, min_group_n=1)
+             if kind == "context_polarity"}
+    assert cells == {"ambig/neg": [True, False, False], "disambig/nonneg": [False, True, False]}

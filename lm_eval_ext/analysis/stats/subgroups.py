@@ -22,9 +22,10 @@ def subgroup_masks(items: pd.DataFrame, min_group_n: int = MIN_GROUP_N
     if items["category"].notna().any():
         for category in sorted(items["category"].dropna().unique()):
             yield "category", str(category), (items["category"] == category).to_numpy()
-    if items["context_condition"].notna().any():
-        cells = items["context_condition"].astype(str) + "/" + items["question_polarity"].astype(str)
-        for cell in sorted(cells.unique()):
+    if items["context_condition"].notna().any():  # items of other tasks in the run have none
+        cells = (items["context_condition"].map(str, na_action="ignore") + "/"
+                 + items["question_polarity"].map(str, na_action="ignore"))
+        for cell in sorted(cells.dropna().unique()):
             yield "context_polarity", cell, (cells == cell).to_numpy()
     groups = items["stereotyped_groups"].fillna("").str.split("|")
     counts = pd.Series([g for gs in groups for g in gs if g]).value_counts()
