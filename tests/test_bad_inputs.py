@@ -320,3 +320,19 @@ def test_no_caution_over_enough_units(two_runs, tmp_path):
     ref, run = two_runs
     report = write_outputs(analyze(ref, [run], **FAST), tmp_path / "out")["report_md"].read_text()
     assert "caution: only" not in report
+
+
+def test_the_console_names_an_interval_that_cannot_be_estimated():
+    """A bias score over 3 units printed "[+nan, +nan]" as if it were an interval."""
+    from lm_eval_ext.cli.analyze import delta_line
+
+    row = pd.Series({"run": "b4", "metric": "bias_s_dis", "delta_pp": 0.0, "ci_low": math.nan,
+                     "ci_high": math.nan, "p_value": 1.0, "p_value_mcnemar": math.nan,
+                     "test": "cluster_permutation", "n_clusters": 30, "reference": 0.1,
+                     "value": 0.1})
+    assert delta_line(row, 0.95) == (
+        "b4: bias_s_dis +0.00 pp [no interval: not estimable (more than 10% of resamples "
+        "undefined)] p=1 (cluster_permutation)")
+    finite = row.copy()
+    finite[["ci_low", "ci_high"]] = [-1.5, 2.25]
+    assert delta_line(finite, 0.95) == "b4: bias_s_dis +0.00 pp [-1.50, +2.25] p=1 (cluster_permutation)"

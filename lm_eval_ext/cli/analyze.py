@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import math
 import sys
+from typing import TYPE_CHECKING
 
 from lm_eval_ext.cli.options import add_resampling_options, folder, positive_float, positive_int
 from lm_eval_ext.errors import ConfigError, LmEvalExtError
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -54,7 +59,6 @@ def parse_core(values: list[str] | None) -> dict[str, list[str]] | None:
 def run(args: argparse.Namespace) -> int:
     """Analyse, write the outputs, print one line per run and metric."""
     from lm_eval_ext.analysis.report import analyze_to_folder
-    from lm_eval_ext.analysis.report_markdown import small_sample_note
 
     if args.compare_harness:
         if args.reference or args.runs:
@@ -78,11 +82,7 @@ def run(args: argparse.Namespace) -> int:
         cluster=args.cluster)
     overall = result.deltas[result.deltas["subgroup_type"] == "all"]
     for _, row in overall.iterrows():
-        mcnemar = (f", item-level McNemar p={row['p_value_mcnemar']:.3g}"
-                   if row["p_value_mcnemar"] == row["p_value_mcnemar"] else "")
-        print(f"{row['run']}: {row['metric']} {row['delta_pp']:+.2f} pp "
-              f"[{row['ci_low']:+.2f}, {row['ci_high']:+.2f}] p={row['p_value']:.3g} "
-              f"({row['test']}{mcnemar})" + small_sample_note(int(row["n_clusters"])))
+        print(delta_line(row, args.level))
     if result.clustering is not None:
         moved = result.clustering[result.clustering["depends_on_clustering"]]
         print("verdicts that depend on the clustering unit (unit vs template): "
@@ -91,3 +91,20 @@ def run(args: argparse.Namespace) -> int:
         print(f"intersection: {result.n_items} shared items (left out: {result.dropped})")
     print(f"report: {paths['report_md']}")
     return 0
+
+
+def delta_line(row: pd.Series, level: float) -> str:
+    """One run's delta on one metric over all items, as the console prints it.
+
+    An interval that cannot be estimated says why (the report's verdict), never ``[nan, nan]``.
+    """
+    from lm_eval_ext.analysis.report_markdown import small_sample_note, verdict_of
+
+    mcnemar = (f", item-level McNemar p={row['p_value_mcnemar']:.3g}"
+               if math.isfinite(row["p_value_mcnemar"]) else "")
+    interval = (f"[{row['ci_low']:+.2f}, {row['ci_high']:+.2f}]"
+                if math.isfinite(row["ci_low"]) and math.isfinite(row["ci_high"])
+                else f"[no interval: {verdict_of(row, level)}]")
+    return (f"{row['run']}: {row['metric']} {row['delta_pp']:+.2f} pp {interval} "
+            f"p={row['p_value']:.3g} ({row['test']}{mcnemar})"
+            + small_sample_note(int(row["n_clusters"])))
