@@ -232,6 +232,26 @@ def test_a_damaged_pilot_table_is_named_and_analysed_again(pilot, tmp_path, caps
     assert cli_main.main(["recommend", str(pilot), "--claim", "accuracy=5"]) == 0
 
 
+@pytest.mark.parametrize(("name", "damage", "problem"), [
+    ("items.csv", lambda data: data[:len(data) // 2].rstrip(b"\n"), "was cut (its last line has no end)"),
+    ("runs.csv", lambda data: b"run,metric,delta_pp\nint8,accuracy,1.0\n",
+     "lacks the column(s) is_reference, model, n_items, energy_joules, inference_seconds"),
+])
+def test_a_cut_or_foreign_pilot_table_is_named_and_analysed_again(pilot, tmp_path, capsys, name,
+                                                                 damage, problem):
+    """A cut items.csv was told its files "name different runs"; another table's content in
+    runs.csv reached the catch-all (KeyError is_reference)."""
+    from lm_eval_ext.cli import main as cli_main
+
+    path = pilot / name
+    path.write_bytes(damage(path.read_bytes()))
+    message = _recommend_error(pilot, capsys)
+    assert message == (f"lm-eval-ext: error: recommend: {path} {problem}; `lm-eval-ext analyze` "
+                       f"wrote it: rerun `lm-eval-ext analyze` with --out {pilot} --overwrite")
+    _pilot_analysis(tmp_path, pilot, capsys)  # followed
+    assert cli_main.main(["recommend", str(pilot), "--claim", "accuracy=5"]) == 0
+
+
 @pytest.mark.parametrize(("tasks", "advice", "fixed"), [
     (["bbq_subset_12p5pct_loglik,"], "--tasks 'bbq_subset_12p5pct_loglik,': an empty task name "
      "(a stray comma); write --tasks bbq_subset_12p5pct_loglik", "bbq_subset_12p5pct_loglik"),

@@ -104,21 +104,28 @@ def check_sizes(sizes: Sequence[int], instrument_units: int, items_per_unit: int
             f"give sizes up to {instrument_units} (e.g. --sizes 62,125,250,{instrument_units})")
 
 
+#: the columns ``recommend`` reads from each table ``analyze`` writes into a pilot folder
+PILOT_COLUMNS = {"runs.csv": ("run", "is_reference", "model", "n_items", "energy_joules",
+                              "inference_seconds"),
+                 "items.csv": ("run", "item_key")}
+
+
 def read_table(folder: Path, name: str) -> pd.DataFrame:
-    """``analyze``'s table ``name`` of a pilot folder; an empty or damaged one is one line."""
+    """``analyze``'s table ``name`` of a pilot folder; an empty, cut or damaged one is one line."""
     path = folder / name
+    fix = f"`lm-eval-ext analyze` wrote it: rerun `lm-eval-ext analyze` with --out {folder} --overwrite"
     try:
         table = pd.read_csv(path, low_memory=False)
+        cut = not path.read_bytes().endswith(b"\n")
     except (UnicodeDecodeError, pd.errors.EmptyDataError, pd.errors.ParserError) as exc:
         problem = ("is empty" if isinstance(exc, pd.errors.EmptyDataError) else
                    f"is damaged ({str(exc).splitlines()[0]})")
-        raise AnalysisInputError(f"recommend: {path} {problem}; `lm-eval-ext analyze` wrote it: "
-                                 f"rerun `lm-eval-ext analyze` with --out {folder} --overwrite"
-                                 ) from None
-    if table.empty:
-        raise AnalysisInputError(f"recommend: {path} holds no rows; `lm-eval-ext analyze` wrote "
-                                 f"it: rerun `lm-eval-ext analyze` with --out {folder} "
-                                 "--overwrite")
+        raise AnalysisInputError(f"recommend: {path} {problem}; {fix}") from None
+    missing = [c for c in PILOT_COLUMNS.get(name, ()) if c not in table.columns]
+    problem = ("was cut (its last line has no end)" if cut else "holds no rows" if table.empty
+               else f"lacks the column(s) {', '.join(missing)}" if missing else None)
+    if problem:
+        raise AnalysisInputError(f"recommend: {path} {problem}; {fix}")
     return table
 
 
