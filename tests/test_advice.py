@@ -233,7 +233,8 @@ def test_a_damaged_pilot_table_is_named_and_analysed_again(pilot, tmp_path, caps
 
 
 @pytest.mark.parametrize(("name", "damage", "problem"), [
-    ("items.csv", lambda data: data[:len(data) // 2].rstrip(b"\n"), "was cut (its last line has no end)"),
+    ("items.csv", lambda data: data[:len(data) // 2].rstrip(b"\n"),
+     "was cut (its last line has no end)"),
     ("runs.csv", lambda data: b"run,metric,delta_pp\nint8,accuracy,1.0\n",
      "lacks the column(s) is_reference, model, n_items, energy_joules, inference_seconds"),
 ])
