@@ -1,4 +1,4 @@
-"""A campaign names its backend: every cell runs that lm-eval model and its records say which."""
+"""A campaign names its backend; cells with their own answers_from are left to it.
 
 from __future__ import annotations
 
@@ -54,3 +54,12 @@ def test_the_dry_run_checks_vllm_args_as_vllm_metered_would():
                           check=False)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith("models.m: vllm-metered: precision=int8 is not available")
+
+
+def test_a_cell_with_its_own_answers_from_is_neither_planned_nor_a_parent():
+    """The campaign appended its own answers_from after the user's (two on one argv)."""
+    raw = _raw()
+    raw["conditions"]["M4"]["model_args"] = "answers_from=/runs/m0/results.json"
+    cells = build_spec(raw).cells
+    assert plan_derivations(cells) == {}
+    assert cells[1].lm_eval_argv("out").count("--model_args") == 1

@@ -58,8 +58,9 @@ def batch_independent(cell: Cell) -> bool:
     Log-likelihood: the ``*_loglik`` tasks; generative: the package's BBQ tasks (their YAML
     decodes greedily) unless the cell's ``gen_kwargs`` sample.
     """
-    if cell.backend != DERIVES or not at_batch_one(cell.engine_args.get("batch_size")):
-        return False
+    if (cell.backend != DERIVES or "answers_from" in cell.engine_args
+            or not at_batch_one(cell.engine_args.get("batch_size"))):
+        return False  # a cell given its own answers_from is derived as its file says
     return cell.task.endswith("_loglik") or (cell.task in _bbq_tasks() and greedy(cell))
 
 
