@@ -84,6 +84,9 @@ def test_cell_clashes_and_string_conditions_are_named_as_what_they_are(text, mes
     ("tasks: [bbq_subset_12p5pct_loglik]\nconditions: {M0: {limit: true}}\n",
      "conditions.M0: limit: true: give a number of items (e.g. 8) or a fraction of each task "
      "in (0, 1] (e.g. 0.25), not true/false"),
+    ("tasks: [bbq_subset_12p5pct_loglik]\nconditions: {M0: {metadata: {template_teir: cot}}}\n",
+     "cell embedded__M0__bbq_subset_12p5pct_loglik: --metadata key 'template_teir' is not a task "
+     "setting; did you mean 'template_tier'?"),
 ])
 def test_the_dry_run_refuses_what_the_run_would(text, message, tmp_path, capsys):
     """compare: {q: {reference: M0, runs: [M0]}} and answers_from=/nonexistent passed

@@ -47,7 +47,13 @@ def check_model_args(model_args: str, batch_size: Any, where: str,
 
 
 def check_task_settings(metadata: Mapping[str, Any] | None, where: str) -> None:
-    """Values of our task settings (e.g. ``template_tier``) in a run's ``metadata``."""
+    """Keys and values of our task settings (e.g. ``template_tier``) in a run's ``metadata``."""
+    from lm_eval_ext.plugin.task_folders import check_setting_keys
+
+    try:
+        check_setting_keys(metadata)
+    except ConfigError as exc:
+        raise ConfigError(f"{where}: {exc}") from None
     for key, choices in SETTING_CHOICES.items():
         if metadata and key in metadata:
             try:

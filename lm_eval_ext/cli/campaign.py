@@ -97,7 +97,8 @@ def run(args: argparse.Namespace) -> int:
     if outcome.failed:
         print(f"failed cells (logs under {args.out}/failed/): {', '.join(outcome.failed)}; "
               "each one's error is on its line above: where it names an option of the campaign "
-              "file, fix the file; then rerun the same command (finished cells are kept)")
+              "file, fix the file and run it with a new --out folder (a changed file is another "
+              "campaign); otherwise rerun the same command (finished cells are kept)")
     return 1 if outcome.failed else 0
 
 
