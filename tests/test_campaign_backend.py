@@ -1,4 +1,4 @@
-"""A campaign names its backend; cells with their own answers_from are left to it.
+"""A campaign names its backend; cells with their own answers_from are left to it."""
 
 from __future__ import annotations
 
