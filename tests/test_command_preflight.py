@@ -139,3 +139,16 @@ def test_a_campaign_file_with_bad_gen_kwargs_is_refused_when_read():
            "lm_eval": {"gen_kwargs": {"max_gen_toks": 0}}, "conditions": {"a": {}}}
     with pytest.raises(ConfigError, match="lm_eval: gen_kwargs: max_gen_toks=0"):
         build_spec(raw)
+
+
+@pytest.mark.parametrize(("model", "message"), [
+    ("hf-metred", "--model 'hf-metred' is not an lm-eval model; did you mean hf-metered or "
+                  "vllm-metered or hf-multimodal-metered?"),
+    ("zzz", "--model 'zzz' is not an lm-eval model; did you mean hf-metered?"),
+])
+def test_a_misspelt_model_is_one_line_before_anything_loads(model, message):
+    """`--model hf-metred` ended in lm-eval's registry traceback (tasks had did-you-mean)."""
+    with pytest.raises(PreflightError) as caught:
+        check_command_line(["--model", model, "--tasks", "bbq_subset_25pct_loglik"])
+    assert str(caught.value) == message
+    check_command_line(["--model", "hf", "--tasks", "bbq_subset_25pct_loglik"])  # lm-eval's own

@@ -166,6 +166,19 @@ def _number(text: str) -> float:
         return math.nan
 
 
+def check_model_name(value: str, where: str = "--model") -> None:
+    """A model name lm-eval has registered (ours included), else the closest ones."""
+    from lm_eval.api.registry import model_registry
+
+    from lm_eval_ext.plugin.registration import register_models
+
+    register_models()  # after lm-eval's own (it imports them)
+    if value not in model_registry:
+        close = difflib.get_close_matches(value, list(model_registry), n=3) or ["hf-metered"]
+        raise PreflightError(f"{where} {value!r} is not an lm-eval model; did you mean "
+                             f"{' or '.join(close)}?")
+
+
 def check_task_list(values: Sequence[str], where: str = "--tasks") -> None:
     """Task names as lm-eval splits them (at commas): none empty, none holding a space."""
     names = [name for value in values for name in value.split(",")]
@@ -183,6 +196,7 @@ def check_task_list(values: Sequence[str], where: str = "--tasks") -> None:
 def _arguments(argv: Sequence[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
     parser.add_argument("--tasks", "-t", nargs="+")
+    parser.add_argument("--model", "-m")
     parser.add_argument("--limit", "-L")
     parser.add_argument("--samples", "-E")
     parser.add_argument("--num_fewshot", "-f")
@@ -199,6 +213,8 @@ def check_command_line(argv: Sequence[str]) -> None:
     if args.limit is not None and args.samples is not None:
         raise PreflightError("--limit and --samples exclude each other: --samples names the "
                              "items to run, --limit cuts each task; pass one")
+    if args.model:
+        check_model_name(args.model)
     if args.tasks:
         check_task_list(args.tasks)
     if args.limit is not None:

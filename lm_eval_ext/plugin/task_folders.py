@@ -33,13 +33,7 @@ def _merge_include_paths(user_value) -> list:
 
 
 def check_setting_keys(metadata) -> None:
-    """Reject a ``--metadata`` key that is a misspelling of one of our task settings.
-
-    ``--metadata`` also carries other tasks' keys (and lm-eval merges model args into it), so
-    unknown keys in general must pass; a near miss such as ``template_teir`` would otherwise
-    be ignored and the default tier would run. Checked when the TaskManager is built, before
-    the model loads.
-    """
+    """Refuse a ``--metadata`` key near a task setting's name (other keys: other tasks')."""
     import difflib
 
     from lm_eval_ext.errors import ConfigError
