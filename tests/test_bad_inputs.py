@@ -187,6 +187,11 @@ def test_energy_ratio_refused_across_gpus(rows, tmp_path):
     ({"batch_size": -1}, "batch_size=-1 is not valid"),
     ({"batch_size": "abc"}, "batch_size='abc' is not valid"),
     ({"pretrained": "/nonexistent/model"}, "the local path /nonexistent/model does not exist"),
+    ({"pretrained": "gemma3-27m"}, "pretrained='gemma3-27m' is no model folder, packaged model "
+     "or model in the Hugging Face cache, and the hub is offline (HF_HUB_OFFLINE); did you mean "
+     "pretrained=gemma3-270m?"),
+    ({"pretrained": "nobody/no-model"}, "and the hub is offline (HF_HUB_OFFLINE); pass a model "
+     "folder or a packaged model (gemma3-270m)"),
     ({"energy": "nvml", "device": "cpu"}, "energy=nvml needs the model on a CUDA GPU"),
     ({"precison": "bf16"}, "unknown model arg(s) precison (did you mean precision?)"),
     ({"template_tier": "cot"}, "template_tier is a task setting, not a model arg: pass "

@@ -10,7 +10,6 @@ import pytest
 
 from lm_eval_ext.campaign import build_spec
 from lm_eval_ext.campaign.derivation import plan_derivations
-from lm_eval_ext.campaign.preflight import check_cells
 from lm_eval_ext.errors import ConfigError
 
 STAND_IN = Path(__file__).parent / "stand_in_vllm"
@@ -39,21 +38,27 @@ def test_an_unknown_backend_is_one_line():
         build_spec(_raw(backend="hf"))
 
 
-def test_the_dry_run_checks_vllm_args_as_vllm_metered_would():
-    cells = build_spec(_raw(backend="vllm-metered")).cells
-    with pytest.raises(ConfigError, match="needs vLLM, which is not installed"):
-        check_cells(cells)
-    code = ("from lm_eval_ext.campaign import build_spec\n"
-            "from lm_eval_ext.campaign.preflight import check_model_args\n"
+def _check_in_fresh_process(model_args: str, stand_in: bool) -> str:
+    """``check_model_args`` for vllm-metered in a new process (vLLM importable or not): its line."""
+    code = ("from lm_eval_ext.campaign.preflight import check_model_args\n"
             "from lm_eval_ext.errors import ConfigError\n"
-            "check_model_args('precision=fp8', 1, 'models.m', backend='vllm-metered')\n"
-            "try:\n    check_model_args('precision=int8', 1, 'models.m', backend='vllm-metered')\n"
+            "try:\n"
+            f"    check_model_args({model_args!r}, 1, 'models.m', backend='vllm-metered')\n"
+            "    print('accepted')\n"
             "except ConfigError as e:\n    print(e)\n")
+    path = f"{STAND_IN}:{Path.cwd()}" if stand_in else str(Path.cwd())
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          env={"PYTHONPATH": f"{STAND_IN}:{Path.cwd()}", "PATH": "/usr/bin"},
-                          check=False)
+                          env={"PYTHONPATH": path, "PATH": "/usr/bin"}, check=False)
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.startswith("models.m: vllm-metered: precision=int8 is not available")
+    return proc.stdout.strip()
+
+
+def test_the_dry_run_checks_vllm_args_as_vllm_metered_would():
+    assert _check_in_fresh_process("precision=fp8", stand_in=False).startswith(
+        "models.m: --model vllm-metered needs vLLM, which is not installed")
+    assert _check_in_fresh_process("precision=fp8", stand_in=True) == "accepted"
+    assert _check_in_fresh_process("precision=int8", stand_in=True).startswith(
+        "models.m: vllm-metered: precision=int8 is not available")
 
 
 def test_a_cell_with_its_own_answers_from_is_neither_planned_nor_a_parent():

@@ -12,6 +12,7 @@ import dataclasses
 import difflib
 import inspect
 import math
+import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -96,6 +97,29 @@ def _check_pretrained(model: str, pretrained: Any) -> None:
         if not path.exists():
             raise ConfigError(f"{model}: pretrained={pretrained!r}: the local path {path} does "
                               "not exist; pass an existing model folder or a hub id")
+    elif _offline() and not Path(pretrained).expanduser().is_dir() \
+            and pretrained not in packaged_models.PACKAGED and not _in_hub_cache(pretrained):
+        close = difflib.get_close_matches(pretrained, list(packaged_models.PACKAGED), n=1)
+        raise ConfigError(
+            f"{model}: pretrained={pretrained!r} is no model folder, packaged model or model in "
+            "the Hugging Face cache, and the hub is offline (HF_HUB_OFFLINE)"
+            + (f"; did you mean pretrained={close[0]}?" if close else
+               f"; pass a model folder or a packaged model ({', '.join(packaged_models.PACKAGED)})"))
+
+
+def _offline() -> bool:
+    """Whether the Hugging Face hub is switched off (``HF_HUB_OFFLINE``, as huggingface_hub reads it)."""
+    return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "on", "yes", "true")
+
+
+def _in_hub_cache(repo_id: str) -> bool:
+    """Whether the Hugging Face cache holds the repository's ``config.json``."""
+    from huggingface_hub import try_to_load_from_cache
+
+    try:
+        return isinstance(try_to_load_from_cache(repo_id, "config.json"), str)
+    except ValueError:  # not a valid repository id
+        return False
 
 
 @dataclass(frozen=True)
