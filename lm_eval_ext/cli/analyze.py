@@ -7,7 +7,12 @@ import math
 import sys
 from typing import TYPE_CHECKING
 
-from lm_eval_ext.cli.options import add_resampling_options, folder, positive_float, positive_int
+from lm_eval_ext.cli.options import (
+    DRAWS,
+    add_resampling_options,
+    folder,
+    positive_float,
+)
 from lm_eval_ext.errors import ConfigError, LmEvalExtError
 
 if TYPE_CHECKING:
@@ -34,7 +39,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                               "(4 rows) or its template (category x question_index, shared by "
                               "several units); the other is reported beside it")
     add_resampling_options(analyze)
-    analyze.add_argument("--mc-draws", type=positive_int, default=1_000, help="draws per size")
+    analyze.add_argument("--mc-draws", type=DRAWS, default=1_000, help="draws per size")
     analyze.add_argument("--template-sd", type=positive_float, help="prompt-template SD (pp) for QRI")
     analyze.add_argument("--no-progress", action="store_true", help="no progress bars")
     analyze.add_argument("--compare-harness", nargs="+", metavar="HARNESS=PATH",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import warnings
 
-from lm_eval_ext.cli.options import folder, non_negative_int, positive_int
+from lm_eval_ext.cli.options import DRAWS, RESAMPLES, folder, non_negative_int, positive_int
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -51,8 +51,8 @@ def _add_cell_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-analyze", action="store_true", help="skip the analysis")
     parser.add_argument("--analyze-only", action="store_true",
                         help="run no cell; analyse every comparison whose cells are done")
-    parser.add_argument("--bootstrap", type=positive_int, default=10_000, help="analysis resamples")
-    parser.add_argument("--mc-draws", type=positive_int, default=1_000, help="analysis draws per size")
+    parser.add_argument("--bootstrap", type=RESAMPLES, default=10_000, help="analysis resamples")
+    parser.add_argument("--mc-draws", type=DRAWS, default=1_000, help="analysis draws per size")
     parser.add_argument("--seed", type=int, default=0, help="analysis seed")
     parser.add_argument("--quiet", action="store_true", help="no lm-eval output, one line per cell")
     parser.add_argument("--measure-all", action="store_true",

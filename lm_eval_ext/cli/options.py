@@ -82,6 +82,22 @@ def positive_int(text: str) -> int:
     return value
 
 
+def at_least(minimum: int):
+    """An argparse type: an integer of at least ``minimum`` (the analysis' own floor)."""
+    def parse(text: str) -> int:
+        value = _number(text, int)
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"{text} must be at least {minimum}")
+        return value
+
+    parse.__name__ = f"at_least_{minimum}"
+    return parse
+
+
+#: the analysis' floors (analysis/pipeline.py check_settings): --bootstrap and --mc-draws
+RESAMPLES, DRAWS = at_least(100), at_least(10)
+
+
 def non_negative_int(text: str) -> int:
     """An integer of at least 0."""
     value = _number(text, int)
@@ -121,7 +137,7 @@ def output_file(text: str) -> Path:
 
 def add_resampling_options(parser: argparse.ArgumentParser) -> None:
     """``--bootstrap``, ``--seed``, ``--level`` and ``--overwrite`` (analyze, compare-harness)."""
-    parser.add_argument("--bootstrap", type=positive_int, default=10_000, help="resamples")
+    parser.add_argument("--bootstrap", type=RESAMPLES, default=10_000, help="resamples")
     parser.add_argument("--seed", type=int, default=0, help="random seed of the resampling")
     parser.add_argument("--level", type=probability, default=0.95,
                         help="confidence level of the intervals")
