@@ -99,7 +99,7 @@ def task_card(results: Mapping[str, Any], task: str, samples: Sequence[Mapping[s
         "decoding": _decoding(task_config, config),
         "scoring_path": ("generative" if task_config.get("output_type") == "generate_until"
                          else "loglik"),
-        "precision": metering.get("precision", str(config.get("model_dtype"))),
+        "precision": metering.get("precision", _precision_of(config.get("model_dtype"))),
         "batch_size": str(metering.get("batch_size", config.get("batch_size"))),
         "item_set_sha256": _sha256_lines(sorted(str(s.get("doc_hash")) for s in samples)),
         "n_items": len(samples),
@@ -108,6 +108,15 @@ def task_card(results: Mapping[str, Any], task: str, samples: Sequence[Mapping[s
                      "transformers": results.get("transformers_version"),
                      "torch": _torch_version(results)},
     }
+
+
+#: torch dtypes as the metered models name their precision (stock lm-eval records the dtype)
+DTYPE_PRECISION = {"torch.float32": "fp32", "torch.bfloat16": "bf16", "torch.float16": "fp16"}
+
+
+def _precision_of(model_dtype: object) -> str:
+    """A stock run's ``model_dtype`` in the metered models' words (``torch.float32`` -> fp32)."""
+    return DTYPE_PRECISION.get(str(model_dtype), str(model_dtype))
 
 
 #: axis -> the design factor it belongs to (a comparison should change one factor)

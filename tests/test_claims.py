@@ -199,3 +199,15 @@ def test_a_run_handed_to_lm_eval_as_an_object_keeps_its_model_class():
     assert task_card(by_cli, "t", samples)["model_class"] == "hf-metered"
     assert task_card(by_object, "t", samples)["model_class"] == "hf-metered"
     assert task_card(plain, "t", samples)["model_class"] == "hf"
+
+
+def test_a_stock_runs_dtype_is_the_same_precision_as_a_metered_runs():
+    """Stock `--model hf` in fp32 against hf-metered fp32 was carded as a precision change
+    (fp32 -> torch.float32)."""
+    samples = [{"doc_id": 0, "doc_hash": "a", "prompt_hash": "p"}]
+    stock = {"config": {"model": "hf", "model_dtype": "torch.float32"}}
+    metered = {"config": {"model": "hf-metered", "metering": {"precision": "fp32"}}}
+    assert task_card(stock, "t", samples)["precision"] == "fp32"
+    assert task_card(metered, "t", samples)["precision"] == "fp32"
+    odd = {"config": {"model": "hf", "model_dtype": "torch.float8_e4m3fn"}}
+    assert task_card(odd, "t", samples)["precision"] == "torch.float8_e4m3fn"
