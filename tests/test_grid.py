@@ -32,6 +32,14 @@ def test_grid_expands_axes_and_drops_decoding_on_loglik():
     assert cell.options["gen_kwargs"] == {"do_sample": True, "temperature": 0.7}
     with pytest.raises(ConfigError, match="at least two"):
         grid_campaign({"models": {"a": ""}, "benchmarks": ["bbq"]})
+    # a benchmark named with its scoring path got "unknown task ..._loglik_loglik (e.g. the
+    # name you wrote)"
+    with pytest.raises(ConfigError) as caught:
+        grid_campaign({"models": {"a": "", "b": "precision=bf16"},
+                       "benchmarks": ["bbq_subset_12p5pct_loglik"]})
+    assert str(caught.value) == (
+        "grid benchmarks: 'bbq_subset_12p5pct_loglik' names a scoring path; list the generative "
+        "name 'bbq_subset_12p5pct' and set scoring_path: [loglik] (the grid adds _loglik itself)")
 
 
 @pytest.mark.slow

@@ -58,6 +58,11 @@ def grid_campaign(raw: Mapping[str, Any]) -> dict[str, Any]:
                               "measure noise; give each label another model or precision")
         seen[canonical] = label
     benchmarks = _levels(raw, "benchmarks", [])
+    scored = [b for b in benchmarks if str(b).endswith("_loglik")]
+    if scored:
+        raise ConfigError(f"grid benchmarks: {scored[0]!r} names a scoring path; list the "
+                          f"generative name {str(scored[0]).removesuffix('_loglik')!r} and set "
+                          "scoring_path: [loglik] (the grid adds _loglik itself)")
     tiers = _levels(raw, "template_tier", ["default"])
     shots = _levels(raw, "num_fewshot", [0])
     paths = _levels(raw, "scoring_path", ["generative"])
