@@ -278,3 +278,18 @@ def test_sequential_resumes_after_sigkill_in_the_middle_of_a_step(tmp_path, data
     assert reference.stat().st_mtime_ns == stamp and not partial.exists()
     assert find_results([out / "looks" / "0" / "candidate"])
     assert json.loads((out / "sequential.json").read_text())["looks"]
+
+
+def test_a_folder_holding_other_files_is_refused_before_any_look(tmp_path, data_dir, capsys):
+    """--out at an lm-eval run folder wrote the looks into it; analyze then found 5 runs there."""
+    from lm_eval_ext.cli import main as cli_main
+
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "results_2026-01-01T00-00-00.json").write_text("{}")
+    assert cli_main.main(["sequential", "--reference-args", "precision=fp32", "--candidate-args",
+                          "precision=bf16", "--out", str(run), "--looks", "12p5pct,25pct"]) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"lm-eval-ext: error: sequential: --out {run} holds other files and no sequential "
+        "evaluation; use a new or empty --out folder")
+    assert sorted(p.name for p in run.iterdir()) == ["results_2026-01-01T00-00-00.json"]

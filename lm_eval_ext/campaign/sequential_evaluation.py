@@ -181,11 +181,14 @@ def run_sequential(out: str | Path, reference: Arm, candidate: Arm, *, metric: s
             f"{reference.model_args or 'none'!r}, batch {reference.batch_size}), so every look "
             "would compare a run with itself; give the candidate the change to test (e.g. "
             "--candidate-batch 8, or --candidate-args with another precision)")
+    card_path = out / "preregistration.json"
+    if out.is_dir() and any(out.iterdir()) and not card_path.is_file():
+        raise ConfigError(f"sequential: --out {out} holds other files and no sequential "
+                          "evaluation; use a new or empty --out folder")
     out.mkdir(parents=True, exist_ok=True)  # only once everything above is valid
     spec: MetricSpec = METRICS[metric]
     arms = {"reference": reference, "candidate": candidate}
     card = preregistration(plan, looks, arms, path)
-    card_path = out / "preregistration.json"
     if card_path.exists() and json.loads(card_path.read_text()) != card:
         raise ConfigError(f"{card_path} holds another pre-registration; use a new --out")
     card_path.write_text(json.dumps(card, indent=2) + "\n")
