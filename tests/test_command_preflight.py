@@ -152,3 +152,11 @@ def test_a_misspelt_model_is_one_line_before_anything_loads(model, message):
         check_command_line(["--model", model, "--tasks", "bbq_subset_25pct_loglik"])
     assert str(caught.value) == message
     check_command_line(["--model", "hf", "--tasks", "bbq_subset_25pct_loglik"])  # lm-eval's own
+
+
+def test_log_samples_without_an_output_path_is_one_line():
+    """lm-eval's own ValueError reached the user as a traceback."""
+    with pytest.raises(PreflightError) as caught:
+        check_command_line(["--model", "hf-metered", "--tasks", "bbq_subset_25pct_loglik",
+                            "--log_samples"])
+    assert str(caught.value) == "--log_samples needs --output_path (the folder for the samples)"

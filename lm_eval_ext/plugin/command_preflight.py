@@ -203,6 +203,7 @@ def _arguments(argv: Sequence[str]) -> argparse.Namespace:
     parser.add_argument("--batch_size", "-b")
     parser.add_argument("--gen_kwargs")
     parser.add_argument("--output_path", "-o")
+    parser.add_argument("--log_samples", "-s", action="store_true")
     parser.add_argument("--device")
     return parser.parse_known_args(list(argv))[0]
 
@@ -225,6 +226,8 @@ def check_command_line(argv: Sequence[str]) -> None:
         check_gen_kwargs(args.gen_kwargs)
     if args.num_fewshot is not None:
         check_num_fewshot(args.num_fewshot)
+    if args.log_samples and not args.output_path:
+        raise PreflightError("--log_samples needs --output_path (the folder for the samples)")
     if args.output_path is not None:
         check_output_path(args.output_path)
     if args.device:
