@@ -160,3 +160,12 @@ def test_log_samples_without_an_output_path_is_one_line():
         check_command_line(["--model", "hf-metered", "--tasks", "bbq_subset_25pct_loglik",
                             "--log_samples"])
     assert str(caught.value) == "--log_samples needs --output_path (the folder for the samples)"
+
+
+def test_a_loglik_name_of_a_generative_only_task_points_to_the_task():
+    """`xstest_ext_loglik` was told "did you mean toxigen_ext_loglik?" (another benchmark)."""
+    from lm_eval_ext.plugin.command_preflight import unknown_task_message
+    from lm_eval_ext.plugin.task_folders import our_task_names
+
+    message = unknown_task_message("xstest_ext_loglik", list(our_task_names()))
+    assert message.startswith("unknown task(s) xstest_ext_loglik (did you mean xstest_ext?)")

@@ -252,7 +252,8 @@ def _subset_hint(name: str) -> str | None:
 def unknown_task_message(missing: str, known: Sequence[str]) -> str:
     """One line for lm-eval's "Tasks not found: a, b", with the closest known names."""
     names = [n.strip() for n in missing.split(",") if n.strip()]
-    typos = {n: difflib.get_close_matches(n, known, n=1, cutoff=0.9) for n in names}
+    typos = {n: [n.removesuffix("_loglik")] if n.removesuffix("_loglik") in known else
+             difflib.get_close_matches(n, known, n=1, cutoff=0.9) for n in names}  # generative only
     hints = {n: typos[n] or difflib.get_close_matches(n, known, n=1) for n in names}
     named = ", ".join((not typos[n] and _subset_hint(n))
                       or (f"{n} (did you mean {hints[n][0]}?)" if hints[n] else n)
