@@ -184,10 +184,10 @@ def _pilot_analysis(folder: Path, out: Path, capsys) -> None:
     capsys.readouterr()
 
 
-def _recommend_error(pilot: Path, capsys) -> str:
+def _recommend_error(pilot: Path, capsys, *more: str) -> str:
     from lm_eval_ext.cli import main as cli_main
 
-    assert cli_main.main(["recommend", str(pilot), "--claim", "accuracy=5"]) == 2
+    assert cli_main.main(["recommend", str(pilot), "--claim", "accuracy=5", *more]) == 2
     return capsys.readouterr().err.strip()
 
 
@@ -312,3 +312,18 @@ def test_intersection_is_suggested_only_where_items_are_shared(tmp_path):
         analyze(first, [part], **fast)
     assert str(error.value).endswith("pass --intersection to compare the 20 shared items.")
     assert analyze(first, [part], intersection=True, **fast).n_items == 20  # followed
+
+
+def test_a_card_is_not_written_into_an_lm_eval_run_folder(pilot, tmp_path, capsys):
+    """`recommend --out RUN_FOLDER` put card.json and card.md beside lm-eval's files."""
+    from lm_eval_ext.cli import main as cli_main
+
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "results_2026-01-01T00-00-00.json").write_text("{}")
+    message = _recommend_error(pilot, capsys, "--out", str(run))
+    assert message == (f"lm-eval-ext: error: recommend: --out {run} is an lm-eval run folder; "
+                       "write the card into its own folder (e.g. --out cards/)")
+    assert cli_main.main(["recommend", str(pilot), "--claim", "accuracy=5", "--out",
+                          str(tmp_path / "cards")]) == 0  # followed
+    assert sorted(p.name for p in (tmp_path / "cards").iterdir()) == ["card.json", "card.md"]

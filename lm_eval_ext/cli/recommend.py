@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import argparse
 import json
+from pathlib import Path
 
 from lm_eval_ext.cli.options import folder, probability
+from lm_eval_ext.errors import ConfigError
 from lm_eval_ext.files import write_files_atomic
 
 
@@ -86,6 +88,9 @@ def run(args: argparse.Namespace) -> int:
     if args.bootstrap < 100:
         raise AnalysisInputError(f"recommend: --bootstrap {args.bootstrap} is too few resamples "
                                  "for a standard error; use at least 100 (default 2000)")
+    if args.out and any(Path(args.out).glob("results_*.json")):
+        raise ConfigError(f"recommend: --out {args.out} is an lm-eval run folder; write the card "
+                          "into its own folder (e.g. --out cards/)")
     data = recommend_from_pilots(args.pilot, args.claim, sizes_units=sizes, alpha=args.alpha,
                                  power=args.power, n_resamples=args.bootstrap, seed=args.seed,
                                  order=_names(args.order), weights=_weights(args.weights))
