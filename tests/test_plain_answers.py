@@ -188,3 +188,15 @@ def test_a_run_of_bbq_and_another_benchmark_has_bbq_cells_only():
     cells = {name: mask.tolist() for kind, name, mask in subgroup_masks(items, min_group_n=1)
              if kind == "context_polarity"}
     assert cells == {"ambig/neg": [True, False, False], "disambig/nonneg": [False, True, False]}
+
+
+def test_mde_runs_of_other_item_sets_says_what_it_left_out(run, tmp_path, capsys):
+    """A 12-item run against a 6-item run was paired on 6 items without a word."""
+    rows = load_membership("12p5pct").rows[:40]
+    preds = simulate_predictions(rows, 0.5, np.random.default_rng(3))
+    fewer = write_run(tmp_path / "fewer", TASK, rows, preds)
+    assert cli_main.main(["mde", "--runs", str(run.parent), str(fewer.parent)]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("empirical"))
+    n_ref = len(load_membership("12p5pct").rows)
+    assert line.endswith(f"over 40 paired items (the items both runs hold; left out: "
+                         f"{n_ref - 40} of synthetic-model@bf16/bs1/12p5pct)"), line

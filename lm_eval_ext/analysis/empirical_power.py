@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from lm_eval_ext.analysis.errors import AnalysisInputError
@@ -24,12 +24,14 @@ class PairedPowerInputs:
         design_effect: Variance inflation of the natural-unit clusters (as estimated).
         usable_design_effect: The same, floored where the estimate cannot be used.
         m: Paired items (the runs' common items).
+        dropped: Run id -> its items left out because the other run lacks them.
     """
 
     rho_d: float
     design_effect: float
     usable_design_effect: float
     m: int
+    dropped: dict[str, int] = field(default_factory=dict)
 
 
 def paired_inputs_from_runs(reference: str | Path, run: str | Path) -> PairedPowerInputs:
@@ -45,7 +47,8 @@ def paired_inputs_from_runs(reference: str | Path, run: str | Path) -> PairedPow
     rho_d = discordance_rate(ref_items["correct"], run_items["correct"])
     deff = design_effect(run_items["correct"].to_numpy(float)
                          - ref_items["correct"].to_numpy(float), ref_items["unit_id"])
-    return PairedPowerInputs(rho_d, deff, usable_design_effect(deff), alignment.n)
+    return PairedPowerInputs(rho_d, deff, usable_design_effect(deff), alignment.n,
+                             {k: v for k, v in alignment.dropped.items() if v})
 
 
 def discordance_upper_bound(m: int, alpha: float = 0.05) -> float:

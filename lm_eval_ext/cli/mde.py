@@ -46,7 +46,9 @@ def run(args: argparse.Namespace) -> int:
         floored = (" (used as 1: an estimate below 1 is noise around independent items)"
                    if inputs.usable_design_effect != inputs.design_effect else "")
         print(f"empirical rho_d = {inputs.rho_d:.4f}, design effect = "
-              f"{inputs.design_effect:.3f}{floored} over {inputs.m} paired items")
+              f"{inputs.design_effect:.3f}{floored} over {inputs.m} paired items"
+              + ("" if not inputs.dropped else " (the items both runs hold; left out: "
+                 + ", ".join(f"{n} of {run}" for run, n in inputs.dropped.items()) + ")"))
         rho_d, deff, m = inputs.rho_d, inputs.usable_design_effect, m or inputs.m
         bounded = rho_d == 0
         if bounded:
