@@ -341,3 +341,14 @@ def test_the_console_names_an_interval_that_cannot_be_estimated():
     finite = row.copy()
     finite[["ci_low", "ci_high"]] = [-1.5, 2.25]
     assert delta_line(finite, 0.95) == "b4: bias_s_dis +0.00 pp [-1.50, +2.25] p=1 (cluster_permutation)"
+
+
+@pytest.mark.parametrize("name", ["my task", "my12"])
+def test_the_register_name_rule_is_stated_whole(name):
+    """The rule left out the bbq_ prefix: following it ('my12') gave a second refusal."""
+    from lm_eval_ext.tasks.bbq.registered import check_task_name
+
+    with pytest.raises(ConfigError) as caught:
+        check_task_name(name)
+    assert "'bbq_'" in str(caught.value)
+    check_task_name("bbq_my12")  # the rule followed

@@ -44,8 +44,8 @@ def check_task_name(task: str) -> None:
     """The name rules of a registered BBQ task (checked before any work)."""
     if not _TASK_NAME.fullmatch(task):
         raise ConfigError(
-            f"task name {task!r} is invalid: use 3-64 lower-case letters, digits and "
-            "underscores, starting with a letter (e.g. bbq_vector_frozen2000)"
+            f"task name {task!r} is invalid: use 'bbq_' and then lower-case letters, digits and "
+            "underscores, 3-64 characters in all (e.g. bbq_vector_frozen2000)"
         )
     if not task.startswith("bbq_"):
         raise ConfigError(f"task name {task!r} must start with 'bbq_' (e.g. bbq_{task})")
