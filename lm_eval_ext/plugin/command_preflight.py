@@ -168,11 +168,9 @@ def _number(text: str) -> float:
 
 def check_model_name(value: str, where: str = "--model") -> None:
     """A model name lm-eval has registered (ours included), else the closest ones."""
+    import lm_eval.models  # noqa: F401  (lm-eval's models; ours: the start-up hook, activate())
     from lm_eval.api.registry import model_registry
 
-    from lm_eval_ext.plugin.registration import register_models
-
-    register_models()  # after lm-eval's own (it imports them)
     if value not in model_registry:
         close = difflib.get_close_matches(value, list(model_registry), n=3) or ["hf-metered"]
         raise PreflightError(f"{where} {value!r} is not an lm-eval model; did you mean "
@@ -226,7 +224,7 @@ def check_command_line(argv: Sequence[str]) -> None:
         check_gen_kwargs(args.gen_kwargs)
     if args.num_fewshot is not None:
         check_num_fewshot(args.num_fewshot)
-    if args.log_samples and not args.output_path:
+    if args.log_samples and args.output_path is None:
         raise PreflightError("--log_samples needs --output_path (the folder for the samples)")
     if args.output_path is not None:
         check_output_path(args.output_path)
