@@ -8,6 +8,7 @@ anything is loaded or written.
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from pathlib import Path
 
 
@@ -74,16 +75,8 @@ def positive_float(text: str) -> float:
     return value
 
 
-def positive_int(text: str) -> int:
-    """An integer of at least 1."""
-    value = _number(text, int)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text} must be at least 1")
-    return value
-
-
-def at_least(minimum: int):
-    """An argparse type: an integer of at least ``minimum`` (the analysis' own floor)."""
+def at_least(minimum: int) -> Callable[[str], int]:
+    """An argparse type: an integer of at least ``minimum``."""
     def parse(text: str) -> int:
         value = _number(text, int)
         if value < minimum:
@@ -94,6 +87,8 @@ def at_least(minimum: int):
     return parse
 
 
+#: an integer of at least 1
+positive_int = at_least(1)
 #: the analysis' floors (analysis/pipeline.py check_settings): --bootstrap and --mc-draws
 RESAMPLES, DRAWS = at_least(100), at_least(10)
 

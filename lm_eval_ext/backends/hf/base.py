@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     from lm_eval_ext.generation.generator import FastGenerationStats
     from lm_eval_ext.generation.settings import GenerationSettings
 
+
 def parameter_cuda_devices(model: Any) -> list[int]:
     """Every CUDA device holding parameters (several with ``parallelize=True``/``device_map``)."""
     return sorted({p.device.index or 0 for p in model.parameters() if p.device.type == "cuda"})
