@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 
 import pytest
@@ -152,6 +153,23 @@ def test_a_misspelt_model_is_one_line_before_anything_loads(model, message):
         check_command_line(["--model", model, "--tasks", "bbq_subset_25pct_loglik"])
     assert str(caught.value) == message
     check_command_line(["--model", "hf", "--tasks", "bbq_subset_25pct_loglik"])  # lm-eval's own
+
+
+def test_our_model_names_pass_before_anything_registered_them():
+    """With the start-up hook off, `lm-eval-ext run --model hf-metered` was refused as "not an
+    lm-eval model; did you mean hf-metered?" (the check ran before run registered our models)."""
+    import subprocess
+    import sys
+
+    code = ("from lm_eval.api.registry import model_registry\n"
+            "from lm_eval_ext.plugin.command_preflight import check_model_name\n"
+            "for name in ('hf-metered', 'vllm-metered', 'hf-multimodal-metered'):\n"
+            "    check_model_name(name)\n"
+            "print('hf-metered' in model_registry)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env={**os.environ, "LM_EVAL_EXT_DISABLE": "1"})
+    assert done.returncode == 0, done.stderr[-1000:]
+    assert done.stdout.strip() == "False"  # the hook really was off, and the check wrote nothing
 
 
 def test_log_samples_without_an_output_path_is_one_line():

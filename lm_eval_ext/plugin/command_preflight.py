@@ -168,11 +168,15 @@ def _number(text: str) -> float:
 
 def check_model_name(value: str, where: str = "--model") -> None:
     """A model name lm-eval has registered (ours included), else the closest ones."""
-    import lm_eval.models  # noqa: F401  (lm-eval's models; ours: the start-up hook, activate())
+    import lm_eval.models  # noqa: F401  (lm-eval's own models)
     from lm_eval.api.registry import model_registry
 
-    if value not in model_registry:
-        close = difflib.get_close_matches(value, list(model_registry), n=3) or ["hf-metered"]
+    from lm_eval_ext.plugin.registration import MODELS
+
+    # ours are named too where nothing registered them yet (`lm-eval-ext run` checks first)
+    known = [*model_registry, *(name for name in MODELS if name not in model_registry)]
+    if value not in known:
+        close = difflib.get_close_matches(value, known, n=3) or ["hf-metered"]
         raise PreflightError(f"{where} {value!r} is not an lm-eval model; did you mean "
                              f"{' or '.join(close)}?")
 
