@@ -327,3 +327,22 @@ def test_a_card_is_not_written_into_an_lm_eval_run_folder(pilot, tmp_path, capsy
     assert cli_main.main(["recommend", str(pilot), "--claim", "accuracy=5", "--out",
                           str(tmp_path / "cards")]) == 0  # followed
     assert sorted(p.name for p in (tmp_path / "cards").iterdir()) == ["card.json", "card.md"]
+
+
+@pytest.mark.slow
+def test_the_folder_named_for_lm_evals_hf_runs(embedded_checkpoint, tmp_path):
+    """The advice for `--model hf --model_args pretrained=embedded`, followed as printed."""
+    import re
+
+    from helpers import run_cli
+
+    common = ["--tasks", "bbq_subset_12p5pct_loglik", "--limit", "1", "--output_path",
+              str(tmp_path)]
+    refused = run_cli(["lm-eval-ext", "run", "--model", "hf", "--model_args",
+                       "pretrained=embedded", *common])
+    assert refused.returncode == 2 and "Traceback" not in refused.stderr
+    folder = re.search(r"give hf the folder: pretrained=(\S+) ", refused.stderr).group(1)
+    done = run_cli(["lm-eval-ext", "run", "--model", "hf", "--model_args",
+                    f"pretrained={folder}", *common])
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert len(list(tmp_path.rglob("results_*.json"))) == 1

@@ -187,3 +187,27 @@ def test_a_loglik_name_of_a_generative_only_task_points_to_the_task():
 
     message = unknown_task_message("xstest_ext_loglik", list(our_task_names()))
     assert message.startswith("unknown task(s) xstest_ext_loglik (did you mean xstest_ext?)")
+
+
+@pytest.mark.parametrize("model_args", [["pretrained=embedded"], ['{"pretrained": "embedded"}'],
+                                        ["dtype=float32", "pretrained=embedded"]])
+def test_our_model_names_given_to_lm_evals_hf_name_the_folder(model_args, embedded_checkpoint):
+    """`--model hf --model_args pretrained=embedded` ended in a transformers OSError traceback."""
+    with pytest.raises(PreflightError) as caught:
+        check_command_line(["--model", "hf", "--model_args", *model_args, "--tasks", "x"])
+    assert str(caught.value) == (
+        "--model hf: pretrained=embedded is hf-metered's name for a packaged model; run --model "
+        f"hf-metered, or give hf the folder: pretrained={embedded_checkpoint} (`lm-eval-ext "
+        "model prepare --model embedded` writes it)")
+    check_command_line(["--model", "hf", "--model_args", f"pretrained={embedded_checkpoint}"])
+
+
+def test_an_offline_hub_id_lm_evals_hf_cannot_load_is_one_line(monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(PreflightError) as caught:
+        check_command_line(["--model", "hf", "--model_args", "pretrained=org/not-cached"])
+    assert str(caught.value) == (
+        "--model hf: pretrained='org/not-cached' is no model folder or model in the Hugging Face "
+        "cache, and the hub is offline (HF_HUB_OFFLINE); pass a model folder")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "0")  # online, lm-eval may download it
+    check_command_line(["--model", "hf", "--model_args", "pretrained=org/not-cached"])

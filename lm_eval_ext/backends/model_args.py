@@ -13,7 +13,7 @@ import difflib
 import inspect
 import math
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Self
@@ -88,8 +88,12 @@ def _is_positive(text: str) -> bool:
         return False
 
 
-def _check_pretrained(model: str, pretrained: Any) -> None:
-    """A value written as a local path (``/``, ``./``, ``../``, ``~``) must exist."""
+def check_pretrained(model: str, pretrained: Any, aliases: Sequence[str] = ()) -> None:
+    """``pretrained=`` checked before loading: a local path must exist.
+
+    Offline, any other value must be a folder, one of ``aliases`` (the model's own names) or in
+    the hub cache.
+    """
     if pretrained is None or not isinstance(pretrained, str):
         return
     if pretrained.startswith(("/", "./", "../", "~")):
@@ -98,13 +102,16 @@ def _check_pretrained(model: str, pretrained: Any) -> None:
             raise ConfigError(f"{model}: pretrained={pretrained!r}: the local path {path} does "
                               "not exist; pass an existing model folder or a hub id")
     elif _offline() and not Path(pretrained).expanduser().is_dir() \
-            and pretrained not in packaged_models.PACKAGED and not _in_hub_cache(pretrained):
-        close = difflib.get_close_matches(pretrained, list(packaged_models.PACKAGED), n=1)
+            and pretrained not in aliases and not _in_hub_cache(pretrained):
+        close = difflib.get_close_matches(pretrained, list(aliases), n=1)
+        named = (f" or a packaged model ({', '.join(aliases)}), or leave pretrained= out for "
+                 "the embedded model" if aliases else "")
         raise ConfigError(
-            f"{model}: pretrained={pretrained!r} is no model folder, packaged model or model in "
-            "the Hugging Face cache, and the hub is offline (HF_HUB_OFFLINE)"
+            f"{model}: pretrained={pretrained!r} is no model folder"
+            + (", packaged model" if aliases else "") + " or model in the Hugging Face cache, "
+            "and the hub is offline (HF_HUB_OFFLINE)"
             + (f"; did you mean pretrained={close[0]}?" if close else
-               f"; pass a model folder or a packaged model ({', '.join(packaged_models.PACKAGED)})"))
+               f"; pass a model folder{named}"))
 
 
 def _offline() -> bool:
@@ -158,7 +165,7 @@ class MeteredArgs:
         ChatTemplatePolicy(self.chat_template, model)  # the policy checks its own mode
         check_choice("model arg energy", self.energy, ENERGY_SOURCES)
         check_batch_size(model, lm_args.get("batch_size", 1))
-        _check_pretrained(model, self.pretrained)
+        check_pretrained(model, self.pretrained, list(packaged_models.PACKAGED))
         packaged_models.check_available(self.pretrained)
         if self.energy == "nvml":
             _check_nvml_device(model, lm_args.get("device"))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import json
 import math
 import os
 import re
@@ -181,6 +182,53 @@ def check_model_name(value: str, where: str = "--model") -> None:
                              f"{' or '.join(close)}?")
 
 
+def model_args_of(values: Sequence[str] | None) -> dict:
+    """``--model_args`` as lm-eval reads it: one JSON object, or ``k=v,k=v`` words (merged).
+
+    ``{}`` where lm-eval would refuse it itself.
+    """
+    from lm_eval.utils import simple_parse_args_string
+
+    if not values:
+        return {}
+    try:
+        parsed = json.loads(values[0])
+    except ValueError:
+        parsed = None
+    if isinstance(parsed, dict):
+        return parsed
+    try:
+        return {k: v for value in values for k, v in simple_parse_args_string(value).items()}
+    except ValueError:
+        return {}
+
+
+def check_stock_pretrained(model: str, model_args: Mapping[str, object]) -> None:
+    """``pretrained=`` of lm-eval's own models (``--model hf``), checked before loading.
+
+    Our model names are not theirs; offline the value must be a folder or in the hub cache.
+    (Our models check their own.)
+    """
+    from lm_eval_ext.backends import embedded_model, packaged_models
+    from lm_eval_ext.backends.model_args import check_pretrained
+    from lm_eval_ext.plugin.registration import MODELS
+
+    pretrained = model_args.get("pretrained")
+    if model in MODELS or not isinstance(pretrained, str):
+        return
+    ours = {"embedded": embedded_model.checkpoint_dir(),
+            **{name: m.checkpoint_dir() for name, m in packaged_models.PACKAGED.items()}}
+    if pretrained in ours:
+        raise PreflightError(
+            f"--model {model}: pretrained={pretrained} is hf-metered's name for a packaged model; "
+            f"run --model hf-metered, or give {model} the folder: pretrained={ours[pretrained]} "
+            f"(`lm-eval-ext model prepare --model {pretrained}` writes it)")
+    try:
+        check_pretrained(f"--model {model}", pretrained)
+    except ConfigError as exc:
+        raise PreflightError(str(exc)) from None
+
+
 def check_task_list(values: Sequence[str], where: str = "--tasks") -> None:
     """Task names as lm-eval splits them (at commas): none empty, none holding a space."""
     names = [name for value in values for name in value.split(",")]
@@ -199,6 +247,7 @@ def _arguments(argv: Sequence[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
     parser.add_argument("--tasks", "-t", nargs="+")
     parser.add_argument("--model", "-m")
+    parser.add_argument("--model_args", "-a", nargs="+")
     parser.add_argument("--limit", "-L")
     parser.add_argument("--samples", "-E")
     parser.add_argument("--num_fewshot", "-f")
@@ -218,6 +267,7 @@ def check_command_line(argv: Sequence[str]) -> None:
                              "items to run, --limit cuts each task; pass one")
     if args.model:
         check_model_name(args.model)
+        check_stock_pretrained(args.model, model_args_of(args.model_args))
     if args.tasks:
         check_task_list(args.tasks)
     if args.limit is not None:
