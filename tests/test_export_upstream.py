@@ -117,3 +117,24 @@ def test_an_earlier_export_is_replaced_only_on_request_and_whole(tmp_path, data_
     assert main(["export-upstream", "bbq_subset_25pct", "bbq_subset_25pct_loglik", "--out",
                  str(tmp_path / "none")]) == 2
     assert not (tmp_path / "none").exists()
+
+
+@pytest.mark.slow
+def test_a_web_data_export_run_offline_is_one_line_naming_local_data(tmp_path,
+                                                                     embedded_checkpoint):
+    """Run offline, an export that reads its data from the web ended in a datasets traceback,
+    and nothing the export printed named --local-data."""
+    out = tmp_path / "tasks"
+    export = run_cli(["lm-eval-ext", "export-upstream", "bbq_subset_12p5pct", "--out", str(out)])
+    assert export.returncode == 0, export.stderr
+    assert export.stdout.splitlines()[-1] == ("data: read from the web when the task runs; for "
+                                              "offline runs export again with --local-data")
+    result = run_cli(["lm-eval-ext", "run", "--model", "hf-metered", "--model_args",
+                      "idle_seconds=0", "--tasks", "bbq_ext_12p5pct", "--include_path", str(out),
+                      "--limit", "1"], env={"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"})
+    assert result.returncode != 0 and "Traceback" not in result.stderr
+    assert result.stderr.strip().splitlines()[-1] == (
+        "lm-eval-ext: error: a task's data file could not be fetched ('https://raw.githubuserco"
+        "ntent.com/nyu-mll/BBQ/bea11bd97d79217245b5871acd247b9d6eb24598/data/Age.jsonl'): the "
+        "web cannot be reached from here; a task from `lm-eval-ext export-upstream` reads "
+        "local files when exported with --local-data")

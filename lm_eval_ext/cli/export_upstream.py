@@ -35,4 +35,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"{task.task}: {task.n_items} items -> {task.folder}")
     names = ",".join(t.task for t in exported)
     print(f"check: lm_eval validate --tasks {names} --include_path {args.out}")
+    if not args.local_data:
+        print("data: read from the web when the task runs; for offline runs export again with "
+              "--local-data")
     return 0

@@ -38,7 +38,8 @@ def run_lm_eval_cli(argv: Sequence[str], program: str) -> None:
 def one_line_error(error: BaseException) -> BaseException:
     """lm-eval's "Tasks not found: NAMES" as our one-line error with the closest names.
 
-    A task whose data set needs the Hugging Face hub, which cannot be reached, is one line too.
+    A task whose data set needs the Hugging Face hub or the web, which cannot be reached, is one
+    line too.
     """
     text = str(error)
     if isinstance(error, ConnectionError) and " on the Hub" in text:
@@ -46,6 +47,11 @@ def one_line_error(error: BaseException) -> BaseException:
             f"a task's data set could not be loaded: {text}; the task downloads it from the "
             "Hugging Face hub: connect to the hub (unset HF_HUB_OFFLINE and HF_DATASETS_OFFLINE "
             "where set), or run it once online so that datasets caches it")
+    if isinstance(error, FileNotFoundError) and "Unable to find 'http" in text:
+        return EnvironmentProblem(
+            f"a task's data file could not be fetched ({text.split('Unable to find ')[-1]}): "
+            "the web cannot be reached from here; a task from `lm-eval-ext export-upstream` "
+            "reads local files when exported with --local-data")
     if isinstance(error, ValueError) and text.startswith("Tasks not found: "):
         from lm_eval_ext.plugin.command_preflight import PreflightError, unknown_task_message
         from lm_eval_ext.plugin.task_folders import COMMAND_LINE, full_task_index
