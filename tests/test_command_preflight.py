@@ -57,6 +57,22 @@ def test_cuda_on_a_machine_without_it_is_refused():
         check_command_line(["--model", "hf-metered", "--device", "cuda"])
 
 
+def test_cuda_in_model_args_on_a_machine_without_it_is_one_step_advice():
+    """`--model_args device=cuda` was told "pass it once, as --device cuda", and that then
+    "no CUDA device is visible here; use --device cpu": two steps to the one that runs."""
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    with pytest.raises(PreflightError) as caught:
+        check_command_line(["--model", "hf-metered", "--model_args", "idle_seconds=0,device=cuda"])
+    assert str(caught.value) == (
+        "--model_args device=cuda: no CUDA device is visible here (torch.cuda.is_available() is "
+        "False); use --device cpu in place of --model_args device=cuda")
+    check_command_line(["--model", "hf-metered", "--model_args", "idle_seconds=0",
+                        "--device", "cpu"])  # the advice, followed
+
+
 def test_the_closest_task_name_is_suggested():
     message = unknown_task_message("bbq_subset_25pc, nosuchthing", ["bbq_subset_25pct", "arc"])
     assert message.startswith("unknown task(s) bbq_subset_25pc (did you mean bbq_subset_25pct?)"

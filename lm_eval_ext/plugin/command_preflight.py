@@ -117,20 +117,22 @@ def check_device(value: str, where: str = "--device") -> None:
     """A device torch knows (lm-eval runs an unknown one on the CPU), a CUDA one that is here."""
     import torch
 
+    given = f"{where}{value}" if where.endswith("=") else f"{where} {value}"
     try:
         torch.device(value)
     except RuntimeError:
-        raise PreflightError(f"{where} {value} is not a device torch knows (lm-eval would run "
+        raise PreflightError(f"{given} is not a device torch knows (lm-eval would run "
                              "on the CPU); use cuda (or cuda:N) for a GPU, or cpu") from None
     if not value.startswith("cuda"):
         return
 
     if not torch.cuda.is_available():
-        raise PreflightError(f"{where} {value}: no CUDA device is visible here "
-                             "(torch.cuda.is_available() is False); use --device cpu")
+        instead = "" if where == "--device" else f" in place of {given}"
+        raise PreflightError(f"{given}: no CUDA device is visible here "
+                             f"(torch.cuda.is_available() is False); use --device cpu{instead}")
     index = value.partition(":")[2]
     if index.isdigit() and int(index) >= torch.cuda.device_count():
-        raise PreflightError(f"{where} {value}: this machine has {torch.cuda.device_count()} "
+        raise PreflightError(f"{given}: this machine has {torch.cuda.device_count()} "
                              f"CUDA device(s), cuda:0 to cuda:{torch.cuda.device_count() - 1}")
 
 
@@ -267,7 +269,10 @@ def check_command_line(argv: Sequence[str]) -> None:
                              "items to run, --limit cuts each task; pass one")
     if args.model:
         check_model_name(args.model)
-        check_stock_pretrained(args.model, model_args_of(args.model_args))
+        model_args = model_args_of(args.model_args)
+        check_stock_pretrained(args.model, model_args)
+        if isinstance(model_args.get("device"), str):
+            check_device(model_args["device"], "--model_args device=")
     if args.tasks:
         check_task_list(args.tasks)
     if args.limit is not None:
