@@ -110,6 +110,19 @@ def test_a_card_on_a_full_disk_is_one_line(capsys):
                     "disk or quota is full: free space and rerun")
 
 
+def test_an_existing_card_is_kept_unless_overwrite_is_passed(tmp_path, capsys):
+    """`mde --card` replaced an earlier pre-registration card without a word."""
+    card = tmp_path / "card.md"
+    card.write_text("the plan as registered\n")
+    argv = ["mde", "--m", "500", "--rho-d", "0.1", "--card", str(card)]
+    line = _one_line(argv, capsys, 2)
+    assert line == (f"lm-eval-ext: error: --card {card} exists (an earlier card is a record of "
+                    "what was planned); name another file, or pass --overwrite to replace it")
+    assert card.read_text() == "the plan as registered\n"
+    assert cli_main.main([*argv, "--overwrite"]) == 0  # the advice, followed
+    assert card.read_text().splitlines()[2].startswith("- **m** (paired items): 500; ")
+
+
 def test_recommend_out_that_is_a_file_or_on_a_full_disk(tmp_path, capsys, mounted_filesystem):
     from helpers import write_pilot
 

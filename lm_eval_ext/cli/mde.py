@@ -23,6 +23,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     mde.add_argument("--runs", nargs=2, metavar=("REFERENCE", "RUN"),
                      help="estimate rho_d (and m) from two lm-eval outputs")
     mde.add_argument("--card", type=output_file, help="write a five-line Markdown pre-registration card here")
+    mde.add_argument("--overwrite", action="store_true",
+                     help="replace an existing --card file (a card is a record: kept otherwise)")
     mde.set_defaults(func=run)
 
 
@@ -38,6 +40,9 @@ def run(args: argparse.Namespace) -> int:
     if args.card and not Path(args.card).parent.is_dir():
         raise LmEvalExtError(f"--card {args.card}: folder {Path(args.card).parent} does not "
                              "exist; create it or write the card elsewhere")
+    if args.card and Path(args.card).is_file() and not args.overwrite:
+        raise LmEvalExtError(f"--card {args.card} exists (an earlier card is a record of what "
+                             "was planned); name another file, or pass --overwrite to replace it")
     if args.runs and args.rho_d is not None:
         raise LmEvalExtError("mde: give --rho-d or --runs, not both (--runs estimates rho_d "
                              "from the two runs)")
