@@ -66,10 +66,17 @@ def test_a_shard_beyond_the_cells_is_refused_before_anything_is_made(tmp_path):
     ({"models": {"bad label": ""}}, "letters, digits"),
     ({"compare": {"x": {"reference": "M9", "runs": ["M1"]}}}, "'M9' is not defined"),
     ({"tasks": []}, "non-empty list"),
+    ({"models": {}}, "models: names no model; give label: model_args"),  # was the embedded one
+    ({"models": None}, "or leave models out for the embedded model alone"),
 ])
 def test_bad_campaign_files_are_refused_with_the_fix(change, message):
     with pytest.raises(ConfigError, match=message):
         build_spec({**SMALL_CAMPAIGN, **change})
+
+
+def test_a_campaign_without_models_runs_the_embedded_model_alone():
+    spec = build_spec({k: v for k, v in SMALL_CAMPAIGN.items() if k != "models"})
+    assert {cell.model_label for cell in spec.cells} == {"embedded"}
 
 
 def test_changed_configuration_is_refused_naming_the_keys(tmp_path):

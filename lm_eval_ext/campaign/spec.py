@@ -3,8 +3,8 @@
 The YAML form (``lm-eval-ext campaign CAMPAIGN.yaml``)::
 
     name: my-study
-    models:                     # label -> hf-metered model_args ("" = the embedded model)
-      smollm2: ""
+    models:                     # label -> hf-metered model_args ("" = the embedded model);
+      smollm2: ""               #   left out: the embedded model alone
     tasks: [bbq_instrument_loglik]
     lm_eval: {limit: 100}       # lm_eval options for every cell (CLI names, no dashes)
     conditions:                 # label -> lm_eval options of this condition
@@ -338,7 +338,10 @@ def build_spec(raw: Mapping[str, Any]) -> CampaignSpec:
     unknown = sorted(set(raw) - set(_TOP_KEYS))
     if unknown:
         raise ConfigError(f"unknown campaign keys {unknown}; valid: {', '.join(_TOP_KEYS)}")
-    models = raw.get("models") or {"embedded": ""}
+    models = raw.get("models", {"embedded": ""})  # left out: the embedded model alone
+    if models in (None, {}):
+        raise ConfigError("models: names no model; give label: model_args (\"\" = the embedded "
+                          "model), or leave models out for the embedded model alone")
     if not isinstance(models, Mapping):
         raise ConfigError("models: a mapping of label -> model_args (\"\" = the embedded model)")
     conditions = raw.get("conditions") or {"default": {}}
