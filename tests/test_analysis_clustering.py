@@ -59,3 +59,24 @@ def test_an_unknown_cluster_unit_is_refused(instrument_rows, tmp_path):
 
     with pytest.raises(AnalysisInputError, match="--cluster 'item': use one of unit, template"):
         analyze(tmp_path, [tmp_path], cluster="item")
+
+
+def test_a_single_template_is_no_verdict_that_depends_on_clustering(instrument_rows, tmp_path):
+    """Two units of one template, identical answers: the unit verdict is "no change detected",
+    the template one cannot be reached (one cluster), and the console and report listed every
+    metric as depending on the clustering unit."""
+    frame = pd.DataFrame(instrument_rows)
+    templates = frame["category"] + ":q" + frame["question_index"].astype(str)
+    units = frame.groupby(templates)["unit_id"].unique()
+    template = next(t for t, u in units.items() if len(u) >= 2)
+    picked = frame.index[frame["unit_id"].isin(units[template][:2])]
+    rows = [instrument_rows[i] for i in picked]
+    preds = simulate_predictions(rows, 0.6, np.random.default_rng(3))
+    write_run(tmp_path / "ref", "bbq_instrument_loglik", rows, preds)
+    write_run(tmp_path / "run", "bbq_instrument_loglik", rows, preds, batch_size=8)
+    result = analyze(tmp_path / "ref", [tmp_path / "run"], n_resamples=200, mc_draws=10,
+                     progress=False)
+    table = result.clustering
+    assert set(table["n_clusters_template"]) == {1} and set(table["n_clusters_unit"]) == {2}
+    assert set(table["verdict_template"]) == {"not estimable"}
+    assert not table["comparable"].any() and not table["depends_on_clustering"].any()

@@ -39,7 +39,7 @@ from lm_eval_ext.analysis.stats.linearised import linearised_deltas
 from lm_eval_ext.analysis.stats.paired import paired_deltas, valid_in_both
 from lm_eval_ext.cards import FACTORS, differing_axes
 
-CHANGED, UNCHANGED = "changed", "no change detected"
+CHANGED, UNCHANGED, NOT_ESTIMABLE = "changed", "no change detected", "not estimable"
 #: the protocol choices a claim should survive (card axes)
 PROTOCOL_AXES = ("batch_size", "precision")
 
@@ -47,7 +47,7 @@ PROTOCOL_AXES = ("batch_size", "precision")
 def verdict(low: float, high: float, pvalue: float, level: float) -> str:
     """The claim's verdict from its interval and its cluster permutation p-value."""
     if not (math.isfinite(low) and math.isfinite(high)):
-        return "not estimable"
+        return NOT_ESTIMABLE
     excludes, significant = low > 0 or high < 0, pvalue < 1 - level
     if excludes and significant:
         return CHANGED

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 
 import pandas as pd
 
-from lm_eval_ext.analysis.claims import verdict
+from lm_eval_ext.analysis.claims import NOT_ESTIMABLE, verdict
 from lm_eval_ext.analysis.errors import AnalysisInputError, DegenerateDataWarning
 from lm_eval_ext.analysis.metrics import MetricSpec
 from lm_eval_ext.analysis.stats.bootstrap import ClusterDesign
@@ -37,8 +37,10 @@ def clustering_sensitivity(specs: Sequence[MetricSpec], ref_items: pd.DataFrame,
     """Overall verdict of every run x metric under unit and template clustering.
 
     The chosen clustering's columns are the primary analysis's own overall rows of ``deltas``;
-    only the other clustering is resampled here. None when templates and units coincide (every
-    benchmark but BBQ), as the table would repeat the analysis.
+    only the other clustering is resampled here. ``comparable`` is False where either verdict is
+    not estimable (e.g. one template), and such a pair never "depends on clustering". None when
+    templates and units coincide (every benchmark but BBQ), as the table would repeat the
+    analysis.
     """
     units, templates = ref_items["unit_id"].astype(str), ref_items["template_id"].astype(str)
     if units.nunique() == templates.nunique():
@@ -58,7 +60,12 @@ def clustering_sensitivity(specs: Sequence[MetricSpec], ref_items: pd.DataFrame,
                                   mine["ci_high"], mine["p_value"], level),
                        **_columns(other, d.n_clusters, spec.scale * d.ci.low,
                                   spec.scale * d.ci.high, d.pvalue, level)}
-                row["depends_on_clustering"] = row["verdict_unit"] != row["verdict_template"]
+                # a verdict that cannot be reached (one cluster, an undefined metric) is no
+                # different verdict: the pair is not comparable
+                row["comparable"] = not any(row[f"verdict_{name}"] == NOT_ESTIMABLE
+                                            for name in CLUSTER_COLUMNS)
+                row["depends_on_clustering"] = (row["comparable"] and
+                                                row["verdict_unit"] != row["verdict_template"])
                 rows.append(row)
     return pd.DataFrame(rows)
 

@@ -141,9 +141,14 @@ def _clustering_lines(result) -> list[str]:
             f"(`--cluster`); the natural unit and the template (category x question_index, "
             f"{int(table['n_clusters_template'].iloc[0])} templates for "
             f"{int(table['n_clusters_unit'].iloc[0])} units) give ")
+    apart = table[~table["comparable"]]
+    untold = ("" if apart.empty else
+              f" ({len(apart)} run x metric pair(s) have no verdict under one of them, so no "
+              "comparison: " + ", ".join(f"{r.run} {r.metric}" for r in apart.itertuples()) + ")")
     if moved.empty:
-        return [head + "the same verdict for every run and metric (`clustering.csv`).\n"]
-    return [head + "different verdicts for:\n",
+        return [head + f"the same verdict for every run and metric where both give one{untold} "
+                "(`clustering.csv`).\n"]
+    return [head + f"different verdicts for{untold}:\n",
             *[f"- {r.run} {r.metric}: {r.verdict_unit} (unit) vs {r.verdict_template} "
               f"(template)\n" for r in moved.itertuples()]]
 

@@ -90,8 +90,11 @@ def run(args: argparse.Namespace) -> int:
         print(delta_line(row, args.level))
     if result.clustering is not None:
         moved = result.clustering[result.clustering["depends_on_clustering"]]
+        apart = result.clustering[~result.clustering["comparable"]]
         print("verdicts that depend on the clustering unit (unit vs template): "
-              + (", ".join(f"{r.run} {r.metric}" for r in moved.itertuples()) or "none"))
+              + (", ".join(f"{r.run} {r.metric}" for r in moved.itertuples()) or "none")
+              + ("" if apart.empty else f" ({len(apart)} run x metric pair(s) not comparable: "
+                 "no verdict under one clustering, e.g. a single template)"))
     if result.settings["intersection"]:
         print(f"intersection: {result.n_items} shared items (left out: {result.dropped})")
     print(f"report: {paths['report_md']}")
