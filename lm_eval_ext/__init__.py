@@ -11,9 +11,9 @@ Data flows one way, lowest layer first (``tests/test_layers.py`` enforces it):
 * ``backends``: the lm-eval models, ``hf/`` (``hf-metered``, ``hf-multimodal-metered``) and
   ``vllm/`` (``vllm-metered``), with what they share (precision, chat template, model args, the
   embedded and packaged models).
+* ``command_preflight``: an lm-eval command line checked before any model loads.
 * ``plugin``: how the package plugs into lm-eval and its stock ``lm_eval`` command (models,
-  task folders, checks before a model loads, the start-up hook): every write into lm-eval,
-  each listed in its docstring.
+  task folders, the start-up hook): every write into lm-eval, each listed in its docstring.
 * ``analysis``: lm-eval output -> per-item frame -> paired deltas, power, rank flips,
   ``recommend``; its ``stats`` sub-package holds the statistics (no I/O).
 * ``cross_harness``, ``export``, ``judge``: Inspect AI / HELM comparison, upstream task folders,

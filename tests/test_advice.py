@@ -264,7 +264,7 @@ def test_a_cut_or_foreign_pilot_table_is_named_and_analysed_again(pilot, tmp_pat
 ])
 def test_a_stray_comma_or_space_in_tasks_is_told_the_list_that_runs(tasks, advice, fixed):
     """"unknown task(s) ;" for a trailing comma; 'a, b' suggested b back."""
-    from lm_eval_ext.plugin.command_preflight import PreflightError, check_command_line
+    from lm_eval_ext.command_preflight import PreflightError, check_command_line
     from lm_eval_ext.plugin.task_folders import check_known_tasks, command_line_tasks
 
     with pytest.raises(PreflightError) as error:

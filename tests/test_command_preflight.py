@@ -9,8 +9,7 @@ import pytest
 from helpers import run_cli
 
 from lm_eval_ext.campaign.spec import build_spec
-from lm_eval_ext.errors import ConfigError
-from lm_eval_ext.plugin.command_preflight import (
+from lm_eval_ext.command_preflight import (
     PreflightError,
     check_command_line,
     check_limit,
@@ -18,6 +17,7 @@ from lm_eval_ext.plugin.command_preflight import (
     check_output_path,
     unknown_task_message,
 )
+from lm_eval_ext.errors import ConfigError
 
 
 @pytest.mark.parametrize("value", ["0", "-5", "0.0", "nan", "inf", "ten", "2.5"])
@@ -178,7 +178,7 @@ def test_our_model_names_pass_before_anything_registered_them():
     import sys
 
     code = ("from lm_eval.api.registry import model_registry\n"
-            "from lm_eval_ext.plugin.command_preflight import check_model_name\n"
+            "from lm_eval_ext.command_preflight import check_model_name\n"
             "for name in ('hf-metered', 'vllm-metered', 'hf-multimodal-metered'):\n"
             "    check_model_name(name)\n"
             "print('hf-metered' in model_registry)")
@@ -198,7 +198,7 @@ def test_log_samples_without_an_output_path_is_one_line():
 
 def test_a_loglik_name_of_a_generative_only_task_points_to_the_task():
     """`xstest_ext_loglik` was told "did you mean toxigen_ext_loglik?" (another benchmark)."""
-    from lm_eval_ext.plugin.command_preflight import unknown_task_message
+    from lm_eval_ext.command_preflight import unknown_task_message
     from lm_eval_ext.plugin.task_folders import our_task_names
 
     message = unknown_task_message("xstest_ext_loglik", list(our_task_names()))

@@ -237,7 +237,7 @@ def test_every_registered_model_is_an_lm_eval_models_entry_point():
     """The upstream plugin group names the same classes the start-up hook registers."""
     from importlib.metadata import entry_points
 
-    from lm_eval_ext.plugin.registration import MODELS
+    from lm_eval_ext.backends.lm_eval_names import MODELS
 
     declared = {e.name: e.value for e in entry_points(group="lm_eval.models")
                 if e.value.startswith("lm_eval_ext.")}

@@ -130,7 +130,7 @@ def _self_assigned(cls: type) -> set[str]:
 def test_our_model_classes_set_no_attribute_of_lm_eval(model):
     import importlib
 
-    from lm_eval_ext.plugin.registration import MODELS
+    from lm_eval_ext.backends.lm_eval_names import MODELS
 
     module, name = MODELS[model].split(":")
     cls = getattr(importlib.import_module(module), name)

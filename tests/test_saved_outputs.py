@@ -12,8 +12,8 @@ import json
 import pytest
 from helpers import run_cli
 
+from lm_eval_ext.command_preflight import PreflightError, check_output_path
 from lm_eval_ext.errors import EnvironmentProblem
-from lm_eval_ext.plugin.command_preflight import PreflightError, check_output_path
 from lm_eval_ext.plugin.saved_outputs import (
     OutputsLost,
     check_saved_results,

@@ -28,9 +28,9 @@ def check_model_args(model_args: str, batch_size: Any, where: str,
     import importlib
     from pathlib import Path
 
+    from lm_eval_ext.backends.lm_eval_names import MODELS
     from lm_eval_ext.backends.model_args import check_batch_size
     from lm_eval_ext.backends.parent_run import read_parent_results
-    from lm_eval_ext.plugin.registration import MODELS
 
     try:
         module, name = MODELS[backend].split(":")
@@ -64,7 +64,7 @@ def check_task_settings(metadata: Mapping[str, Any] | None, where: str) -> None:
 
 def check_task_names(tasks: Iterable[str], include_path: str | None = None) -> None:
     """Every task is known to lm-eval (with our folders and ``include_path``), else the closest."""
-    from lm_eval_ext.plugin.command_preflight import unknown_task_message
+    from lm_eval_ext.command_preflight import unknown_task_message
     from lm_eval_ext.plugin.task_folders import full_task_index, narrow_task_manager
 
     names = sorted(set(tasks))

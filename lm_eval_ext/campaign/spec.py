@@ -34,13 +34,13 @@ from typing import Any
 
 from lm_eval_ext.backends.engine_key import RUN_ARGS, load_key, with_load_options
 from lm_eval_ext.campaign.yaml_file import read_yaml
-from lm_eval_ext.errors import ConfigError
-from lm_eval_ext.plugin.command_preflight import (
+from lm_eval_ext.command_preflight import (
     PreflightError,
     check_gen_kwargs,
     check_limit,
     check_num_fewshot,
 )
+from lm_eval_ext.errors import ConfigError
 
 MODEL = "hf-metered"
 #: ``backend:`` -> ``execution:`` -> the model args it sets on every cell (``fast``: the

@@ -39,7 +39,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Hand the arguments to lm-eval's own CLI after registering the extension."""
-    from lm_eval_ext.plugin.command_preflight import check_command_line
+    from lm_eval_ext.command_preflight import check_command_line
     from lm_eval_ext.plugin.lm_eval_cli import one_line_error, run_lm_eval_cli
 
     argv = with_model(list(args.lm_eval_args))

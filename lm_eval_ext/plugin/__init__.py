@@ -43,5 +43,6 @@ Each write, where it is made, and the upstream change that would retire it:
    ``sys.argv[1:]``. Retired when ``cli_evaluate`` takes an argument list.
 
 The rest reads lm-eval through its public API: checks of a command line before any model
-loads (:mod:`.command_preflight`, :mod:`.task_names`, :func:`.lm_eval_cli.check_stock_command_line`).
+loads (:mod:`lm_eval_ext.command_preflight`, :mod:`.task_names`,
+:func:`.lm_eval_cli.check_stock_command_line`).
 """

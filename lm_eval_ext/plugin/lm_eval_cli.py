@@ -53,7 +53,7 @@ def one_line_error(error: BaseException) -> BaseException:
             "the web cannot be reached from here; a task from `lm-eval-ext export-upstream` "
             "reads local files when exported with --local-data")
     if isinstance(error, ValueError) and text.startswith("Tasks not found: "):
-        from lm_eval_ext.plugin.command_preflight import PreflightError, unknown_task_message
+        from lm_eval_ext.command_preflight import PreflightError, unknown_task_message
         from lm_eval_ext.plugin.task_folders import COMMAND_LINE, full_task_index
 
         return PreflightError(unknown_task_message(
@@ -83,7 +83,7 @@ def check_stock_command_line() -> None:
     """In the stock ``lm_eval`` command: its command line checked, lm-eval's index narrowed."""
     if not stock_lm_eval_command():  # lm-eval imports its task manager before it loads the model
         return
-    from lm_eval_ext.plugin.command_preflight import check_command_line
+    from lm_eval_ext.command_preflight import check_command_line
     from lm_eval_ext.plugin.task_folders import narrow_to_command_line
 
     install_one_line_errors()

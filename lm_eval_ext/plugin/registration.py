@@ -9,15 +9,8 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 
+from lm_eval_ext.backends.lm_eval_names import MODELS
 from lm_eval_ext.plugin.wrapping import wrap_once
-
-#: lm-eval model name -> "module:Class" (must match the class exactly so that the
-#: registry's lazy placeholder upgrades to the class when the module is imported).
-MODELS = {
-    "hf-metered": "lm_eval_ext.backends.hf.metered:HFMeteredLM",
-    "hf-multimodal-metered": "lm_eval_ext.backends.hf.multimodal:HFMultimodalMeteredLM",
-    "vllm-metered": "lm_eval_ext.backends.vllm.metered:VLLMMeteredLM",
-}
 
 
 def register_models() -> None:

@@ -157,7 +157,7 @@ def check_known_tasks(tasks: Sequence[str], include_path: str | None) -> None:
     Names in our folders are looked up in our own small index; the rest in the text of every
     task YAML (:mod:`lm_eval_ext.plugin.task_names`, about a second against lm-eval's minute).
     """
-    from lm_eval_ext.plugin.command_preflight import PreflightError, unknown_task_message
+    from lm_eval_ext.command_preflight import PreflightError, unknown_task_message
     from lm_eval_ext.plugin.task_names import declared_task_names, unknown_task_names
 
     extra = [include_path] if include_path else []

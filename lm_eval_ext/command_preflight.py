@@ -174,7 +174,7 @@ def check_model_name(value: str, where: str = "--model") -> None:
     import lm_eval.models  # noqa: F401  (lm-eval's own models)
     from lm_eval.api.registry import model_registry
 
-    from lm_eval_ext.plugin.registration import MODELS
+    from lm_eval_ext.backends.lm_eval_names import MODELS
 
     # ours are named too where nothing registered them yet (`lm-eval-ext run` checks first)
     known = [*model_registry, *(name for name in MODELS if name not in model_registry)]
@@ -212,8 +212,8 @@ def check_stock_pretrained(model: str, model_args: Mapping[str, object]) -> None
     (Our models check their own.)
     """
     from lm_eval_ext.backends import embedded_model, packaged_models
+    from lm_eval_ext.backends.lm_eval_names import MODELS
     from lm_eval_ext.backends.model_args import check_pretrained
-    from lm_eval_ext.plugin.registration import MODELS
 
     pretrained = model_args.get("pretrained")
     if model in MODELS or not isinstance(pretrained, str):
