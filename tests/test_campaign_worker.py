@@ -80,3 +80,35 @@ def test_a_failed_job_ends_its_worker_and_the_next_job_gets_a_fresh_one(
     reused = [_results(tmp_path / name)["config"]["metering"]["warm"]["model_reused"]
               for name in "acd"]
     assert reused == [False, False, True]  # c: a fresh worker after the failure; d: c's model
+
+
+@pytest.mark.slow
+def test_a_vllm_engine_is_reused_by_the_next_cell_of_the_same_engine(tmp_path, monkeypatch,
+                                                                     embedded_checkpoint):
+    """vllm-metered in a worker (the stand-in engine): the second cell takes the first one's
+    engine and answers as a fresh process does; another batch size is another engine."""
+    stand_in = Path(__file__).parent / "stand_in_vllm"
+    monkeypatch.setenv("PYTHONPATH", f"{stand_in}:{Path.cwd()}")
+
+    def argv(task: str, batch: int, name: str) -> list[str]:
+        return ["--model", "vllm-metered", "--model_args", "precision=fp32,idle_seconds=0",
+                "--tasks", task, "--limit", "2", "--batch_size", str(batch),
+                "--output_path", str(tmp_path / name), "--log_samples"]
+
+    jobs = [("bbq_subset_12p5pct_loglik", 8, "a"), ("bbq_subset_25pct_loglik", 8, "b"),
+            ("bbq_subset_25pct_loglik", 4, "c")]
+    worker = Worker(echo=False)
+    try:
+        codes = [worker.run(argv(*job), tmp_path / f"{job[2]}.log") for job in jobs]
+    finally:
+        worker.close()
+    assert codes == [0, 0, 0], (tmp_path / "a.log").read_text()[-2000:]
+    warm = [_results(tmp_path / name)["config"]["metering"]["warm"] for name in "abc"]
+    assert [w["model_reused"] for w in warm] == [False, True, False]
+    alone = Worker(echo=False)
+    try:
+        assert alone.run(argv("bbq_subset_25pct_loglik", 8, "b_alone"), tmp_path / "x.log") == 0
+    finally:
+        alone.close()
+    pd.testing.assert_frame_equal(_answers(tmp_path / "b"), _answers(tmp_path / "b_alone"))
+    assert (_results(tmp_path / "b")["results"] == _results(tmp_path / "b_alone")["results"])

@@ -87,6 +87,7 @@ _WRAPPED = """
 import json, sys
 sys.argv = ["lm_eval", "validate", "--tasks", "bbq_subset_25pct"]  # the stock command's installs too
 import lm_eval.evaluator, lm_eval.loggers.evaluation_tracker, lm_eval.models, lm_eval.tasks
+import lm_eval.models.vllm_causallms  # the stand-in vLLM on the path
 from lm_eval_ext.plugin.wrapping import MARK
 
 def mark(value):
@@ -105,7 +106,8 @@ print(json.dumps([listed, sorted({mark(v) for v in values} - {None})]))
 
 def test_the_hook_lists_every_install_it_makes():
     """Whatever the hook wrapped in lm-eval (or sys) is named in ``autoload.INSTALLS``."""
-    proc = _python(_WRAPPED)
+    stand_in = Path(__file__).parent / "stand_in_vllm"
+    proc = _python(_WRAPPED, PYTHONPATH=f"{stand_in}:{Path.cwd()}")
     assert proc.returncode == 0, proc.stderr
     listed, wrapped = json.loads(proc.stdout)
     # the installs that replace no attribute: the registry's and logging's public methods, a check

@@ -98,3 +98,19 @@ def test_every_own_arg_of_every_backend_is_in_one_group():
                                                  ("None", False)])
 def test_batch_one(value, expected):
     assert at_batch_one(value) is expected
+
+
+@pytest.mark.parametrize(("options", "same_engine"), [({"batch_size": 1, "limit": 8}, True),
+                                                      ({"batch_size": 4}, False)])
+def test_a_vllm_engine_is_built_for_its_batch_size(options, same_engine):
+    """vllm-metered's batch size is the engine's max_num_seqs: a load arg there, not a run arg;
+    the worker's grouping and the key vllm-metered builds agree."""
+    parent = Cell("p", "m", "c", TASK, "precision=bf16", {"batch_size": 1}, backend="vllm-metered")
+    child = Cell("k", "m", "c", TASK, "precision=bf16", options, backend="vllm-metered")
+
+    def warm_key(cell: Cell) -> str:  # as VLLMMeteredLM builds it from lm-eval's arguments
+        args = parse_model_args(cell.model_args, cell.cell_id)
+        return load_key("vllm-metered", {**args, "batch_size": cell.options["batch_size"]})
+
+    assert (parent.load_key() == child.load_key()) is same_engine
+    assert (warm_key(parent) == warm_key(child)) is same_engine

@@ -3,7 +3,8 @@
 The one home of the model-arg groups every part of the package decides by:
 
 * :func:`load_key`: what the loaded weights depend on (the backend, ``pretrained``,
-  ``precision`` and every lm-eval model arg but the run-shaping ones). Cells with one key share
+  ``precision`` and every lm-eval model arg but the run-shaping ones, which vLLM's engine is
+  built for). Cells with one key share
   a campaign worker (:meth:`~lm_eval_ext.campaign.spec.Cell.load_key`), and in that worker the
   second run reuses the first one's loaded model (:mod:`~lm_eval_ext.backends.warm`).
 * :func:`answer_differences`: what a batch-1 answer depends on besides the request's strings
@@ -24,6 +25,9 @@ from typing import Any
 
 #: model args that shape a run (how many requests go to the model at once), not the engine
 RUN_ARGS = ("batch_size", "max_batch_size")
+#: backends whose engine is built for its batch (vLLM's ``max_num_seqs``): there the run args
+#: are load args
+BATCH_IN_ENGINE = ("vllm-metered",)
 #: a derived run's own model args: where its answers come from and how they are re-checked
 DERIVATION_ARGS = ("answers_from", "recheck", "recheck_seed")
 #: where the engine runs: part of the load; a derived run's devices are compared by their
@@ -67,9 +71,13 @@ def with_load_options(args: Mapping[str, Any], options: Mapping[str, Any]) -> di
 
 
 def load_key(model: str, args: Mapping[str, Any]) -> str:
-    """What the loaded weights depend on: the backend and every model arg that loads them."""
+    """What the loaded weights depend on: the backend and every model arg that loads them.
+
+    For a backend in :data:`BATCH_IN_ENGINE` the run args are load args too.
+    """
+    run = () if model in BATCH_IN_ENGINE else RUN_ARGS
     loads = {k: v for k, v in canonical_args(args).items()
-             if k not in RUN_ARGS + DERIVATION_ARGS + SERVING_ARGS}
+             if k not in run + DERIVATION_ARGS + SERVING_ARGS}
     return json.dumps({"model": model, "args": loads}, sort_keys=True)
 
 

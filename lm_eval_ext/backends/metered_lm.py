@@ -110,6 +110,8 @@ class MeteredLM:
         started = time.perf_counter()
         load(pretrained, kept_model)
         self._load_seconds = time.perf_counter() - started
+        if kept_model is not None and self.loaded_engine()[0] is not kept_model.model:
+            kept_model = None  # built afresh (the constructor did not take the kept one)
         if kept_model is not None:
             self.warm_reuse = {**self.warm_reuse, "model_reused": True,
                                "model_load_seconds": round(kept_model.load_seconds, 2)}
@@ -222,7 +224,7 @@ class MeteredLM:
         ``execution_modes``: the mode of each request type that ran (``derived`` where every
         task of it took its answers from a parent run); ``execution_mode`` joins them.
         """
-        info = self.metering.report(self.metering_extras())
+        info = self.metering.report({**self.metering_extras(), "warm": dict(self.warm_reuse)})
         self._keep_last_idle()
         if self.derived is not None:
             info["derived"] = self.derived.report(info["per_task"])

@@ -6,15 +6,22 @@ load settings as the one before (batch size, tasks and limits may differ) reuses
 weights and tokenizer, and the idle-power sample of the same devices is reused while it is
 younger than :data:`IDLE_REFRESH_SECONDS`. One model is kept at a time: a different key drops
 the one before. Each run's ``config.metering.warm`` says what it reused.
+
+A backend whose lm-eval class builds its engine itself (lm-eval's ``VLLM``) gets the kept one
+through :func:`offering`: the plug-in's handoff (:mod:`lm_eval_ext.plugin.vllm_engines`)
+returns it in place of a new engine built with the same arguments, and sets
+:attr:`WarmModels.engine_handoff` when installed.
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import dataclasses
 import gc
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from lm_eval_ext.metering.meter import IdlePower
@@ -50,6 +57,8 @@ class WarmModels:
         self._model: WarmModel | None = None
         self._idle: WarmIdle | None = None
         self.reused_models = 0
+        #: whether the plug-in hands an offered engine to lm-eval's engine constructor
+        self.engine_handoff = False
 
     def model(self, key: str) -> WarmModel | None:
         """The kept model for ``key`` (None: off, or none kept for it)."""
@@ -91,6 +100,24 @@ class WarmModels:
         """Keep a just-taken idle sample."""
         if self.enabled and idle is not None:
             self._idle = WarmIdle(json.dumps([list(devices), source]), idle, time.monotonic())
+
+
+_OFFERED: contextvars.ContextVar[Any] = contextvars.ContextVar("offered_engine", default=None)
+
+
+@contextlib.contextmanager
+def offering(engine: Any) -> Iterator[None]:
+    """Within the block, :func:`offered_engine` is ``engine`` (None: build afresh)."""
+    token = _OFFERED.set(engine)
+    try:
+        yield
+    finally:
+        _OFFERED.reset(token)
+
+
+def offered_engine() -> Any:
+    """The kept engine a constructor may return in place of a new one (None: none)."""
+    return _OFFERED.get()
 
 
 #: this process's registry (off unless a campaign worker turns it on)

@@ -41,6 +41,10 @@ Each write, where it is made, and the upstream change that would retire it:
    when lm-eval's CLI reports a plug-in's usage errors (a ``ValueError``) without a traceback.
 9. ``sys.argv`` before ``lm_eval.__main__.cli_evaluate()`` (:mod:`.lm_eval_cli`), which parses
    ``sys.argv[1:]``. Retired when ``cli_evaluate`` takes an argument list.
+10. ``lm_eval.models.vllm_causallms.LLM`` wrapped (:func:`.vllm_engines.hand_over_kept_engines`):
+    in a campaign worker, the engine a cell before built with the same arguments is returned
+    instead of a second one (``VLLM.__init__`` builds its engine itself, line 154). Retired
+    when ``VLLM`` takes a built engine, as ``HFLM`` takes a built model.
 
 The rest reads lm-eval through its public API: checks of a command line before any model
 loads (:mod:`lm_eval_ext.command_preflight`, :mod:`.task_names`,

@@ -33,6 +33,7 @@ INSTALLS: tuple[tuple[str, str], ...] = (
     ("lm_eval.loggers.evaluation_tracker", "saved_outputs:check_saved_results"),
     ("lm_eval.loggers.evaluation_tracker", "saved_outputs:check_saved_samples"),
     ("lm_eval.evaluator", "upstream_noise:quiet_git_hash"),
+    ("lm_eval.models.vllm_causallms", "vllm_engines:hand_over_kept_engines"),
 )
 #: the lm-eval modules whose import runs installs, in the order they are first listed
 TRIGGERS = tuple(dict.fromkeys(trigger for trigger, _ in INSTALLS))

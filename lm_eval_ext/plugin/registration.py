@@ -7,6 +7,7 @@ process, for ``lm-eval-ext run``, a campaign and the judge.
 from __future__ import annotations
 
 import functools
+import sys
 from collections.abc import Callable
 
 from lm_eval_ext.backends.lm_eval_names import MODELS
@@ -67,3 +68,7 @@ def activate() -> None:
     for install in (register_models, add_task_folders, drop_metadata_hint, name_embedded_runs,
                     check_saved_results, check_saved_samples, quiet_git_hash):
         install()
+    if "lm_eval.models.vllm_causallms" in sys.modules:  # else its import runs it (autoload)
+        from lm_eval_ext.plugin.vllm_engines import hand_over_kept_engines
+
+        hand_over_kept_engines()

@@ -209,7 +209,6 @@ class HFMeteredBase(MeteredLM):
             "batch_sizes_detected": list(getattr(self, "batch_sizes", {}).values())
             or list(self._probed_batch_sizes),
             "load_seconds": self._load_seconds,
-            "warm": dict(self.warm_reuse),
             "quantized_modules": self._quantized_modules,
             "mc_scoring": dataclasses.asdict(self.scoring_stats()),
             "generation": generation_record(self.generation_settings(), self.generation_stats()),

@@ -30,6 +30,7 @@ from lm_eval.api.registry import register_model  # noqa: E402
 from lm_eval.models.vllm_causallms import VLLM  # noqa: E402
 
 from lm_eval_ext.backends.chat_template import ChatTemplatePolicy  # noqa: E402
+from lm_eval_ext.backends.engine_key import load_key  # noqa: E402
 from lm_eval_ext.backends.metered_lm import MeteredLM  # noqa: E402
 from lm_eval_ext.backends.model_args import MeteredArgs  # noqa: E402
 from lm_eval_ext.backends.vllm.engine_args import (  # noqa: E402
@@ -38,6 +39,7 @@ from lm_eval_ext.backends.vllm.engine_args import (  # noqa: E402
     plan_engine,
     progress_bars_disabled,
 )
+from lm_eval_ext.backends.warm import WARM, WarmModel, offering  # noqa: E402
 
 
 def engine_config(llm: Any) -> dict[str, Any]:
@@ -71,10 +73,11 @@ class VLLMMeteredLM(MeteredLM, VLLM):
         own, self._plan, lm_args = self.checked_args(model_args, batch_size)
         self.chat = ChatTemplatePolicy(own.chat_template, MODEL_NAME)
 
-        def load(pretrained: str, _kept: Any) -> None:  # no load_key: never kept
+        def load(pretrained: str, kept: WarmModel | None) -> None:
             # the engine schedules a whole task at once; its batch is max_num_seqs
-            super(VLLMMeteredLM, self).__init__(pretrained=pretrained, batch_size="auto",
-                                                **self._plan.engine_kwargs(), **lm_args)
+            with offering(None if kept is None else kept.model):
+                super(VLLMMeteredLM, self).__init__(pretrained=pretrained, batch_size="auto",
+                                                    **self._plan.engine_kwargs(), **lm_args)
             self._engine = {}  # data-parallel: lm-eval's replicas hold the engines
             if self.data_parallel_size == 1:
                 if progress_bars_disabled():
@@ -83,9 +86,13 @@ class VLLMMeteredLM(MeteredLM, VLLM):
                 self._engine = engine_config(self.model)
             atexit.register(self.shutdown)
 
+        # a kept engine comes through the plug-in's handoff; data-parallel replicas are not kept
+        keep = WARM.engine_handoff and self._plan.data_parallel_size == 1
         self.start_metered(own.pretrained, load, self._cuda_indices, energy=own.energy,
                            idle_seconds=own.idle_seconds, sync=False, forward_observable=False,
-                           power_check=own.power_check)
+                           power_check=own.power_check, load_key=load_key(
+                               MODEL_NAME, {**model_args, "batch_size": batch_size})
+                           if keep else None)
         self.announce()
 
     @staticmethod
