@@ -17,7 +17,6 @@ null and Reasoning Quality 1, status ``non_substantive``.
 
 from __future__ import annotations
 
-import difflib
 import json
 import math
 import time
@@ -78,19 +77,14 @@ def _item_fields(doc: dict[str, Any], answer: str | None, reasoning: str | None)
 
 def judge_model_class(model: str, model_args: str) -> type:
     """The registered lm-eval model class, with its args checked where it can (no load)."""
-    from lm_eval.api.registry import get_model, model_registry
+    from lm_eval.api.registry import get_model
 
+    from lm_eval_ext.command_preflight import check_model_name
     from lm_eval_ext.plugin.registration import activate
 
     activate()
-    try:
-        model_class = get_model(model)
-    except ValueError:
-        close = difflib.get_close_matches(model, list(model_registry), n=3)
-        raise ConfigError(f"judge: --judge-model {model!r} is not an lm-eval model"
-                          + (f" (closest: {', '.join(close)})" if close else "")
-                          + "; the default hf-metered judges with the embedded model, or give "
-                          "--judge-model hf-metered --judge-model-args pretrained=...") from None
+    check_model_name(model, "judge: --judge-model")
+    model_class = get_model(model)
     if hasattr(model_class, "check_model_args"):  # ours: args checked before the load
         model_class.check_model_args(model_args)
     return model_class
