@@ -42,6 +42,8 @@ def _usage_error(argv: list[str], capsys) -> str:
     (["grid", "g.yaml", "--out", "{new}", "--bootstrap", "0"], "argument --bootstrap: 0 must be"),
     (["analyze", "--reference", "a", "--runs", "b", "--out", "{new}", "--bootstrap", "1"],
      "argument --bootstrap: 1 must be at least 100"),
+    (["recommend", "{folder}", "--claim", "accuracy=2", "--bootstrap", "50"],
+     "argument --bootstrap: 50 must be at least 100"),
     (["campaign", "--preset", "paper-stress-test", "--out", "{new}", "--mc-draws", "5"],
      "argument --mc-draws: 5 must be at least 10"),
     (["analyze", "--reference", "a", "--runs", "b", "--out", "{new}", "--level", "95"],

@@ -6,7 +6,7 @@ import argparse
 import json
 from pathlib import Path
 
-from lm_eval_ext.cli.options import folder, probability
+from lm_eval_ext.cli.options import RESAMPLES, folder, probability
 from lm_eval_ext.errors import ConfigError
 from lm_eval_ext.files import write_files_atomic
 
@@ -39,7 +39,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     spend.add_argument("--weights", metavar="RUN=W,...",
                        help="weighted Holm with weights declared before the pilot (unlisted "
                             "candidates get 0), e.g. --weights int8_b1=0.8,nf4_b1=0.2")
-    rec.add_argument("--bootstrap", type=int, default=2000, metavar="B",
+    rec.add_argument("--bootstrap", type=RESAMPLES, default=2000, metavar="B",
                      help="natural-unit bootstrap resamples for the pilot's standard errors")
     rec.add_argument("--seed", type=int, default=0)
     rec.add_argument("--out", type=folder, help="write card.json and card.md into this folder")
@@ -85,9 +85,6 @@ def run(args: argparse.Namespace) -> int:
         raise AnalysisInputError(f"recommend: --sizes {args.sizes!r} is not a list of positive "
                                  "natural-unit counts (e.g. --sizes 62,125,250,500)")
     check_sizes(sizes, max(INSTRUMENT_SIZES_UNITS), ITEMS_PER_UNIT)
-    if args.bootstrap < 100:
-        raise AnalysisInputError(f"recommend: --bootstrap {args.bootstrap} is too few resamples "
-                                 "for a standard error; use at least 100 (default 2000)")
     if args.out and any(Path(args.out).glob("results_*.json")):
         raise ConfigError(f"recommend: --out {args.out} is an lm-eval run folder; write the card "
                           "into its own folder (e.g. --out cards/)")
