@@ -8,6 +8,7 @@ candidate of another model (a model swap is not a protocol change).
 
 from __future__ import annotations
 
+import io
 import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -114,9 +115,10 @@ def read_table(folder: Path, name: str) -> pd.DataFrame:
     """``analyze``'s table ``name`` of a pilot folder; an empty, cut or damaged one is one line."""
     path = folder / name
     fix = f"`lm-eval-ext analyze` wrote it: rerun `lm-eval-ext analyze` with --out {folder} --overwrite"
+    data = path.read_bytes()  # read once: the table, and whether its last line ended
+    cut = not data.endswith(b"\n")
     try:
-        table = pd.read_csv(path, low_memory=False)
-        cut = not path.read_bytes().endswith(b"\n")
+        table = pd.read_csv(io.BytesIO(data), low_memory=False)
     except (UnicodeDecodeError, pd.errors.EmptyDataError, pd.errors.ParserError) as exc:
         problem = ("is empty" if isinstance(exc, pd.errors.EmptyDataError) else
                    f"is damaged ({str(exc).splitlines()[0]})")
