@@ -314,6 +314,68 @@ def test_intersection_is_suggested_only_where_items_are_shared(tmp_path):
     assert analyze(first, [part], intersection=True, **fast).n_items == 20  # followed
 
 
+@pytest.mark.parametrize(("more", "advice", "followed"), [
+    (["--weights", "int8"], "--weights entry 'int8' is not RUN=WEIGHT (e.g. --weights "
+     "int8_b1=0.8,nf4_b1=0.2)", ["--weights", "int8=1"]),
+    (["--sizes", "0,5"], "--sizes '0,5' is not a list of positive natural-unit counts (e.g. "
+     "--sizes 62,125,250,500)", ["--sizes", "62,125,250,500"]),
+    (["--bootstrap", "50"], "--bootstrap 50 is too few resamples for a standard error; use at "
+     "least 100 (default 2000)", ["--bootstrap", "100"]),
+])
+def test_a_bad_recommend_option_is_told_a_value_that_runs(pilot, capsys, more, advice, followed):
+    from lm_eval_ext.cli import main as cli_main
+
+    assert _recommend_error(pilot, capsys, *more) == f"lm-eval-ext: error: recommend: {advice}"
+    assert cli_main.main(["recommend", str(pilot), "--claim", "accuracy=5", *followed]) == 0
+    assert "int8 0.000643 (certified)" in capsys.readouterr().out
+
+
+def test_a_claim_without_a_margin_is_told_the_form(pilot, capsys):
+    from lm_eval_ext.cli import main as cli_main
+
+    assert cli_main.main(["recommend", str(pilot), "--claim", "accuracy"]) == 2
+    assert capsys.readouterr().err.strip() == (
+        "lm-eval-ext: error: recommend: claim 'accuracy' is not METRIC=MARGIN_PP with a positive "
+        "margin in points (e.g. --claim accuracy=2, --claim accuracy@gemma-smollm=5)")
+    assert cli_main.main(["recommend", str(pilot), "--claim", "accuracy=2"]) == 0  # followed
+    assert "# Recommendation card" in capsys.readouterr().out
+
+
+def test_order_and_weights_together_are_refused_and_either_one_runs(pilot):
+    """The command line makes them exclusive; the library function says so too."""
+    from lm_eval_ext.analysis.recommendation import recommend_from_pilots
+
+    with pytest.raises(AnalysisInputError) as error:
+        recommend_from_pilots([pilot], ["accuracy=5"], order=["int8"], weights={"int8": 1.0})
+    assert str(error.value) == "recommend: give --order or --weights, not both"
+    card = recommend_from_pilots([pilot], ["accuracy=5"], order=["int8"], n_resamples=200)
+    assert card["settings"]["alpha_rule"] == "a fixed sequence declared before the pilot (int8)"
+    assert card["recommended"]["protocol"] == "int8"  # followed
+
+
+@pytest.mark.parametrize("wrong", ["run folder", "missing", "other runs"])
+def test_recommend_on_a_folder_analyze_did_not_write_is_told_the_folder_to_pass(
+        pilot, tmp_path, capsys, wrong):
+    from lm_eval_ext.cli import main as cli_main
+
+    given = {"run folder": pilot.parent, "missing": tmp_path / "nope", "other runs": pilot}[wrong]
+    if wrong == "other runs":
+        items = pilot / "items.csv"
+        items.write_text(items.read_text().replace("\nint8,", "\nint4,").replace(",int8,m,",
+                                                                                  ",int4,m,"))
+    message = _recommend_error(given, capsys)
+    assert message == "lm-eval-ext: error: recommend: " + {
+        "run folder": f"{given} has no runs.csv; pass the folder that `lm-eval-ext analyze "
+                      "--out` wrote for the pilot (analyse it again with this version if it is "
+                      "an old one)",
+        "missing": f"pilot folder {given} not found; pass the folder that `lm-eval-ext analyze "
+                   "--out` wrote for the pilot",
+        "other runs": f"{pilot}/items.csv and runs.csv name different runs; pass a folder "
+                      "written by one `analyze`"}[wrong]
+    _pilot_analysis(tmp_path, pilot, capsys)  # followed: the folder analyze writes
+    assert cli_main.main(["recommend", str(pilot), "--claim", "accuracy=5"]) == 0
+
+
 def test_a_card_is_not_written_into_an_lm_eval_run_folder(pilot, tmp_path, capsys):
     """`recommend --out RUN_FOLDER` put card.json and card.md beside lm-eval's files."""
     from lm_eval_ext.cli import main as cli_main
