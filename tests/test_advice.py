@@ -58,6 +58,42 @@ def test_a_samples_folder_without_its_results_file_says_so(run, tmp_path):
         "moved; pass the folder that holds both, or rerun the evaluation")
 
 
+@pytest.mark.parametrize(("damage", "advice"), [
+    ("no samples", "{results} has no samples file for task bbq_subset_12p5pct_loglik (expected "
+     "{samples.name}); the analysis needs per-item outputs: rerun lm_eval with --log_samples"),
+    ("empty samples", "{samples} holds no samples; rerun with --log_samples"),
+    ("cut results", "{results} is not readable JSON (Expecting ',' delimiter: line 1 column 9 "
+     "(char 8)); the run may have been interrupted while writing it: rerun the evaluation"),
+])
+def test_a_run_without_per_item_outputs_is_told_to_rerun_and_the_rerun_loads(run, tmp_path,
+                                                                             damage, advice):
+    folder = tmp_path / "run"
+    shutil.copytree(run.parent, folder)
+    results, samples = next(folder.glob("results_*.json")), next(folder.glob("samples_*.jsonl"))
+    {"no samples": samples.unlink, "empty samples": lambda: samples.write_text(""),
+     "cut results": lambda: results.write_text('{"a": 1 "b"')}[damage]()
+    with pytest.raises(AnalysisInputError) as error:
+        load_runs([folder])
+    assert str(error.value) == advice.format(results=results, samples=samples)
+    for name in (results.name, samples.name):  # followed: what the rerun writes
+        shutil.copy(run.parent / name, folder / name)
+    assert len(load_runs([folder])[0].items) == 248
+
+
+def test_a_folder_of_two_runs_is_told_to_pass_one_per_run(run, tmp_path):
+    rows = load_membership("12p5pct").rows
+    other = write_run(tmp_path / "both" / "b4", "bbq_subset_12p5pct_loglik", rows,
+                      simulate_predictions(rows, 0.5, np.random.default_rng(1)), batch_size=4)
+    shutil.copytree(run.parent, tmp_path / "both" / "b1")
+    with pytest.raises(AnalysisInputError) as error:
+        load_runs([tmp_path / "both"])
+    first, *listed, advice = str(error.value).splitlines()
+    assert first == f"{tmp_path / 'both'} holds 2 runs:" and len(listed) == 2
+    assert advice == "pass one results_*.json file (or its folder) per run"
+    assert [len(r.items) for r in load_runs([other.parent, tmp_path / "both" / "b1"])] == [248,
+                                                                                         248]
+
+
 @pytest.mark.parametrize(("tasks", "advice"), [
     ("hellaswg", "unknown task(s) hellaswg (did you mean hellaswag?)"),
     ("bbq_subset_13pct,arc_easy", "unknown task(s) bbq_subset_13pct (13pct is not a subset of "
