@@ -176,6 +176,26 @@ def test_mde_of_runs_with_identical_answers_gives_its_bound(run, tmp_path, capsy
     assert lines[2].startswith(f"paired MDE <= {100 * paired_mde(248, bound):.2f} pp (m=248")
 
 
+def test_mde_of_runs_of_two_tasks_is_told_to_pair_one_task(run, tmp_path, capsys):
+    from lm_eval_ext.cli import main as cli_main
+
+    rows = load_membership("12p5pct_r2").rows
+    other = write_run(tmp_path / "r2", "bbq_subset_12p5pct_r2_loglik", rows,
+                      simulate_predictions(rows, 0.5, np.random.default_rng(1)))
+    assert cli_main.main(["mde", "--runs", str(run.parents[1]), str(other.parents[1])]) == 2
+    message = capsys.readouterr().err.strip()
+    assert message == ("lm-eval-ext: error: mde --runs: synthetic-model@bf16/bs1/12p5pct and "
+                       "synthetic-model@bf16/bs1/12p5pct_r2 differ in tasks "
+                       "bbq_subset_12p5pct_loglik vs bbq_subset_12p5pct_r2_loglik; a discordance "
+                       "rate needs two runs of one task and scoring path")
+    rows = load_membership("12p5pct").rows  # followed: a second run of the same task
+    same = write_run(tmp_path / "b4", "bbq_subset_12p5pct_loglik", rows,
+                     simulate_predictions(rows, 0.5, np.random.default_rng(1)), batch_size=4)
+    assert cli_main.main(["mde", "--runs", str(run.parents[1]), str(same.parents[1])]) == 0
+    assert capsys.readouterr().out.startswith("empirical rho_d = 0.5202, design effect = 1.009 "
+                                              "over 248 paired items")
+
+
 #: three short generation requests (a 4-token cap)
 SHORT = (["One.", "Two, three.", "Four"], {"until": ["\n"], "max_gen_toks": 4})
 

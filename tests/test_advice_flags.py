@@ -121,7 +121,6 @@ CANNOT_TRIGGER = {
 }
 #: messages that still want a test (the census was written before them): shrink this list
 NOT_YET = [
-    "analysis/empirical_power.py: ; a discordance rate needs two runs of one task",
     "analysis/stats/rank_flips.py: ); a cell is one run, never a mean: pass one run",
     "backends/embedded_model.py: ). Install it without dependencies (`pip install",
     "backends/hf/base.py: : pass --model_args pretrained=<model> (there is",
@@ -142,12 +141,7 @@ NOT_YET = [
     "campaign/sequential_evaluation.py: holds another pre-registration; use a new --out",
     "campaign/spec.py: : use letters, digits and _.+- only (it names fo",
     "campaign/spec.py: is not a mode; use fast (the default: replayed s",
-    "cross_harness/compare.py: --compare-harness needs at least two runs (HARNE",
     "cross_harness/readers.py: has no score; the log is incomplete (rerun the e",
-    "cross_harness/readers.py: : no such folder (pass a HELM run folder, benchm",
-    "cross_harness/readers.py: : write HARNESS=PATH with HARNESS one of",
-    "cross_harness/readers.py: is missing (pass benchmark_output/runs/SUITE/RUN",
-    "cross_harness/readers.py: ); the run was cut while writing: rerun helm-run",
     "data/external_manifest.py: ; the file or the BBQ data changed. Register it",
     "data/instrument.py: does not reproduce from the verified BBQ files;",
     "data/instrument.py: ; the manifest was edited. Restore it from the p",
