@@ -58,6 +58,42 @@ def test_a_samples_folder_without_its_results_file_says_so(run, tmp_path):
         "moved; pass the folder that holds both, or rerun the evaluation")
 
 
+@pytest.mark.parametrize(("damage", "advice"), [
+    ("no samples", "{results} has no samples file for task bbq_subset_12p5pct_loglik (expected "
+     "{samples.name}); the analysis needs per-item outputs: rerun lm_eval with --log_samples"),
+    ("empty samples", "{samples} holds no samples; rerun with --log_samples"),
+    ("cut results", "{results} is not readable JSON (Expecting ',' delimiter: line 1 column 9 "
+     "(char 8)); the run may have been interrupted while writing it: rerun the evaluation"),
+])
+def test_a_run_without_per_item_outputs_is_told_to_rerun_and_the_rerun_loads(run, tmp_path,
+                                                                             damage, advice):
+    folder = tmp_path / "run"
+    shutil.copytree(run.parent, folder)
+    results, samples = next(folder.glob("results_*.json")), next(folder.glob("samples_*.jsonl"))
+    {"no samples": samples.unlink, "empty samples": lambda: samples.write_text(""),
+     "cut results": lambda: results.write_text('{"a": 1 "b"')}[damage]()
+    with pytest.raises(AnalysisInputError) as error:
+        load_runs([folder])
+    assert str(error.value) == advice.format(results=results, samples=samples)
+    for name in (results.name, samples.name):  # followed: what the rerun writes
+        shutil.copy(run.parent / name, folder / name)
+    assert len(load_runs([folder])[0].items) == 248
+
+
+def test_a_folder_of_two_runs_is_told_to_pass_one_per_run(run, tmp_path):
+    rows = load_membership("12p5pct").rows
+    other = write_run(tmp_path / "both" / "b4", "bbq_subset_12p5pct_loglik", rows,
+                      simulate_predictions(rows, 0.5, np.random.default_rng(1)), batch_size=4)
+    shutil.copytree(run.parent, tmp_path / "both" / "b1")
+    with pytest.raises(AnalysisInputError) as error:
+        load_runs([tmp_path / "both"])
+    first, *listed, advice = str(error.value).splitlines()
+    assert first == f"{tmp_path / 'both'} holds 2 runs:" and len(listed) == 2
+    assert advice == "pass one results_*.json file (or its folder) per run"
+    assert [len(r.items) for r in load_runs([other.parent, tmp_path / "both" / "b1"])] == [248,
+                                                                                         248]
+
+
 @pytest.mark.parametrize(("tasks", "advice"), [
     ("hellaswg", "unknown task(s) hellaswg (did you mean hellaswag?)"),
     ("bbq_subset_13pct,arc_easy", "unknown task(s) bbq_subset_13pct (13pct is not a subset of "
@@ -138,6 +174,26 @@ def test_mde_of_runs_with_identical_answers_gives_its_bound(run, tmp_path, capsy
                         "95% upper confidence bound after 0 of 248 discordant items (design "
                         "effect taken as 1)")
     assert lines[2].startswith(f"paired MDE <= {100 * paired_mde(248, bound):.2f} pp (m=248")
+
+
+def test_mde_of_runs_of_two_tasks_is_told_to_pair_one_task(run, tmp_path, capsys):
+    from lm_eval_ext.cli import main as cli_main
+
+    rows = load_membership("12p5pct_r2").rows
+    other = write_run(tmp_path / "r2", "bbq_subset_12p5pct_r2_loglik", rows,
+                      simulate_predictions(rows, 0.5, np.random.default_rng(1)))
+    assert cli_main.main(["mde", "--runs", str(run.parents[1]), str(other.parents[1])]) == 2
+    message = capsys.readouterr().err.strip()
+    assert message == ("lm-eval-ext: error: mde --runs: synthetic-model@bf16/bs1/12p5pct and "
+                       "synthetic-model@bf16/bs1/12p5pct_r2 differ in tasks "
+                       "bbq_subset_12p5pct_loglik vs bbq_subset_12p5pct_r2_loglik; a discordance "
+                       "rate needs two runs of one task and scoring path")
+    rows = load_membership("12p5pct").rows  # followed: a second run of the same task
+    same = write_run(tmp_path / "b4", "bbq_subset_12p5pct_loglik", rows,
+                     simulate_predictions(rows, 0.5, np.random.default_rng(1)), batch_size=4)
+    assert cli_main.main(["mde", "--runs", str(run.parents[1]), str(same.parents[1])]) == 0
+    assert capsys.readouterr().out.startswith("empirical rho_d = 0.5202, design effect = 1.009 "
+                                              "over 248 paired items")
 
 
 #: three short generation requests (a 4-token cap)
@@ -312,6 +368,68 @@ def test_intersection_is_suggested_only_where_items_are_shared(tmp_path):
         analyze(first, [part], **fast)
     assert str(error.value).endswith("pass --intersection to compare the 20 shared items.")
     assert analyze(first, [part], intersection=True, **fast).n_items == 20  # followed
+
+
+@pytest.mark.parametrize(("more", "advice", "followed"), [
+    (["--weights", "int8"], "--weights entry 'int8' is not RUN=WEIGHT (e.g. --weights "
+     "int8_b1=0.8,nf4_b1=0.2)", ["--weights", "int8=1"]),
+    (["--sizes", "0,5"], "--sizes '0,5' is not a list of positive natural-unit counts (e.g. "
+     "--sizes 62,125,250,500)", ["--sizes", "62,125,250,500"]),
+    (["--bootstrap", "50"], "--bootstrap 50 is too few resamples for a standard error; use at "
+     "least 100 (default 2000)", ["--bootstrap", "100"]),
+])
+def test_a_bad_recommend_option_is_told_a_value_that_runs(pilot, capsys, more, advice, followed):
+    from lm_eval_ext.cli import main as cli_main
+
+    assert _recommend_error(pilot, capsys, *more) == f"lm-eval-ext: error: recommend: {advice}"
+    assert cli_main.main(["recommend", str(pilot), "--claim", "accuracy=5", *followed]) == 0
+    assert "int8 0.000643 (certified)" in capsys.readouterr().out
+
+
+def test_a_claim_without_a_margin_is_told_the_form(pilot, capsys):
+    from lm_eval_ext.cli import main as cli_main
+
+    assert cli_main.main(["recommend", str(pilot), "--claim", "accuracy"]) == 2
+    assert capsys.readouterr().err.strip() == (
+        "lm-eval-ext: error: recommend: claim 'accuracy' is not METRIC=MARGIN_PP with a positive "
+        "margin in points (e.g. --claim accuracy=2, --claim accuracy@gemma-smollm=5)")
+    assert cli_main.main(["recommend", str(pilot), "--claim", "accuracy=2"]) == 0  # followed
+    assert "# Recommendation card" in capsys.readouterr().out
+
+
+def test_order_and_weights_together_are_refused_and_either_one_runs(pilot):
+    """The command line makes them exclusive; the library function says so too."""
+    from lm_eval_ext.analysis.recommendation import recommend_from_pilots
+
+    with pytest.raises(AnalysisInputError) as error:
+        recommend_from_pilots([pilot], ["accuracy=5"], order=["int8"], weights={"int8": 1.0})
+    assert str(error.value) == "recommend: give --order or --weights, not both"
+    card = recommend_from_pilots([pilot], ["accuracy=5"], order=["int8"], n_resamples=200)
+    assert card["settings"]["alpha_rule"] == "a fixed sequence declared before the pilot (int8)"
+    assert card["recommended"]["protocol"] == "int8"  # followed
+
+
+@pytest.mark.parametrize("wrong", ["run folder", "missing", "other runs"])
+def test_recommend_on_a_folder_analyze_did_not_write_is_told_the_folder_to_pass(
+        pilot, tmp_path, capsys, wrong):
+    from lm_eval_ext.cli import main as cli_main
+
+    given = {"run folder": pilot.parent, "missing": tmp_path / "nope", "other runs": pilot}[wrong]
+    if wrong == "other runs":
+        items = pilot / "items.csv"
+        items.write_text(items.read_text().replace("\nint8,", "\nint4,").replace(",int8,m,",
+                                                                                  ",int4,m,"))
+    message = _recommend_error(given, capsys)
+    assert message == "lm-eval-ext: error: recommend: " + {
+        "run folder": f"{given} has no runs.csv; pass the folder that `lm-eval-ext analyze "
+                      "--out` wrote for the pilot (analyse it again with this version if it is "
+                      "an old one)",
+        "missing": f"pilot folder {given} not found; pass the folder that `lm-eval-ext analyze "
+                   "--out` wrote for the pilot",
+        "other runs": f"{pilot}/items.csv and runs.csv name different runs; pass a folder "
+                      "written by one `analyze`"}[wrong]
+    _pilot_analysis(tmp_path, pilot, capsys)  # followed: the folder analyze writes
+    assert cli_main.main(["recommend", str(pilot), "--claim", "accuracy=5"]) == 0
 
 
 def test_a_card_is_not_written_into_an_lm_eval_run_folder(pilot, tmp_path, capsys):

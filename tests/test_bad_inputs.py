@@ -107,13 +107,21 @@ def test_task_scored_by_exact_match_is_read_not_zeroed(rows, tmp_path):
         extract_items("upstream_task", {"output_type": "generate_until"}, without)
 
 
-@pytest.mark.parametrize(("option", "value", "message"), [
-    ("level", 0.0, "not a confidence level"), ("level", 1.5, "not a confidence level"),
-    ("seed", -1, "negative"), ("n_resamples", 10, ">= 100")])
-def test_bad_settings_fail_before_any_work(two_runs, option, value, message):
+@pytest.mark.parametrize(("option", "value", "message", "advised"), [
+    ("level", 0.0, "--level 0.0 is not a confidence level; use a value in [0.5, 1), e.g. "
+     "--level 0.95", 0.95),
+    ("level", 1.5, "--level 1.5 is not a confidence level", 0.95),
+    ("seed", -1, "--seed -1 is negative; use a seed >= 0", 0),
+    ("n_resamples", 10, "--bootstrap must be >= 100 and --mc-draws >= 10 (got 10 and 10)", 100),
+    ("mc_draws", 9, "--bootstrap must be >= 100 and --mc-draws >= 10 (got 200 and 9)", 10)])
+def test_bad_settings_fail_before_any_work_and_the_advised_value_runs(two_runs, option, value,
+                                                                      message, advised):
     ref, run = two_runs
-    with pytest.raises(AnalysisInputError, match=message):
+    with pytest.raises(AnalysisInputError) as error:
         analyze(ref, [run], **{**FAST, option: value})
+    assert str(error.value).startswith(message)
+    result = analyze(ref, [run], **{**FAST, option: advised})  # followed
+    assert result.n_items == 500 and len(result.run_ids) == 1
 
 
 def test_out_folder_is_never_mixed(tmp_path):
@@ -132,8 +140,10 @@ def test_out_folder_is_never_mixed(tmp_path):
         check_output_folder(other, overwrite=True)
     file = tmp_path / "file.txt"
     file.write_text("x")
-    with pytest.raises(AnalysisInputError, match="is a file"):
+    with pytest.raises(AnalysisInputError) as error:  # analyze's --out check refuses it earlier
         check_output_folder(file)
+    assert str(error.value) == f"--out {file} is a file; pass a folder for the report"
+    assert check_output_folder(tmp_path / "folder") is False  # followed
 
 
 def test_cli_reports_bad_out_and_card_folder_as_errors(two_runs, tmp_path):

@@ -74,6 +74,37 @@ def test_bad_campaign_files_are_refused_with_the_fix(change, message):
         build_spec({**SMALL_CAMPAIGN, **change})
 
 
+@pytest.mark.parametrize(("change", "message", "fixed", "built"), [
+    ({"conditions": {"M 0": {}}}, "condition label 'M 0': use letters, digits and _.+- only (it "
+     "names folders)", {"conditions": {"M_0": {}}}, ["M_0"]),
+    ({"execution": "slow"}, "execution: 'slow' is not a mode; use fast (the default: replayed "
+     "scoring, the fast generation path) or lm-eval (lm-eval's own forward and generation loop, "
+     "as the paper ran)", {"execution": "lm-eval"}, ["M0", "M1", "M4_r2"]),
+])
+def test_a_bad_label_or_mode_is_told_the_fix_and_the_fix_builds(change, message, fixed, built):
+    base = {k: v for k, v in SMALL_CAMPAIGN.items() if k not in ("compare", "subsets")}
+    with pytest.raises(ConfigError) as error:
+        build_spec({**base, **change})
+    assert str(error.value) == message
+    assert [c.condition for c in build_spec({**base, **fixed}).cells] == built  # followed
+
+
+def test_a_scoring_path_that_is_not_one_is_told_the_two(tmp_path):
+    from lm_eval_ext.campaign.grid import grid_campaign
+
+    grid = {"models": {"a": "idle_seconds=0", "b": "idle_seconds=0,precision=int8"},
+            "benchmarks": ["bbq_subset_12p5pct"]}
+    with pytest.raises(ConfigError) as error:
+        grid_campaign({**grid, "scoring_path": ["logprob"]})
+    assert str(error.value) == "grid scoring_path 'logprob': use generative or loglik"
+    with pytest.raises(ConfigError) as error:
+        preset("paper-stress-test", path="logprob")
+    assert str(error.value) == "--path 'logprob': use generative or loglik"
+    assert build_spec(grid_campaign({**grid, "scoring_path": ["loglik"]})).cells  # followed
+    assert {c["tasks"][0][-7:] for c in preset("paper-stress-test", path="loglik")[
+        "conditions"].values() if "tasks" in c} == {"_loglik"}
+
+
 def test_a_campaign_without_models_runs_the_embedded_model_alone():
     spec = build_spec({k: v for k, v in SMALL_CAMPAIGN.items() if k != "models"})
     assert {cell.model_label for cell in spec.cells} == {"embedded"}

@@ -203,6 +203,74 @@ def test_the_preset_refuses_model_args_it_would_override(tmp_path, capsys):
     assert code == 2 and "--model_args precision: the paper-stress-test preset sets" in line
 
 
+@pytest.mark.parametrize(("argv", "line"), [
+    (["campaign", "{yaml}", "--preset", "paper-stress-test"],
+     "give either CAMPAIGN.yaml or --preset, not both"),
+    (["campaign"], "give CAMPAIGN.yaml or --preset paper-stress-test"),
+    (["campaign", "{yaml}", "--limit", "5"],
+     "--limit belongs to --preset; in a campaign file set lm_eval: {{limit: N}}"),
+    (["campaign", "--preset", "paper-stress-test", "--tasks", "mmlu"],
+     "--tasks 'mmlu': the paper-stress-test preset needs a benchmark with a frozen instrument "
+     "and nested subset memberships; only bbq has them"),
+    (["campaign", "--preset", "paper-stress-test", "--large-batch", "1"],
+     "--large-batch 1: M1 and M5a need a batch larger than 1"),
+    (["campaign", "--preset", "paper-stress-tset"],
+     "--preset 'paper-stress-tset': available presets: paper-stress-test"),
+    (["campaign", "--preset", "paper-stress-test", "--shard", "3/2"],
+     "--shard '3/2': use I/N with 1 <= I <= N (e.g. --shard 1/2)"),
+    (["campaign", "--preset", "paper-stress-test", "--analyze-only"],
+     "--analyze-only: {new} holds no campaign (no campaign.json); run the campaign first, or "
+     "check --out"),
+    (["analyze", "--reference", "a", "--runs", "b", "--core", "template_tier"],
+     "--core 'template_tier': use FACTOR=LEVEL1,LEVEL2 (e.g. template_tier=minimal,detailed)"),
+    (["analyze", "--reference", "a", "--compare-harness", "lm_eval=a", "inspect=b"],
+     "analyze: --compare-harness replaces --reference/--runs; give one or the other"),
+    (["campaign", "--preset", "paper-stress-test", "--out", "{foreign}"],
+     "{foreign} exists and is not a campaign folder (it holds a.txt); choose an empty or new "
+     "--out folder"),
+    (["mde", "--rho-d", "0.1"], "mde needs --m and --rho-d (or --runs REFERENCE RUN)"),
+])
+def test_a_campaign_analyze_or_mde_usage_error_is_one_line_naming_the_fix(argv, line, tmp_path,
+                                                                          capsys):
+    places = {"yaml": tmp_path / "c.yaml", "new": tmp_path / "new", "foreign": tmp_path / "mine"}
+    places["yaml"].write_text(yaml.safe_dump(SMALL))
+    places["foreign"].mkdir()
+    (places["foreign"] / "a.txt").write_text("keep")
+    argv = [a.format(**places) for a in argv]
+    out = [] if argv[0] == "mde" or "--out" in argv else ["--out", str(places["new"])]
+    assert cli_main.main([*argv, *out]) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
+        f"lm-eval-ext: error: {line.format(**places)}"]
+    assert not places["new"].exists()
+
+
+def test_the_campaign_advice_builds_the_campaign(tmp_path):
+    """What the one-line errors above advise, followed: the preset alone (M1 and M5a at batch
+    2, bbq, the shard 1/2) and a campaign file that sets lm_eval: {limit: N}."""
+    from lm_eval_ext.campaign import campaign_source
+    from lm_eval_ext.campaign.spec import parse_shard
+
+    spec, _ = campaign_source(None, preset="paper-stress-test",
+                              preset_options={"tasks": "bbq", "large_batch": 2})
+    assert len(spec.cells) == 19 and parse_shard("1/2") == (1, 2)
+    assert {c.condition: c.options["batch_size"] for c in spec.cells}["M1"] == 2
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump({**SMALL, "lm_eval": {"limit": 5}}))
+    assert {c.options["limit"] for c in campaign_source(str(path))[0].cells} == {5}
+
+
+def test_mde_advice_followed_gives_the_mde(tmp_path, capsys):
+    card = tmp_path / "cards" / "card.json"
+    argv = ["mde", "--m", "500", "--rho-d", "0.1", "--card", str(card)]
+    assert cli_main.main(argv) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"lm-eval-ext: error: --card {card}: folder {card.parent} does not exist; create it or "
+        "write the card elsewhere")
+    card.parent.mkdir()  # followed
+    assert cli_main.main(argv) == 0
+    assert capsys.readouterr().out.startswith("paired MDE = ") and card.is_file()
+
+
 def test_a_grid_of_one_model_under_two_labels_is_refused(tmp_path, capsys):
     grid = tmp_path / "g.yaml"
     grid.write_text(yaml.safe_dump({"models": {"a": "precision=bf16,idle_seconds=0",

@@ -148,13 +148,19 @@ def test_readers_reject_foreign_and_truncated_outputs_naming_the_file(helm_run, 
     state = cut / "scenario_state.json"
     state.write_text(state.read_text()[:5000])
     # the truncated file is named; a missing folder or a folder of logs says so
-    with pytest.raises(AnalysisInputError, match=f"{state} is not valid JSON"):
+    with pytest.raises(AnalysisInputError) as error:
         read_helm_run("helm", cut)
+    assert str(error.value).startswith(f"{state} is not valid JSON (")
+    assert str(error.value).endswith("); the run was cut while writing: rerun helm-run")
     (cut / "run_spec.json").unlink()
-    with pytest.raises(AnalysisInputError, match="run_spec.json is missing"):
+    with pytest.raises(AnalysisInputError) as error:
         read_helm_run("helm", cut)
-    with pytest.raises(AnalysisInputError, match=f"{tmp_path / 'gone'}: no such folder"):
+    assert str(error.value) == (f"{cut} is not a HELM run folder: run_spec.json is missing (pass "
+                                "benchmark_output/runs/SUITE/RUN_NAME)")
+    with pytest.raises(AnalysisInputError) as error:
         read_helm_run("helm", tmp_path / "gone")
+    assert str(error.value) == (f"{tmp_path / 'gone'}: no such folder (pass a HELM run folder, "
+                                "benchmark_output/runs/SUITE/RUN_NAME)")
     log = tmp_path / "x.eval"
     log.write_bytes(b"PK\x03\x04 not a zip")
     with pytest.raises(AnalysisInputError, match=f"{log} is not a readable Inspect AI log") as info:
@@ -163,8 +169,22 @@ def test_readers_reject_foreign_and_truncated_outputs_naming_the_file(helm_run, 
     with pytest.raises(AnalysisInputError, match=f"{tmp_path} is a folder; pass one Inspect log "
                                                  r"file in it \(e.g. x.eval\)"):
         read_inspect_log("inspect", tmp_path)
-    with pytest.raises(AnalysisInputError, match="write HARNESS=PATH"):
+    with pytest.raises(AnalysisInputError) as error:
         read_harness_run(f"helmx={helm_run}")
+    assert str(error.value) == (f"--compare-harness 'helmx={helm_run}': write HARNESS=PATH with "
+                                "HARNESS one of lm_eval, inspect, helm (e.g. inspect=logs/x.eval)")
+    # followed: a whole HELM run folder (what helm-run writes), named as HARNESS=PATH
+    assert len(read_harness_run(f"helm={helm_run}").items) == 100
+
+
+def test_compare_harness_of_one_run_is_told_to_give_two(helm_run, tmp_path, capsys):
+    assert main(["compare-harness", f"helm={helm_run}", "--out", str(tmp_path / "a")]) == 2
+    assert capsys.readouterr().err.strip() == (
+        "lm-eval-ext: error: --compare-harness needs at least two runs (HARNESS=PATH ...)")
+    shutil.copytree(helm_run, tmp_path / "again")
+    assert main(["compare-harness", f"helm={helm_run}", f"helm:again={tmp_path / 'again'}",
+                 "--out", str(tmp_path / "b"), "--bootstrap", "200"]) == 0  # followed
+    assert capsys.readouterr().out.startswith("bbq accuracy: again - helm = +0.00 pp")
 
 
 @pytest.mark.slow

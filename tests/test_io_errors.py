@@ -73,6 +73,29 @@ def test_a_full_disk_leaves_no_half_written_analysis_and_the_rerun_works(runs, c
     assert (out / "report.md").is_file() and list(disk.iterdir()) == [out]
 
 
+def test_an_earlier_analysis_is_kept_until_overwrite_is_passed(runs, tmp_path, capsys):
+    out = tmp_path / "analysis"
+    assert cli_main.main(_analyze(runs, out)) == 0
+    capsys.readouterr()
+    line = _one_line(_analyze(runs, out), capsys, 2)
+    assert line == (f"lm-eval-ext: error: --out {out} holds an earlier analysis; choose a new "
+                    "folder or pass --overwrite to replace it")
+    assert cli_main.main([*_analyze(runs, out), "--overwrite"]) == 0  # followed
+    assert capsys.readouterr().out.startswith("synthetic-model@bf16/bs1/12p5pct#2: accuracy "
+                                              "-1.21 pp [-4.84, +2.02]")
+
+
+def test_an_out_folder_of_other_files_is_told_to_choose_a_new_one(runs, tmp_path, capsys):
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "mine.txt").write_text("keep")
+    assert _one_line([*_analyze(runs, notes), "--overwrite"], capsys, 2) == (
+        f"lm-eval-ext: error: --out {notes} is not empty and holds no earlier analysis; choose "
+        "a new folder")
+    assert cli_main.main(_analyze(runs, tmp_path / "new")) == 0  # followed
+    assert (notes / "mine.txt").read_text() == "keep"
+
+
 def test_a_full_disk_keeps_the_earlier_analysis_whole(runs, capsys, mounted_filesystem):
     disk = mounted_filesystem("16m")
     out = disk / "analysis"

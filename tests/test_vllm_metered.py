@@ -44,6 +44,21 @@ def test_precision_becomes_vllm_dtype_and_quantization(precision, dtype, quantiz
     assert args == {"gpu_memory_utilization": 0.5}  # the rest goes to vLLM unchanged
 
 
+@pytest.mark.parametrize(("precision", "batch_size", "args", "message", "followed"), [
+    ("int8", 1, {"dtype": "float16"}, "precision=int8 and dtype='float16' both set the weights' "
+     "format; pass one of them", (None, 1, {"dtype": "float16"})),
+    (None, 8, {"max_num_seqs": "4"}, "--batch_size 8 and max_num_seqs=4 both set how many "
+     "sequences vLLM runs at once; pass one of them", (None, 1, {"max_num_seqs": "4"})),
+])
+def test_a_setting_given_twice_is_told_to_pass_one(precision, batch_size, args, message,
+                                                    followed):
+    with pytest.raises(ConfigError) as error:
+        plan_engine(precision, batch_size, dict(args))
+    assert str(error.value) == f"vllm-metered: {message}"
+    plan = plan_engine(*followed)  # followed: one of them
+    assert (plan.dtype, plan.max_num_seqs) == (("float16", None) if precision else ("auto", 4))
+
+
 def test_batch_size_becomes_max_num_seqs_and_gpus_multiply():
     assert plan_engine(None, "64", {}).max_num_seqs == 64
     assert plan_engine(None, 1, {}).max_num_seqs is None  # lm-eval's default: vLLM's own
