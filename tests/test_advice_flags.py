@@ -124,7 +124,6 @@ NOT_YET = [
     "analysis/stats/rank_flips.py: ); a cell is one run, never a mean: pass one run",
     "backends/embedded_model.py: ). Install it without dependencies (`pip install",
     "backends/hf/base.py: : pass --model_args pretrained=<model> (there is",
-    "backends/model_args.py: does not exist; pass an existing model folder or",
     "backends/parent_run.py: : the parent's answers were themselves derived;",
     "backends/parent_run.py: : not an lm-eval results file (no config and con",
     "backends/parent_run.py: beside it; rerun the parent with --log_samples",
@@ -132,14 +131,10 @@ NOT_YET = [
     "backends/parent_run.py: ); rerun the parent with --log_samples",
     "backends/precision.py: hf-metered: the checkpoint is already quantised",
     "backends/precision.py: was requested but the Linear4bit weights use",
-    "campaign/sequential_evaluation.py: sequential: --metric",
-    "campaign/sequential_evaluation.py: sequential: --path must be loglik or generative",
-    "campaign/sequential_evaluation.py: holds another pre-registration; use a new --out",
     "cross_harness/readers.py: has no score; the log is incomplete (rerun the e",
     "data/external_manifest.py: ; the file or the BBQ data changed. Register it",
     "data/instrument.py: does not reproduce from the verified BBQ files;",
     "data/instrument.py: ; the manifest was edited. Restore it from the p",
-    "export/upstream.py: (an earlier export); pass --overwrite to replace",
     "export/vendoring.py: : an exported utils.py may use the standard libr",
 ]
 

@@ -135,6 +135,35 @@ def test_sequential_names_the_batch_flag_it_blames(tmp_path):
     assert not (tmp_path / "seq").exists()
 
 
+@pytest.mark.parametrize(("settings", "message"), [
+    ({"metric": "acc"}, "sequential: --metric 'acc'; choose one of accuracy, bias_s_dis, "
+                        "bias_s_amb"),
+    ({"path": "mc"}, "sequential: --path must be loglik or generative"),
+])
+def test_sequential_settings_the_command_line_cannot_give_are_named(tmp_path, settings,
+                                                                      message):
+    """The library's own checks (the command line offers only the valid choices)."""
+    from lm_eval_ext.campaign.sequential_evaluation import Arm, run_sequential
+
+    with pytest.raises(ConfigError) as caught:
+        run_sequential(tmp_path / "seq", Arm("precision=fp32"), Arm("precision=bf16"),
+                       looks=["12p5pct"], **settings)
+    assert str(caught.value) == message and not (tmp_path / "seq").exists()
+
+
+def test_sequential_keeps_another_pre_registration(tmp_path):
+    from lm_eval_ext.campaign.sequential_evaluation import Arm, run_sequential
+
+    card = tmp_path / "seq" / "preregistration.json"
+    card.parent.mkdir()
+    card.write_text('{"margin_pp": 1.0}\n')
+    with pytest.raises(ConfigError) as caught:
+        run_sequential(tmp_path / "seq", Arm("precision=fp32"), Arm("precision=bf16"),
+                       looks=["12p5pct"])
+    assert str(caught.value) == f"{card} holds another pre-registration; use a new --out"
+    assert card.read_text() == '{"margin_pp": 1.0}\n'
+
+
 @pytest.mark.parametrize(("argv", "message"), [
     (["--limit", "3", "--samples", '{"t": [0]}'], "--limit and --samples exclude each other"),
     (["--batch_size", "0"], "--batch_size 0: give a positive number, auto or auto:N"),
@@ -227,3 +256,12 @@ def test_an_offline_hub_id_lm_evals_hf_cannot_load_is_one_line(monkeypatch):
         "cache, and the hub is offline (HF_HUB_OFFLINE); pass a model folder")
     monkeypatch.setenv("HF_HUB_OFFLINE", "0")  # online, lm-eval may download it
     check_command_line(["--model", "hf", "--model_args", "pretrained=org/not-cached"])
+
+
+def test_a_local_path_that_does_not_exist_is_named(tmp_path):
+    with pytest.raises(PreflightError) as caught:
+        check_command_line(["--model", "hf", "--model_args", f"pretrained={tmp_path}/nope"])
+    assert str(caught.value) == (
+        f"--model hf: pretrained='{tmp_path}/nope': the local path {tmp_path}/nope does not "
+        "exist; pass an existing model folder or a hub id")
+    check_command_line(["--model", "hf", "--model_args", f"pretrained={tmp_path}"])  # followed

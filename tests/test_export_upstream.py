@@ -104,7 +104,10 @@ def test_an_earlier_export_is_replaced_only_on_request_and_whole(tmp_path, data_
     stray.write_text("mine")
     capsys.readouterr()
     assert main(["export-upstream", "xstest_ext", "--out", str(out), "--local-data"]) == 2
-    assert "already holds xstest_ext_v2" in capsys.readouterr().err and stray.exists()
+    assert capsys.readouterr().err.strip() == (
+        f"lm-eval-ext: error: export-upstream: {out} already holds xstest_ext_v2 (an earlier "
+        "export); pass --overwrite to replace it, or choose another --out")
+    assert stray.exists()
     assert main(["export-upstream", "xstest_ext", "--out", str(out), "--local-data",
                  "--overwrite"]) == 0
     assert not stray.exists()  # replaced whole
