@@ -287,3 +287,52 @@ def test_the_command_refuses_other_model_args_in_one_line(parent, tmp_path):
     assert done.returncode == 2 and "Traceback" not in done.stderr
     [line] = [line for line in done.stderr.splitlines() if "error" in line]
     assert "model args differ from the parent's (precision: <absent> (parent) vs bf16" in line
+
+
+def _parent_file(folder: Path, config: dict, configs: dict) -> Path:
+    """A hand-made parent results file (only what each check reads)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "results_2026-01-01T00-00-00.000000.json"
+    path.write_text(json.dumps({"config": {"model_args": "", "hf_metered": {
+        "model_class": "hf-metered"}, **config}, "configs": configs}))
+    return path
+
+
+def test_a_parent_file_that_cannot_give_answers_is_one_line_before_any_load(tmp_path):
+    """Each parent file mistake the check names, read with no model loaded."""
+    from lm_eval_ext.backends.parent_run import load_parent, read_parent_results
+
+    broken = tmp_path / "a" / "results_2026-01-01T00-00-00.000000.json"
+    broken.parent.mkdir()
+    broken.write_text("{not json")
+    with pytest.raises(ConfigError) as caught:
+        read_parent_results(broken, "hf-metered: answers_from=P")
+    assert str(caught.value).startswith("hf-metered: answers_from=P: not readable (")
+    assert str(caught.value).endswith("); pass the parent run's results file as lm-eval wrote it")
+    broken.write_text("[]")
+    with pytest.raises(ConfigError) as caught:
+        read_parent_results(broken, "hf-metered: answers_from=P")
+    assert str(caught.value) == ("hf-metered: answers_from=P: not an lm-eval results file (no "
+                                 "config and configs); pass the parent run's results_*.json")
+
+    def refused(path: Path) -> str:
+        with pytest.raises(ConfigError) as caught:
+            load_parent(path, "hf-metered", {}, {"batch_size": 1})
+        return str(caught.value)
+
+    measured = "/runs/m0/results_2026-01-01T00-00-00.000000.json"
+    derived = _parent_file(tmp_path / "d", {"metering": {"batch_size": 1, "derived": {
+        "t": {"derived": True, "from_results": measured}}}}, {})
+    assert refused(derived) == (f"hf-metered: answers_from={derived}: the parent's answers were "
+                                f"themselves derived; pass answers_from={measured} (the measured "
+                                "run)")
+    configs = {PARENT_TASK: {"output_type": "multiple_choice"}}
+    bare = _parent_file(tmp_path / "s", {"metering": {"batch_size": 1}}, configs)
+    samples = bare.parent / f"samples_{PARENT_TASK}_2026-01-01T00-00-00.000000.jsonl"
+    assert refused(bare) == (f"answers_from={bare.resolve()}: task {PARENT_TASK}: no samples file "
+                             f"{samples.name} beside it; rerun the parent with --log_samples")
+    samples.write_text("[1, 2, 3]\n")
+    assert refused(bare) == (f"answers_from={bare.resolve()}: task {PARENT_TASK}: {samples.name} "
+                             "line 1 is not an lm-eval loglikelihood sample (TypeError: list "
+                             "indices must be integers or slices, not str); rerun the parent with "
+                             "--log_samples")
