@@ -121,13 +121,11 @@ CANNOT_TRIGGER = {
 }
 #: messages that still want a test (the census was written before them): shrink this list
 NOT_YET = [
-    "analysis/stats/rank_flips.py: ); a cell is one run, never a mean: pass one run",
     "backends/embedded_model.py: ). Install it without dependencies (`pip install",
     "backends/hf/base.py: : pass --model_args pretrained=<model> (there is",
     "backends/precision.py: hf-metered: the checkpoint is already quantised",
     "backends/precision.py: was requested but the Linear4bit weights use",
     "cross_harness/readers.py: has no score; the log is incomplete (rerun the e",
-    "data/external_manifest.py: ; the file or the BBQ data changed. Register it",
     "data/instrument.py: does not reproduce from the verified BBQ files;",
     "data/instrument.py: ; the manifest was edited. Restore it from the p",
     "export/vendoring.py: : an exported utils.py may use the standard libr",

@@ -441,3 +441,17 @@ def test_flip_pvalue_is_one_without_spread_and_holm_adjusts_over_pairs():
     expected = multipletests(pairs["flip_p"], method="holm")[1]
     assert pairs["flip_p_holm"].to_numpy() == pytest.approx(expected)
     assert pairs["beyond_noise"].tolist() == list(expected <= 0.05)
+
+
+def test_a_grid_cell_with_two_runs_is_refused_never_averaged():
+    from lm_eval_ext.analysis import AnalysisInputError
+    from lm_eval_ext.analysis.stats.rank_flips import cell_matrix
+
+    cells = pd.DataFrame({"config": ["bf16", "bf16", "int8"], "model": ["a", "a", "a"],
+                          "value": [0.5, 0.7, 0.6], "run": ["r1", "r2", "r3"]})
+    with pytest.raises(AnalysisInputError) as caught:
+        cell_matrix(cells)
+    assert str(caught.value) == ("grid cell a / bf16 holds several runs (r1, r2); a cell is one "
+                                 "run, never a mean: pass one run per model x configuration x "
+                                 "item set")
+    assert cell_matrix(cells.drop(index=1)).loc["bf16", "a"] == 0.5  # one run per cell

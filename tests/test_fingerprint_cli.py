@@ -100,3 +100,19 @@ def test_instrument_command_reproduces_the_manifest(data_dir):
     proc = run_cli(["lm-eval-ext", "data", "instrument"])
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "reproduces from the data: OK" in proc.stdout
+
+
+def test_a_manifest_changed_since_it_was_registered_is_told_to_register_again(data_dir,
+                                                                             tmp_path):
+    from lm_eval_ext.data.external_manifest import ManifestError, load_manifest_rows
+
+    path = tmp_path / "m.csv"
+    path.write_text("category,example_id\nAge,1\nAge,2\n")
+    with pytest.raises(ManifestError) as caught:
+        load_manifest_rows(path, expected_sample_sha256="0" * 64)
+    actual = str(caught.value).split("gives sample fingerprint ")[1].split(",")[0]
+    assert str(caught.value) == (
+        f"manifest {path} now gives sample fingerprint {actual}, but it was registered with "
+        f"{'0' * 64}; the file or the BBQ data changed. Register it again with `lm-eval-ext "
+        "data fingerprint CSV --register NAME`.")
+    assert len(load_manifest_rows(path, expected_sample_sha256=actual)) == 2  # as registered
