@@ -236,6 +236,9 @@ def check_task_list(values: Sequence[str], where: str = "--tasks") -> None:
     names = [name for value in values for name in value.split(",")]
     given = " ".join(f"'{v}'" if not v or " " in v or v.endswith(",") else v for v in values)
     fixed = ",".join(part for n in names for part in n.split())
+    if not fixed:
+        raise PreflightError(f"{where} {given}: no task named; give at least one (e.g. "
+                             f"{where} bbq_subset_25pct)")
     if any(not n.strip() for n in names):
         raise PreflightError(f"{where} {given}: an empty task name (a stray comma); write "
                              f"{where} {fixed}")

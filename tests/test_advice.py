@@ -89,7 +89,8 @@ def test_a_folder_of_two_runs_is_told_to_pass_one_per_run(run, tmp_path):
         load_runs([tmp_path / "both"])
     first, *listed, advice = str(error.value).splitlines()
     assert first == f"{tmp_path / 'both'} holds 2 runs:" and len(listed) == 2
-    assert advice == "pass one results_*.json file (or its folder) per run"
+    assert advice == ("pass one results_*.json file per run (a folder only where it holds one "
+                      "run)")
     assert [len(r.items) for r in load_runs([other.parent, tmp_path / "both" / "b1"])] == [248,
                                                                                          248]
 
@@ -317,6 +318,8 @@ def test_a_cut_or_foreign_pilot_table_is_named_and_analysed_again(pilot, tmp_pat
      "' bbq_subset_25pct_loglik' holds a space (lm-eval splits only at commas); write --tasks "
      "bbq_subset_12p5pct_loglik,bbq_subset_25pct_loglik",
      "bbq_subset_12p5pct_loglik,bbq_subset_25pct_loglik"),
+    ([""], "--tasks '': no task named; give at least one (e.g. --tasks bbq_subset_25pct)",
+     "bbq_subset_25pct"),
 ])
 def test_a_stray_comma_or_space_in_tasks_is_told_the_list_that_runs(tasks, advice, fixed):
     """"unknown task(s) ;" for a trailing comma; 'a, b' suggested b back."""
@@ -435,14 +438,30 @@ def test_a_card_is_not_written_into_an_lm_eval_run_folder(pilot, tmp_path, capsy
     from lm_eval_ext.cli import main as cli_main
 
     run = tmp_path / "run"
-    run.mkdir()
-    (run / "results_2026-01-01T00-00-00.json").write_text("{}")
-    message = _recommend_error(pilot, capsys, "--out", str(run))
-    assert message == (f"lm-eval-ext: error: recommend: --out {run} is an lm-eval run folder; "
-                       "write the card into its own folder (e.g. --out cards/)")
+    (run / "model").mkdir(parents=True)  # lm-eval writes one folder down, named by the model
+    (run / "model" / "results_2026-01-01T00-00-00.json").write_text("{}")
+    for out in (run, run / "model"):
+        message = _recommend_error(pilot, capsys, "--out", str(out))
+        assert message == (f"lm-eval-ext: error: recommend: --out {out} is an lm-eval run "
+                           "folder; write the card into its own folder (e.g. --out cards/)")
+    cards = tmp_path / "cards"
     assert cli_main.main(["recommend", str(pilot), "--claim", "accuracy=5", "--out",
-                          str(tmp_path / "cards")]) == 0  # followed
-    assert sorted(p.name for p in (tmp_path / "cards").iterdir()) == ["card.json", "card.md"]
+                          str(cards)]) == 0  # followed
+    assert sorted(p.name for p in cards.iterdir()) == ["card.json", "card.md"]
+    written = (cards / "card.json").read_text()
+    assert _recommend_error(pilot, capsys, "--out", str(cards)) == (
+        f"lm-eval-ext: error: recommend: --out {cards} holds a card already (a card is a "
+        "record); name another folder, or pass --overwrite to replace it")
+    assert (cards / "card.json").read_text() == written  # kept
+    assert cli_main.main(["recommend", str(pilot), "--claim", "accuracy=5", "--out",
+                          str(cards), "--overwrite"]) == 0
+
+
+def test_a_claim_given_twice_is_refused_not_dropped(pilot, capsys):
+    """`--claim accuracy=2 --claim accuracy=3` kept only the last one, without a word."""
+    assert _recommend_error(pilot, capsys, "--claim", "accuracy=3") == (
+        "lm-eval-ext: error: recommend: --claim accuracy is given twice; give each claim once, "
+        "with the one margin it must resolve")
 
 
 @pytest.mark.slow

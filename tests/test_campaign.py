@@ -47,6 +47,28 @@ def test_shards_partition_the_cells(count):
     assert sorted(flat) == sorted(c.cell_id for c in cells) and len(flat) == len(set(flat))
 
 
+def test_a_cuda_device_on_a_machine_without_one_is_refused_before_any_cell(tmp_path):
+    """`lm_eval: {device: cuda}` on a CPU machine failed every cell with torch's AssertionError,
+    and the closing advice was to rerun the same command."""
+    import torch
+
+    from lm_eval_ext.campaign import run_campaign
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    raw = {"models": {"m": ""}, "tasks": ["bbq_subset_12p5pct_loglik"],
+           "lm_eval": {"device": "cuda"}, "conditions": {"a": {}, "b": {"batch_size": 2}}}
+    spec = build_spec(raw)
+    with pytest.raises(ConfigError) as caught:
+        run_campaign(spec, tmp_path / "out", "")
+    assert str(caught.value) == (f"cell {spec.cells[0].cell_id}: device: cuda cannot run here: "
+                                 "set device: cpu, or run the campaign on a machine with a GPU")
+    assert not (tmp_path / "out").exists()
+    from lm_eval_ext.campaign.preflight import check_cells
+
+    check_cells(build_spec({**raw, "lm_eval": {"device": "cpu"}}).cells, devices=True)  # followed
+
+
 def test_a_shard_beyond_the_cells_is_refused_before_anything_is_made(tmp_path):
     """`campaign --shard 5/5` of 3 cells created a folder and exited 0."""
     from lm_eval_ext.campaign import run_campaign

@@ -331,8 +331,8 @@ def load_runs(paths: Iterable[str | Path], *, one_per_entry: bool = True,
         if one_per_entry and len(files) > 1:
             listed = "\n  ".join(str(f) for f in files)
             raise AnalysisInputError(
-                f"{raw} holds {len(files)} runs:\n  {listed}\npass one results_*.json file (or "
-                "its folder) per run")
+                f"{raw} holds {len(files)} runs:\n  {listed}\npass one results_*.json file per "
+                "run (a folder only where it holds one run)")
         for index, results_path in enumerate(files):
             label = name if name and len(files) == 1 else f"{name}#{index}" if name else None
             runs.append(load_run(results_path, label))

@@ -105,7 +105,7 @@ def run_campaign(spec: CampaignSpec, out: str | Path, source_yaml: str, *, shard
                           "campaign first, or check --out")
     cells = shard_cells(spec.cells, index, count)  # an empty shard is refused: nothing made
     if not analyze_only:
-        check_cells(spec.cells)
+        check_cells(spec.cells, devices=True)
     folder.bind(spec, source_yaml)
     if analyze_only:  # nothing runs: the finished cells count as skipped
         outcome = {"done": [], "failed": [], "busy": [],

@@ -77,9 +77,25 @@ def check_task_names(tasks: Iterable[str], include_path: str | None = None) -> N
         raise ConfigError(unknown_task_message(",".join(unknown), list(known)))
 
 
-def check_cells(cells: Sequence[Cell]) -> None:
-    """Model args, batch sizes, task settings and task names of a campaign's cells, once each."""
+def check_cells(cells: Sequence[Cell], devices: bool = False) -> None:
+    """Model args, batch sizes, task settings and task names of a campaign's cells, once each.
+
+    ``devices``: also each cell's ``device`` against this machine (before cells run here; a
+    dry run may plan for another machine).
+    """
+    from lm_eval_ext.command_preflight import PreflightError, check_device
+
     seen: set[tuple[str, str]] = set()
+    for cell in cells if devices else ():
+        device = cell.options.get("device")
+        if isinstance(device, str):
+            try:
+                check_device(device, "device:")
+            except PreflightError as exc:
+                fix = ("set device: cpu, or run the campaign on a machine with a GPU"
+                       if "no CUDA device is visible" in str(exc) else str(exc))
+                raise ConfigError(f"cell {cell.cell_id}: device: {device} cannot run here: "
+                                  f"{fix}") from None
     for cell in cells:
         batch_size = cell.options.get("batch_size", 1)
         if (cell.model_args, str(batch_size)) not in seen:
