@@ -207,8 +207,9 @@ def rank_flip_rates(results: Path, test: str, before: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-#: table file under benchmarks/results -> the function that writes it
-RECOMMEND = "recommend_2026-12-03"
+#: the grid of ``recommend_simulation.py`` with the rule of 2026-12-05 (the 2026-12-03 grid,
+#: of the rule before, is in git history: ``recommend_2026-12-03/errors.md@COMMIT``)
+GRID = "recommend_2026-12-06"
 #: the null kinds of ``recommend_simulation.py``, in the table's order, as the table names them
 NULLS = {"independent": "independent changes, 3% churn", "independent_one_way":
          "independent, one-directional", "unit_clustered": "clustered in a fifth of the units",
@@ -227,10 +228,11 @@ def _percent(rate: dict) -> str:
     return f"{100 * rate['rate']:.1f}%"
 
 
-def recommend_errors(results: Path) -> str:
+def recommend_errors(results: Path, folder: str = GRID) -> str:
     """Per null and pilot size: the share of pilots whose recommended protocol is a shifted
-    one, per number of candidates: ``recommend`` [its 95% interval's top] (the rule before)."""
-    data = _load(results, "recommend_simulation.json", RECOMMEND)
+    one, per number of candidates: ``recommend`` [its 95% interval's top] (the rule before);
+    "not run" where the grid lacks the cell."""
+    data = _load(results, "recommend_simulation.json", folder)
     cells = {(c["kind"], c["pilot_units"], c["candidates"]): c for c in data["cells"]}
     counts = sorted({c["candidates"] for c in data["cells"] if c["kind"] != "power"})
     sizes = sorted({c["pilot_units"] for c in data["cells"] if c["kind"] != "power"})
@@ -241,6 +243,9 @@ def recommend_errors(results: Path) -> str:
         for units in sizes:
             row = []
             for n in counts:
+                if (kind, units, n) not in cells:
+                    row.append("not run")
+                    continue
                 rules = cells[kind, units, n]["rules"]
                 new, old = rules["recommend"]["error"], rules["t_tost_before"]["error"]
                 row.append(f"{_percent(new)} [{100 * new['ci95'][1]:.1f}] ({_percent(old)})")
@@ -248,18 +253,21 @@ def recommend_errors(results: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
-def recommend_power(results: Path) -> str:
-    """A truly equal candidate (the most expensive one; the others at the margin): the share of
-    pilots that certify it and that recommend it, ``recommend`` (the rule before)."""
-    data = _load(results, "recommend_simulation.json", RECOMMEND)
+def recommend_power(results: Path, folder: str = GRID) -> str:
+    """A truly equal candidate (the most expensive one, or the cheapest declared first; the
+    others at the margin): the share of pilots that certify it and that recommend it,
+    ``recommend`` (the rule before)."""
+    data = _load(results, "recommend_simulation.json", folder)
     lines = ["| equal candidate's churn | pilot units | candidates | certified | recommended |",
              "|---:|---:|---:|---|---|"]
-    power = sorted((c for c in data["cells"] if c["kind"] == "power"),
-                   key=lambda c: (c["candidates"], c["churn_of_equal"], c["pilot_units"]))
+    power = sorted((c for c in data["cells"] if c["kind"].startswith("power")),
+                   key=lambda c: (c["kind"], c["candidates"], c["churn_of_equal"],
+                                  c["pilot_units"]))
     for cell in power:
         new, old = cell["rules"]["recommend"], cell["rules"]["t_tost_before"]
+        declared = " (the cheapest, declared first)" if cell["kind"] == "power_declared" else ""
         lines.append(f"| {100 * cell['churn_of_equal']:g}% | {cell['pilot_units']} | "
-                     f"{cell['candidates']} | {_percent(new['certified_equal'])} "
+                     f"{cell['candidates']}{declared} | {_percent(new['certified_equal'])} "
                      f"({_percent(old['certified_equal'])}) | {_percent(new['chose_equal'])} "
                      f"({_percent(old['chose_equal'])}) |")
     return "\n".join(lines) + "\n"
@@ -312,11 +320,12 @@ def certificate_power(results: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
+#: table file under benchmarks/results -> the function that writes it
 TABLES: dict[str, Callable[[Path], str]] = {
     f"{CERTIFICATES}/errors.md": certificate_errors,
     f"{CERTIFICATES}/power.md": certificate_power,
-    f"{RECOMMEND}/errors.md": recommend_errors,
-    f"{RECOMMEND}/power.md": recommend_power,
+    f"{GRID}/errors.md": recommend_errors,
+    f"{GRID}/power.md": recommend_power,
     f"{PUBLIC}/side_by_side.md": side_by_side,
     f"{PUBLIC}/vllm_beside_public.md": vllm_beside_public,
     f"{GRAPHS}/graphs_against_eager.md":

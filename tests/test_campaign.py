@@ -88,7 +88,10 @@ def test_a_shard_beyond_the_cells_is_refused_before_anything_is_made(tmp_path):
     ({"models": {"bad label": ""}}, "letters, digits"),
     ({"compare": {"x": {"reference": "M9", "runs": ["M1"]}}}, "'M9' is not defined"),
     ({"tasks": []}, "non-empty list"),
-    ({"models": {}}, "models: names no model; give label: model_args"),  # was the embedded one
+    ({"models": {}}, "models: names no model; give label: model_args"),
+    ({"conditions": {"a": {"precision": "bf16"}}},
+     'conditions.a: precision is a model arg, not an lm_eval option; write model_args: '
+     '"precision=bf16"'),  # was the embedded one
     ({"models": None}, "or leave models out for the embedded model alone"),
 ])
 def test_bad_campaign_files_are_refused_with_the_fix(change, message):
@@ -125,6 +128,12 @@ def test_a_scoring_path_that_is_not_one_is_told_the_two(tmp_path):
     assert build_spec(grid_campaign({**grid, "scoring_path": ["loglik"]})).cells  # followed
     assert {c["tasks"][0][-7:] for c in preset("paper-stress-test", path="loglik")[
         "conditions"].values() if "tasks" in c} == {"_loglik"}
+
+
+def test_a_model_arg_written_as_an_option_is_told_its_place_and_that_works():
+    spec = build_spec({"models": {"m": ""}, "tasks": ["bbq_subset_12p5pct_loglik"],
+                       "conditions": {"a": {"model_args": "precision=bf16"}}})
+    assert [c.model_args for c in spec.cells] == ["precision=bf16"]
 
 
 def test_a_campaign_without_models_runs_the_embedded_model_alone():

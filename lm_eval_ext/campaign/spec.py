@@ -267,6 +267,13 @@ def _check_label(kind: str, label: Any) -> str:
     return label
 
 
+def _model_arg_names() -> set[str]:
+    """The metered models' own model args (``precision``, ``idle_seconds``, ...)."""
+    from lm_eval_ext.backends.model_args import HFMeteredArgs
+
+    return set(HFMeteredArgs.names())
+
+
 def _options(raw: Any, where: str) -> dict[str, Any]:
     if raw is None:
         return {}
@@ -277,6 +284,9 @@ def _options(raw: Any, where: str) -> dict[str, Any]:
         if key in MANAGED:
             raise ConfigError(f"{where}: {key!r} is set by the campaign itself (one task per "
                               "cell, its own --output_path, --log_samples always); remove it")
+        if key not in LM_EVAL_OPTIONS and key in _model_arg_names():
+            raise ConfigError(f"{where}: {key} is a model arg, not an lm_eval option; write "
+                              f"model_args: \"{key}={value}\"")
         if key not in LM_EVAL_OPTIONS:
             hint = ", ".join(o for o in LM_EVAL_OPTIONS if o[:3] == str(key)[:3]) or \
                 ", ".join(LM_EVAL_OPTIONS)
