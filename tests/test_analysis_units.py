@@ -239,6 +239,13 @@ def test_runs_are_labelled_model_precision_batch_subset_and_told_apart(instrumen
     assert set(result.deltas["run"]) == {"cheap"}
     with pytest.raises(AnalysisInputError, match="3 labels for the reference and 1 runs"):
         analyze(tmp_path / "c", [tmp_path / "a"], labels=["x", "y", "z"], progress=False)
+    # a name given twice was renamed name#2 without a word
+    for reference, runs, labels in ((f"b1={tmp_path / 'c'}", [f"b1={tmp_path / 'a'}"], None),
+                                    (tmp_path / "c", [tmp_path / "a"], ["x", "x"])):
+        with pytest.raises(AnalysisInputError) as caught:
+            analyze(reference, runs, labels=labels, progress=False)
+        assert str(caught.value) == ("two runs share the name " + ("b1" if labels is None else
+                                     "x") + "; give each its own NAME=PATH (or --label)")
 
 
 def test_regression_a_design_effect_below_one_never_shrinks_the_mde():

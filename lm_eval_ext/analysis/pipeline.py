@@ -22,7 +22,7 @@ from lm_eval_ext.analysis.clustering import cluster_column, clustering_sensitivi
 from lm_eval_ext.analysis.comparisons import add_power, comparison_row
 from lm_eval_ext.analysis.errors import AnalysisInputError, DegenerateDataWarning
 from lm_eval_ext.analysis.grid import grid_analysis
-from lm_eval_ext.analysis.loader import distinct_labels, load_runs
+from lm_eval_ext.analysis.loader import distinct_labels, load_runs, split_run_argument
 from lm_eval_ext.analysis.membership import membership_sensitivity
 from lm_eval_ext.analysis.metrics import ACCURACY, BIAS_S_AMB, BIAS_S_DIS, paired_metrics
 from lm_eval_ext.analysis.pairing import (
@@ -136,6 +136,11 @@ def analyze(reference: str | Path, runs: Sequence[str | Path], *,
     if labels is not None and len(labels) != 1 + len(runs):
         raise AnalysisInputError(f"{len(labels)} labels for the reference and {len(runs)} runs; "
                                  "give one label each, reference first")
+    given = list(labels) if labels else [split_run_argument(r)[0] for r in [reference, *runs]]
+    twice = sorted({n for n in given if n is not None and given.count(n) > 1})
+    if twice:
+        raise AnalysisInputError(f"two runs share the name {twice[0]}; give each its own "
+                                 "NAME=PATH (or --label)")
     [ref_run] = load_runs([reference], labels=labels[:1] if labels else None)
     other = load_runs(runs, labels=labels[1:] if labels else None) if runs else []
     distinct_labels([ref_run, *other])
