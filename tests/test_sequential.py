@@ -192,6 +192,9 @@ def test_sequential_cpu_run_reuses_items_and_matches_a_hand_decision(tmp_path, d
             "--looks", ",".join(looks), "--margin", "0.5", "--metric", "bias_s_dis",
             "--out", str(out), "--quiet"]
     assert main(args[1:]) == 0, capfd.readouterr().err[-3000:]  # each arm: its own lm-eval process
+    look0 = next(line for line in capfd.readouterr().out.splitlines() if line.startswith("look 0"))
+    # one unit at look 0: no interval, and the line says why (it printed "CI [+nan, +nan]")
+    assert look0.endswith("no interval (1 natural unit(s) so far: fewer than 2) -> continue")
     card = json.loads((out / "preregistration.json").read_text())
     assert card["information_fractions"] == [0.5, 1.0] and card["margin"] == 0.005
     result = json.loads((out / "sequential.json").read_text())

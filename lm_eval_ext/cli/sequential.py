@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 from pathlib import Path
 
 from lm_eval_ext.cli.options import batch_size, folder, positive_float, probability
@@ -45,10 +46,14 @@ def run(args: argparse.Namespace) -> int:
         margin_pp=args.margin, alpha=args.alpha, beta=args.beta, looks=args.looks.split(","),
         path=args.path, echo=not args.quiet)
     for look in outcome["looks"]:
+        low, high = look["ci"]
+        interval = (f"{100 * boundary_level(look['z_boundary']):.4g}% CI [{100 * low:+.2f}, "
+                    f"{100 * high:+.2f}]" if math.isfinite(low) and math.isfinite(high) else
+                    f"no interval ({look['n_clusters']} natural unit(s) so far"
+                    + (": fewer than 2" if look["n_clusters"] < 2 else
+                       f"; {args.metric} not defined on them") + ")")
         print(f"look {look['look']} ({look['membership']}, {look['n_items']} items): "
-              f"delta {100 * look['delta']:+.2f} pp, "
-              f"{100 * boundary_level(look['z_boundary']):.4g}% CI "
-              f"[{100 * look['ci'][0]:+.2f}, {100 * look['ci'][1]:+.2f}] -> {look['decision']}")
+              f"delta {100 * look['delta']:+.2f} pp, {interval} -> {look['decision']}")
     print(f"decision: {outcome['decision']} after {outcome['items_evaluated']} of "
           f"{outcome['items_in_family']} items; {Path(args.out) / 'sequential.json'}")
     return 0
