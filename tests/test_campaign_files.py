@@ -120,3 +120,31 @@ def test_conditions_of_other_limits_are_compared_on_their_shared_items(tmp_path,
     assert result.n_items == 16 and result.dropped == {"M0": 8, "M4": 0}
     assert ("Paired items: 16 in 4 natural units (the items all runs share; left "
             "out per run: {'M0': 8, 'M4': 0})") in paths["report_md"].read_text()
+
+
+def test_a_campaigns_comparison_on_shared_items_says_so_on_the_console(tmp_path, data_dir,
+                                                                      capsys):
+    """Conditions of other limits were compared on their shared items with nothing said on the
+    console (only report.md told it)."""
+    import numpy as np
+
+    from lm_eval_ext.analysis.synthetic import simulate_predictions, write_run
+    from lm_eval_ext.campaign.analysis import run_comparisons
+    from lm_eval_ext.campaign.spec import build_spec
+    from lm_eval_ext.campaign.store import CampaignFolder
+    from lm_eval_ext.data.instrument import load_membership
+
+    task = "bbq_subset_12p5pct_loglik"
+    spec = build_spec({"tasks": [task], "conditions": {"M0": {"limit": 24},
+                                                        "M4": {"limit": 16}}})
+    rows = load_membership("12p5pct").rows
+    answers = simulate_predictions(rows, 0.5, np.random.default_rng(0))
+    records = {cell.cell_id: {"output_path": str(write_run(
+        tmp_path / "cells" / cell.condition, task, rows[:cell.options["limit"]], answers,
+        batch_size=1 if cell.condition == "M0" else 2).relative_to(tmp_path))}
+        for cell in spec.cells}
+    [report] = run_comparisons(spec, CampaignFolder(tmp_path), records, n_resamples=100,
+                               mc_draws=10, seed=0, progress=False)
+    [line] = [x for x in capsys.readouterr().out.splitlines() if "every run holds" in x]
+    assert line.endswith(": compared on the 16 items every run holds (left out: {'M0': 8, "
+                         "'M4': 0})") and report.is_file()

@@ -28,10 +28,17 @@ def run_comparisons(spec: CampaignSpec, folder: CampaignFolder,
     jobs, skipped = spec.analysis_jobs(folder.results(records))
     for line in skipped:
         print(f"[campaign] {line}", flush=True)
-    return [analyze_to_folder(job.reference, list(job.runs), folder.root / job.out,
-                              overwrite=True, intersection=job.intersection,
-                              n_resamples=n_resamples, mc_draws=mc_draws, seed=seed,
-                              progress=progress)[1]["report_md"] for job in jobs]
+    reports = []
+    for job in jobs:
+        result, paths = analyze_to_folder(
+            job.reference, list(job.runs), folder.root / job.out, overwrite=True,
+            intersection=job.intersection, n_resamples=n_resamples, mc_draws=mc_draws,
+            seed=seed, progress=progress)
+        if any(result.dropped.values()):  # conditions of other limits or subsets
+            print(f"[campaign] {job.out}: compared on the {result.n_items} items every run "
+                  f"holds (left out: {result.dropped})", flush=True)
+        reports.append(paths["report_md"])
+    return reports
 
 
 def run_grid_analysis(spec: CampaignSpec, folder: CampaignFolder,
