@@ -648,3 +648,15 @@ def test_a_declared_order_spends_alpha_as_declared_and_bad_names_are_one_line(pi
                         *flags])
         assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
         assert message in proc.stderr and proc.stderr.count("\n") == 1, proc.stderr
+
+
+def test_one_pilot_given_twice_is_named_as_such(pilot, capsys):
+    """`recommend P P` was told to name them NAME=FOLDER, and named they were refused again."""
+    from lm_eval_ext.cli import main as cli_main
+
+    for args in ([str(pilot), str(pilot)], [f"a={pilot}", f"b={pilot}"]):
+        assert cli_main.main(["recommend", *args, "--claim", "accuracy=8"]) == 2
+        assert capsys.readouterr().err.strip() == (
+            f"lm-eval-ext: error: recommend: the pilot {pilot.resolve()} is given twice; give "
+            "each model's own pilot once (one analyze folder per model)")
+    assert cli_main.main(["recommend", str(pilot), "--claim", "accuracy=8"]) == 0  # followed

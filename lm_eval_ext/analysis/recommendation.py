@@ -142,6 +142,11 @@ def read_pilots(folders: Sequence[str | Path]) -> dict[str, Pilot]:
     """
     named = [split_run_argument(f) for f in folders]
     names = [name or Path(path).name for name, path in named]
+    paths = [Path(path).resolve() for _, path in named]
+    if len(set(paths)) < len(paths):
+        twice = next(p for p in paths if paths.count(p) > 1)
+        raise AnalysisInputError(f"recommend: the pilot {twice} is given twice; give each "
+                                 "model's own pilot once (one analyze folder per model)")
     if len(set(names)) < len(names):
         raise AnalysisInputError("recommend: two pilots have one name; name them NAME=FOLDER")
     pilots = {n: Pilot(n, Path(path)) for n, (_, path) in zip(names, named, strict=True)}
