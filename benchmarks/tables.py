@@ -234,8 +234,9 @@ def recommend_errors(results: Path, folder: str = GRID) -> str:
     "not run" where the grid lacks the cell."""
     data = _load(results, "recommend_simulation.json", folder)
     cells = {(c["kind"], c["pilot_units"], c["candidates"]): c for c in data["cells"]}
-    counts = sorted({c["candidates"] for c in data["cells"] if c["kind"] != "power"})
-    sizes = sorted({c["pilot_units"] for c in data["cells"] if c["kind"] != "power"})
+    nulls = [c for c in data["cells"] if not c["kind"].startswith("power")]
+    counts = sorted({c["candidates"] for c in nulls})
+    sizes = sorted({c["pilot_units"] for c in nulls})
     lines = ["| null (each candidate shifts its claim by the margin) | pilot units | "
              + " | ".join(f"{n} candidate{'s' * (n > 1)}" for n in counts) + " |",
              "|---|---:|" + "---|" * len(counts)]
