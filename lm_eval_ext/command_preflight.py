@@ -24,6 +24,10 @@ class PreflightError(LmEvalExtError):
     """A command-line value that would fail or mislead after the model has loaded."""
 
 
+class NoCudaHere(PreflightError):
+    """A CUDA device named on a machine where torch sees none."""
+
+
 def check_limit(value: object, where: str = "--limit") -> None:
     """A count of items (>= 1) or a fraction in (0, 1], as lm-eval reads ``--limit``."""
     if isinstance(value, bool):  # YAML's true/yes: float(True) would be 1 item
@@ -128,7 +132,7 @@ def check_device(value: str, where: str = "--device") -> None:
 
     if not torch.cuda.is_available():
         instead = "" if where == "--device" else f" in place of {given}"
-        raise PreflightError(f"{given}: no CUDA device is visible here "
+        raise NoCudaHere(f"{given}: no CUDA device is visible here "
                              f"(torch.cuda.is_available() is False); use --device cpu{instead}")
     index = value.partition(":")[2]
     if index.isdigit() and int(index) >= torch.cuda.device_count():

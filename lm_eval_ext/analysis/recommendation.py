@@ -184,6 +184,11 @@ def parse_claims(texts: Sequence[str], pilots: dict[str, Pilot]) -> list[Claim]:
     """
     names = list(pilots)
     metrics = sorted(set.intersection(*(set(p.metrics) for p in pilots.values())))
+    targets = [text.partition("=")[0].strip() for text in texts]
+    twice = sorted({t for t in targets if targets.count(t) > 1})
+    if twice:  # a second margin for one claim would silently replace the first
+        raise AnalysisInputError(f"recommend: --claim {twice[0]} is given twice; give each "
+                                 "claim once, with the one margin it must resolve")
     claims = []
     for text in texts:
         target, _, margin = text.partition("=")

@@ -83,7 +83,7 @@ def check_cells(cells: Sequence[Cell], devices: bool = False) -> None:
     ``devices``: also each cell's ``device`` against this machine (before cells run here; a
     dry run may plan for another machine).
     """
-    from lm_eval_ext.command_preflight import PreflightError, check_device
+    from lm_eval_ext.command_preflight import NoCudaHere, PreflightError, check_device
 
     seen: set[tuple[str, str]] = set()
     for cell in cells if devices else ():
@@ -91,11 +91,13 @@ def check_cells(cells: Sequence[Cell], devices: bool = False) -> None:
         if isinstance(device, str):
             try:
                 check_device(device, "device:")
+            except NoCudaHere:
+                fix = "set device: cpu, or run the campaign on a machine with a GPU"
             except PreflightError as exc:
-                fix = ("set device: cpu, or run the campaign on a machine with a GPU"
-                       if "no CUDA device is visible" in str(exc) else str(exc))
-                raise ConfigError(f"cell {cell.cell_id}: device: {device} cannot run here: "
-                                  f"{fix}") from None
+                fix = str(exc)
+            else:
+                continue
+            raise ConfigError(f"cell {cell.cell_id}: device: {device} cannot run here: {fix}")
     for cell in cells:
         batch_size = cell.options.get("batch_size", 1)
         if (cell.model_args, str(batch_size)) not in seen:

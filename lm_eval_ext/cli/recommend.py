@@ -87,18 +87,13 @@ def run(args: argparse.Namespace) -> int:
         raise AnalysisInputError(f"recommend: --sizes {args.sizes!r} is not a list of positive "
                                  "natural-unit counts (e.g. --sizes 62,125,250,500)")
     check_sizes(sizes, max(INSTRUMENT_SIZES_UNITS), ITEMS_PER_UNIT)
-    if args.out and any(Path(args.out).glob("results_*.json")) \
-            or args.out and any(Path(args.out).glob("*/results_*.json")):
+    if args.out and any(any(Path(args.out).glob(pattern))
+                        for pattern in ("results_*.json", "*/results_*.json")):
         raise ConfigError(f"recommend: --out {args.out} is an lm-eval run folder; write the card "
                           "into its own folder (e.g. --out cards/)")
     if args.out and (Path(args.out) / "card.json").exists() and not args.overwrite:
         raise ConfigError(f"recommend: --out {args.out} holds a card already (a card is a "
                           "record); name another folder, or pass --overwrite to replace it")
-    claimed = [claim.partition("=")[0].strip() for claim in args.claim]
-    twice = sorted({c for c in claimed if claimed.count(c) > 1})
-    if twice:
-        raise ConfigError(f"recommend: --claim {twice[0]} is given twice; give each claim once, "
-                          "with the one margin it must resolve")
     data = recommend_from_pilots(args.pilot, args.claim, sizes_units=sizes, alpha=args.alpha,
                                  power=args.power, n_resamples=args.bootstrap, seed=args.seed,
                                  order=_names(args.order), weights=_weights(args.weights))
