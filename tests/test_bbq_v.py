@@ -90,11 +90,19 @@ def test_datasets_repository_source(bbq_v_dir, tmp_path):
         load_bbq_v(hf_dataset=str(tmp_path / "open"))
 
 
-def test_multimodal_model_needs_pretrained():
+def test_multimodal_model_needs_pretrained(tiny_vlm):
     from lm_eval_ext.backends.hf.multimodal import HFMultimodalMeteredLM
 
-    with pytest.raises(ConfigError, match="pretrained"):
+    with pytest.raises(ConfigError, match="hf-multimodal-metered: pass --model_args "
+                       "pretrained=<model> \\(there is no embedded default"):
         HFMultimodalMeteredLM(device="cpu")
+    # the advice followed: with a model folder named, the arguments check out (loads nothing);
+    # offline, a name that is no folder gets advice without the text-only packaged models
+    own, _, _ = HFMultimodalMeteredLM.checked_args({"pretrained": str(tiny_vlm), "device": "cpu"})
+    assert own.pretrained == str(tiny_vlm)
+    with pytest.raises(ConfigError) as err:
+        HFMultimodalMeteredLM.checked_args({"pretrained": "some/vlm"})
+    assert str(err.value).endswith("hub is offline (HF_HUB_OFFLINE); pass a model folder")
 
 
 @pytest.mark.slow

@@ -141,3 +141,13 @@ def test_a_web_data_export_run_offline_is_one_line_naming_local_data(tmp_path,
         "ntent.com/nyu-mll/BBQ/bea11bd97d79217245b5871acd247b9d6eb24598/data/Age.jsonl'): the "
         "web cannot be reached from here; a task from `lm-eval-ext export-upstream` reads "
         "local files when exported with --local-data")
+
+
+def test_a_module_that_needs_more_than_the_standard_library_is_not_vendored():
+    """The guard for maintainers: an exported folder must run on lm-eval alone."""
+    from lm_eval_ext.export.vendoring import vendored_utils
+
+    with pytest.raises(ConfigError) as err:
+        vendored_utils(["lm_eval_ext.analysis.stats.equivalence"], {}, "x")
+    assert str(err.value) == ("lm_eval_ext.analysis.stats.equivalence imports numpy: an exported "
+                              "utils.py may use the standard library only")

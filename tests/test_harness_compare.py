@@ -292,3 +292,30 @@ def _reparsed_accuracy(items: pd.DataFrame) -> float:
             row["display_options"]["ABC".index(parsed.answer)])
         correct.append(pred == row["label"])
     return sum(correct) / len(correct)
+
+
+@pytest.mark.slow
+def test_an_unscored_inspect_log_gets_the_inspect_score_command_that_scores_it(
+        tmp_path, data_dir, embedded_checkpoint):
+    """``inspect eval --no-score`` on our task: the reader names the command; run, it scores."""
+    import shlex
+    import subprocess
+
+    from helpers import BIN
+
+    log = inspect_eval(["lm_eval_ext/bbq_ext", "--model", "hf/local", "-M",
+                        f"model_path={embedded_checkpoint}", "-M", "device=cpu", "-M",
+                        "do_sample=false", "--limit", "2", "--max-tokens", "8", "--no-score"],
+                       {"LOG_DIR": str(tmp_path / "logs")})
+    with pytest.raises(AnalysisInputError) as error:
+        read_inspect_log("inspect", log)
+    message = str(error.value)
+    assert message.startswith(f"{log}: 2 of 2 samples have no score (run with `inspect eval "
+                              "--no-score`?); score them with `inspect score ")
+    command = message.split("score them with `")[1].split("`")[0]
+    assert command == f"inspect score {log} --scorer lm_eval_ext/bbq_answer_parser --overwrite"
+    argv = shlex.split(command)
+    proc = subprocess.run([str(BIN / argv[0]), *argv[1:], "--display", "plain"],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert len(read_inspect_log("inspect", log).items) == 2  # the advice, followed

@@ -5,6 +5,7 @@ from collections import Counter
 
 import pytest
 
+from lm_eval_ext.cli.main import main
 from lm_eval_ext.data import instrument
 from lm_eval_ext.data.fingerprints import membership_fingerprint
 from lm_eval_ext.errors import ManifestError
@@ -64,13 +65,47 @@ def test_membership_rows_are_whole_units(data_dir):
     assert set(per_unit.values()) == {4} and len(per_unit) == 125
 
 
-def test_edited_manifest_is_rejected(manifest, tmp_path):
+def _edited(manifest, path):
     edited = json.loads(json.dumps(manifest))
     units = edited["memberships"]["25pct"]["unit_ids"]
     units[0] = "Age:0" if units[0] != "Age:0" else "Age:1"
-    path = tmp_path / "edited.json"
     instrument.write_manifest(edited, path)
-    with pytest.raises(ManifestError, match="'25pct'.*manifest was edited"):
+
+
+def test_edited_manifest_is_rejected_and_the_advised_rebuild_restores_it(manifest, tmp_path,
+                                                                         monkeypatch, capsys):
+    path = tmp_path / "bbq_instrument_v1.json"
+    monkeypatch.setattr(instrument, "MANIFEST_PATH", path)  # the package's own, in a copy
+    _edited(manifest, path)
+    with pytest.raises(ManifestError, match="'25pct'.*; the manifest was edited. Rebuild it with "
+                       "`lm-eval-ext data instrument --write`"):
+        instrument.load_manifest()
+    assert main(["data", "instrument", "--write"]) == 0  # the advice, followed
+    assert instrument.load_manifest() == manifest
+    assert main(["data", "verify", "bbq"]) == 0
+    assert "reproduces from the data" in capsys.readouterr().out
+
+
+def test_a_manifest_that_no_longer_reproduces_is_named_and_rebuilt(manifest, tmp_path,
+                                                                   monkeypatch, capsys):
+    path = tmp_path / "bbq_instrument_v1.json"
+    monkeypatch.setattr(instrument, "MANIFEST_PATH", path)
+    stale = json.loads(json.dumps(manifest))
+    stale["source"]["commit"] = "0" * 40  # consistent fingerprints, other content
+    instrument.write_manifest(stale, path)
+    with pytest.raises(ManifestError, match="does not reproduce from the verified BBQ files; "
+                       "reinstall lm-eval-ext \\(or rebuild it with `lm-eval-ext data "
+                       "instrument --write` if you changed the algorithm"):
+        instrument.check_reproduces()
+    assert main(["data", "instrument", "--write"]) == 0
+    instrument.check_reproduces()
+
+
+@pytest.mark.parametrize("text", ["{}", "[]", '{"memberships": [1, 2]}'])
+def test_a_manifest_of_the_wrong_shape_is_one_line(tmp_path, text):
+    path = tmp_path / "manifest.json"
+    path.write_text(text)
+    with pytest.raises(ManifestError, match="not an instrument manifest\\); reinstall"):
         instrument.load_manifest(path)
 
 

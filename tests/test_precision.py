@@ -60,6 +60,11 @@ def test_int8_loads_linear8bitlt_and_scores(loaded):
     assert lm._quantized_modules["Linear8bitLt"] == 210  # 30 layers x 7 projections
     ll = _first_loglikelihood(lm)
     assert math.isfinite(ll) and ll < 0
+    # a quantised checkpoint checked against a plain plan is refused, and the advice works
+    with pytest.raises(PrecisionError, match="the checkpoint is already quantised .*"
+                       "pass precision=int8\\|nf4\\|fp4 to match it"):
+        verify_precision(lm.model, plan_precision(None, "auto", {}))
+    assert verify_precision(lm.model, plan_precision("int8", "auto", {}))[0] == "int8"
 
 
 @pytest.mark.slow
@@ -68,6 +73,9 @@ def test_nf4_loads_linear4bit_nf4(loaded):
     assert lm._quantized_modules == {"Linear8bitLt": 0, "Linear4bit": 210}
     assert lm.model.model.layers[0].mlp.down_proj.weight.quant_type == "nf4"
     assert math.isfinite(_first_loglikelihood(lm))
+    with pytest.raises(PrecisionError, match="precision=fp4 was requested but the Linear4bit "
+                       "weights use nf4"):
+        verify_precision(lm.model, plan_precision("fp4", "auto", {}))
 
 
 @pytest.mark.slow

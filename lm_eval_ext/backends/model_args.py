@@ -16,7 +16,7 @@ import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Self
+from typing import Any, ClassVar, Self
 
 from lm_eval_ext.backends import packaged_models
 from lm_eval_ext.backends.chat_template import ChatTemplatePolicy
@@ -137,6 +137,10 @@ class MeteredArgs:
     args, :meth:`checked` checks every value before anything is loaded.
     """
 
+    #: no ``pretrained``: the embedded SmolLM2 (a schema without one needs ``pretrained``, and its
+    #: advice names no packaged model, which are text models)
+    EMBEDDED_DEFAULT: ClassVar[bool] = True
+
     pretrained: Any = None
     chat_template: str = "auto"
     precision: str | None = None
@@ -165,7 +169,11 @@ class MeteredArgs:
         ChatTemplatePolicy(self.chat_template, model)  # the policy checks its own mode
         check_choice("model arg energy", self.energy, ENERGY_SOURCES)
         check_batch_size(model, lm_args.get("batch_size", 1))
-        check_pretrained(model, self.pretrained, list(packaged_models.PACKAGED))
+        if self.pretrained is None and not self.EMBEDDED_DEFAULT:
+            raise ConfigError(f"{model}: pass --model_args pretrained=<model> "
+                              "(there is no embedded default for this model type)")
+        check_pretrained(model, self.pretrained,
+                         list(packaged_models.PACKAGED) if self.EMBEDDED_DEFAULT else [])
         packaged_models.check_available(self.pretrained)
         if self.energy == "nvml":
             _check_nvml_device(model, lm_args.get("device"))

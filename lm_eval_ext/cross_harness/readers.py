@@ -113,11 +113,7 @@ def read_lm_eval(name: str, path: str | Path) -> HarnessRun:
 def _inspect_sample(source: Path, number: int, sample: Any) -> dict[str, Any]:
     """One Inspect sample as an lm-eval-style sample (our tasks, or inspect_evals' bbq)."""
     metadata = sample.metadata or {}
-    scores = sample.scores or {}
-    if not scores:
-        raise AnalysisInputError(f"{source}: sample {sample.id} has no score; the log is "
-                                 "incomplete (rerun the eval, or `inspect score` it)")
-    score = next(iter(scores.values()))  # the task's (first) scorer
+    score = next(iter(sample.scores.values()))  # the task's (first) scorer
     completion = sample.output.completion if sample.output else ""
     if "doc" in metadata:  # our Inspect tasks: the prepared row and the task's filter output
         doc = metadata["doc"]
@@ -164,9 +160,23 @@ def read_inspect_log(name: str, path: str | Path) -> HarnessRun:
     if log.status != "success" or not log.samples:
         raise AnalysisInputError(f"{source}: the Inspect run has status {log.status!r} with "
                                  f"{len(log.samples or [])} samples; compare finished runs only")
+    _check_scored(source, log)
     samples = [_inspect_sample(source, i, s) for i, s in enumerate(log.samples)]
     items = _items_from_samples(source, log.eval.task, samples)
     return HarnessRun(name, "inspect", source, str(log.eval.model), _finish(items))
+
+
+def _check_scored(source: Path, log: Any) -> None:
+    """Every sample scored, else the ``inspect score`` command that scores them."""
+    unscored = sum(not sample.scores for sample in log.samples)
+    if not unscored:
+        return
+    ours = log.eval.task.startswith("lm_eval_ext/") and log.eval.scorers
+    scorer = f" --scorer lm_eval_ext/{log.eval.scorers[0].name}" if ours else ""
+    raise AnalysisInputError(
+        f"{source}: {unscored} of {len(log.samples)} samples have no score (run with "
+        f"`inspect eval --no-score`?); score them with `inspect score {source}{scorer} "
+        "--overwrite`, or rerun the eval")
 
 
 # -- HELM ------------------------------------------------------------------------------------

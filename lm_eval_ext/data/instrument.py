@@ -188,32 +188,44 @@ def build_manifest(rows: Sequence[Mapping[str, Any]] | None = None) -> dict[str,
     }
 
 
-def write_manifest(manifest: Mapping[str, Any], path: Path = MANIFEST_PATH) -> None:
-    """Write a manifest as stable, sorted JSON."""
-    path.write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+def write_manifest(manifest: Mapping[str, Any], path: Path | None = None) -> None:
+    """Write a manifest as stable, sorted JSON (to the package's own by default)."""
+    (path or MANIFEST_PATH).write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n",
+                                       encoding="utf-8")
+
+
+def load_manifest(path: Path | None = None) -> dict[str, Any]:
+    """The package's manifest (or ``path``), with every membership's fingerprint checked."""
+    path = Path(path or MANIFEST_PATH)
+    try:
+        return _read_manifest(path, path.stat().st_mtime_ns)
+    except OSError as exc:
+        raise ManifestError(f"cannot read subset manifest {path}: {exc}") from exc
 
 
 @lru_cache(maxsize=4)
-def load_manifest(path: Path = MANIFEST_PATH) -> dict[str, Any]:
-    """The committed manifest, with every membership's unit-id fingerprint checked."""
+def _read_manifest(path: Path, mtime_ns: int) -> dict[str, Any]:
+    """One version of a manifest file (``mtime_ns`` keys the cache: a rewrite is read again)."""
     try:
-        manifest = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
-        raise ManifestError(f"cannot read subset manifest {path}: {exc}") from exc
-    for name, record in manifest["memberships"].items():
-        actual = membership_fingerprint(record["unit_ids"])
-        if actual != record["membership_sha256"]:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+        memberships = {name: (record["unit_ids"], record["membership_sha256"])
+                       for name, record in manifest["memberships"].items()}
+    except (OSError, json.JSONDecodeError, KeyError, TypeError, AttributeError) as exc:
+        raise ManifestError(f"cannot read subset manifest {path}: {exc!r} (not an instrument "
+                            "manifest); reinstall lm-eval-ext") from exc
+    for name, (unit_ids, recorded) in memberships.items():
+        actual = membership_fingerprint(unit_ids)
+        if actual != recorded:
             raise ManifestError(
                 f"{path}: membership {name!r} lists units whose fingerprint is {actual}, but "
-                f"the manifest records {record['membership_sha256']}; the manifest was edited. "
-                "Restore it from the package (or rebuild it with "
-                "`lm-eval-ext data instrument --write`)."
+                f"the manifest records {recorded}; the manifest was edited. Rebuild it with "
+                "`lm-eval-ext data instrument --write` (or reinstall lm-eval-ext)."
             )
     return manifest
 
 
 def check_reproduces() -> None:
-    """The committed manifest must rebuild from the verified BBQ files (else an error)."""
+    """The package's manifest must rebuild from the verified BBQ files (else an error)."""
     if build_manifest() != load_manifest():
         raise ManifestError(
             f"the instrument manifest {MANIFEST_PATH} does not reproduce from the verified BBQ "
@@ -221,7 +233,7 @@ def check_reproduces() -> None:
             "--write` if you changed the algorithm)")
 
 
-def membership_names(path: Path = MANIFEST_PATH) -> list[str]:
+def membership_names(path: Path | None = None) -> list[str]:
     """Names of the memberships in a manifest (``instrument``, ``25pct``, ``50pct_r2``...)."""
     return list(load_manifest(path)["memberships"])
 
@@ -236,8 +248,9 @@ class Membership:
     rows: tuple[Mapping[str, Any], ...]
 
 
-def load_membership(name: str, path: Path = MANIFEST_PATH) -> Membership:
+def load_membership(name: str, path: Path | None = None) -> Membership:
     """Expand a membership into prepared rows, checking both fingerprints."""
+    path = path or MANIFEST_PATH
     manifest = load_manifest(path)
     if name == "full":
         rows = load_bbq_rows()

@@ -63,7 +63,6 @@ class HFMeteredBase(MeteredLM):
     MODEL_NAME = "hf-metered"
     INFO_KEY = "hf_metered"
     OWN_ARGS: type[HFMeteredArgs] = HFMeteredArgs
-    EMBEDDED_DEFAULT = True  # no ``pretrained``: use the embedded SmolLM2
 
     def __init__(self, **model_args: Any):
         own, self._plan, lm_args = self.checked_args(model_args)
@@ -111,9 +110,6 @@ class HFMeteredBase(MeteredLM):
         check_unknown_args(cls.MODEL_NAME, cls, lm_args, own=cls.OWN_ARGS.names())
         own = own.checked(cls.MODEL_NAME, lm_args)
         plan = plan_precision(own.precision, lm_args.pop("dtype", "auto"), lm_args)
-        if own.pretrained is None and not cls.EMBEDDED_DEFAULT:
-            raise ConfigError(f"{cls.MODEL_NAME}: pass --model_args pretrained=<model> "
-                              "(there is no embedded default for this model type)")
         return own, plan, lm_args
 
     @classmethod

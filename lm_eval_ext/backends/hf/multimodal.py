@@ -13,8 +13,15 @@ from lm_eval.models.hf_vlms import HFMultimodalLM
 
 from lm_eval_ext.backends.hf.base import HFMeteredBase
 from lm_eval_ext.backends.hf.shared_prefix import SharedPrefixStats
+from lm_eval_ext.backends.model_args import HFMeteredArgs
 from lm_eval_ext.generation.generator import FastGenerationStats
 from lm_eval_ext.generation.settings import GenerationSettings
+
+
+class HFMultimodalArgs(HFMeteredArgs):
+    """hf-metered's args without an embedded default (the packaged models are text models)."""
+
+    EMBEDDED_DEFAULT = False
 
 
 @register_model("hf-multimodal-metered")
@@ -22,7 +29,7 @@ class HFMultimodalMeteredLM(HFMeteredBase, HFMultimodalLM):
     """``hf-multimodal`` plus metering and precision switches."""
 
     MODEL_NAME = "hf-multimodal-metered"
-    EMBEDDED_DEFAULT = False
+    OWN_ARGS = HFMultimodalArgs
 
     def scoring_stats(self) -> SharedPrefixStats:
         """lm-eval's own log-likelihood path."""
