@@ -23,9 +23,9 @@ order, one ``PRINTED = SOURCE`` each::
 Copy-edits of the prose need no other change; a figure that changes, appears or goes must change
 its block's sources too. A sidecar block that no page names is a problem as well.
 
-A table written by ``benchmarks/tables.py`` is included whole between ``<!-- generated: FILE -->``
-and ``<!-- /generated -->`` (FILE under ``benchmarks/results``): its figures need no sources;
-instead the block must equal FILE and FILE must equal what ``tables.py`` writes from its sources.
+A table of ``benchmarks/tables.py`` is included whole between ``<!-- generated: FOLDER/NAME -->``
+and ``<!-- /generated -->``: its figures need no sources; instead the block must equal what
+``tables.py`` renders from its sources now.
 
 Exits 1 on a figure without a source, sources that list other figures than the paragraph
 prints, a stale or differently included generated table, a missing file, commit or key, or a
@@ -49,6 +49,7 @@ from pathlib import Path
 
 import yaml
 from _pages import END_GENERATED, GENERATED, documents
+from tables import generated_blocks, stale
 
 NOT_MEASURED = ("parameter", "definition", "closed form", "citation", "example", "tested bound",
                 "superseded")
@@ -72,20 +73,6 @@ class Figure:
     line: int
     text: str
     source: str  # a file's key, or a NOT_MEASURED kind
-
-
-def generated_blocks(path: Path) -> list[tuple[int, str, str]]:
-    """(line number, table file, included text) of each generated table in a document."""
-    blocks, current, body = [], None, []
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        if current is None and (match := GENERATED.search(line)):
-            current, body = (number, match.group(1)), []
-        elif current is not None and line.strip() == END_GENERATED:
-            blocks.append((*current, "\n".join(body) + "\n"))
-            current = None
-        elif current is not None:
-            body.append(line)
-    return blocks
 
 
 @dataclass
@@ -267,24 +254,15 @@ def check(root: Path, history: Path | None = None, skip_history: bool = False
 
 
 def generated_problems(root: Path) -> list[str]:
-    """Generated tables that are stale, or included other than as written."""
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from tables import stale
-
-    problems = [f"benchmarks/results/{name} is stale: python benchmarks/tables.py"
-                for name in stale(root / "benchmarks" / "results")]
+    """Generated tables that are stale, name no table, or have no end marker."""
+    problems = []
     for path in documents(root):
         starts = sum(bool(GENERATED.search(line))
                      for line in path.read_text(encoding="utf-8").splitlines())
         if starts != len(generated_blocks(path)):
             problems.append(f"{path.relative_to(root)}: a generated table has no "
                             f"{END_GENERATED} line of its own")
-        for number, name, text in generated_blocks(path):
-            table = root / "benchmarks" / "results" / name
-            if not table.is_file() or table.read_text(encoding="utf-8") != text:
-                problems.append(f"{path.relative_to(root)}:{number}: the table included as {name} "
-                                "differs from that file (python benchmarks/tables.py --paste)")
-    return problems
+    return problems + stale(root)
 
 
 def _check_one(root: Path, where: str, text: str, source: str, problems: list[str],

@@ -1,14 +1,13 @@
-"""Measured tables written from result files, for the docs to include whole.
+"""Measured tables rendered from result files, for the docs to include whole.
 
-Each table is a function of committed files under ``benchmarks/results`` and is written beside
-them as markdown. A page includes one between ``<!-- generated: FILE -->`` and
-``<!-- /generated -->``; ``check_figures.py`` fails when the block differs from FILE or FILE
-differs from what this script writes now (so a page's table cannot drift from its source),
-and the figures inside such a block need no sources.
+Each table is a function of committed files under ``benchmarks/results``, named
+``FOLDER/NAME`` (FOLDER the study it reads). A page includes one between
+``<!-- generated: FOLDER/NAME -->`` and ``<!-- /generated -->``; ``check_figures.py`` fails when
+the block differs from what this script renders now (so a page's table cannot drift from its
+source), and the figures inside such a block need no sources. No table is kept as a file.
 
-    python benchmarks/tables.py            # (re)write every table
-    python benchmarks/tables.py --paste    # ... and paste each into the pages that include it
-    python benchmarks/tables.py --check    # exit 1 if one is stale
+    python benchmarks/tables.py            # paste each table into the pages that include it
+    python benchmarks/tables.py --check    # exit 1 if a page's table is stale
 """
 
 from __future__ import annotations
@@ -321,41 +320,63 @@ def certificate_power(results: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
-#: table file under benchmarks/results -> the function that writes it
+#: table name (its study folder under benchmarks/results, then a name) -> its renderer
 TABLES: dict[str, Callable[[Path], str]] = {
-    f"{CERTIFICATES}/errors.md": certificate_errors,
-    f"{CERTIFICATES}/power.md": certificate_power,
-    f"{GRID}/errors.md": recommend_errors,
-    f"{GRID}/power.md": recommend_power,
-    f"{PUBLIC}/side_by_side.md": side_by_side,
-    f"{PUBLIC}/vllm_beside_public.md": vllm_beside_public,
-    f"{GRAPHS}/graphs_against_eager.md":
+    f"{CERTIFICATES}/errors": certificate_errors,
+    f"{CERTIFICATES}/power": certificate_power,
+    f"{GRID}/errors": recommend_errors,
+    f"{GRID}/power": recommend_power,
+    f"{PUBLIC}/side_by_side": side_by_side,
+    f"{PUBLIC}/vllm_beside_public": vllm_beside_public,
+    f"{GRAPHS}/graphs_against_eager":
         lambda results: side_by_side(results, GRAPHS_AGAINST_EAGER, GRAPHS),
-    f"{GRAPHS}/static_against_public.md": tokens_per_second,
-    f"{PUBLIC}/cpu_headline_ab.md": cpu_headline,
-    f"{STARTUP}/startup.md": startup,
-    f"{STARTUP_AB}/ab.md": startup_ab,
-    f"{STARTUP_AB}/cpu_headline_ab.md": lambda results: cpu_headline(results, STARTUP_AB),
-    f"{RANK_FLIPS}/gap_varies.md":
+    f"{GRAPHS}/static_against_public": tokens_per_second,
+    f"{PUBLIC}/cpu_headline_ab": cpu_headline,
+    f"{STARTUP}/startup": startup,
+    f"{STARTUP_AB}/ab": startup_ab,
+    f"{STARTUP_AB}/cpu_headline_ab": lambda results: cpu_headline(results, STARTUP_AB),
+    f"{RANK_FLIPS}/gap_varies":
         lambda results: rank_flip_rates(results, "gap_varies", "gap_varies_before_rate"),
-    f"{RANK_FLIPS}/beyond_noise.md":
+    f"{RANK_FLIPS}/beyond_noise":
         lambda results: rank_flip_rates(results, "beyond_noise", "rule_before_rate"),
 }
 
 
-def stale(root: Path = RESULTS) -> list[str]:
-    """The tables whose committed file differs from what their source files give now."""
-    return [name for name, build in TABLES.items()
-            if not (root / name).is_file()
-            or (root / name).read_text(encoding="utf-8") != build(root)]
+def generated_blocks(page: Path) -> list[tuple[int, str, str]]:
+    """(line number, table name, included text) of each generated table in a page."""
+    blocks, current, body = [], None, []
+    for number, line in enumerate(page.read_text(encoding="utf-8").splitlines(), 1):
+        if current is None and (match := GENERATED.search(line)):
+            current, body = (number, match.group(1)), []
+        elif current is not None and line.strip() == END_GENERATED:
+            blocks.append((*current, "\n".join(body) + "\n"))
+            current = None
+        elif current is not None:
+            body.append(line)
+    return blocks
+
+
+def stale(root: Path) -> list[str]:
+    """``page:line: why`` for each included table that is not what its sources give now."""
+    results, problems = root / "benchmarks" / "results", []
+    for page in documents(root):
+        for number, name, text in generated_blocks(page):
+            where = f"{page.relative_to(root)}:{number}"
+            if name not in TABLES:
+                problems.append(f"{where}: no table {name} (tables: {', '.join(TABLES)})")
+            elif TABLES[name](results) != text:
+                problems.append(f"{where}: the table {name} differs from what its sources give "
+                                "now (python benchmarks/tables.py)")
+    return problems
 
 
 def paste(root: Path) -> list[Path]:
-    """Each generated block of the checked pages replaced by its table file; the pages changed.
+    """Each generated block of the checked pages replaced by its table; the pages changed.
 
-    A page with a block that has no end marker is left as it is (``check_figures.py`` names it).
+    A page with a block that has no end marker, or names no table, is left as it is
+    (``check_figures.py`` names it).
     """
-    changed = []
+    changed, results = [], root / "benchmarks" / "results"
     for page in documents(root):
         text = page.read_text(encoding="utf-8")
         out, inside = [], False
@@ -365,9 +386,8 @@ def paste(root: Path) -> list[Path]:
             if inside:
                 continue
             out.append(line)
-            if (match := GENERATED.search(line)) is not None:
-                out.append((root / "benchmarks" / "results" / match.group(1))
-                           .read_text(encoding="utf-8"))
+            if (match := GENERATED.search(line)) is not None and match.group(1) in TABLES:
+                out.append(TABLES[match.group(1)](results))
                 inside = True
         if not inside and "".join(out) != text:
             page.write_text("".join(out), encoding="utf-8")
@@ -377,20 +397,16 @@ def paste(root: Path) -> list[Path]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true", help="exit 1 if a table is stale")
-    parser.add_argument("--paste", action="store_true",
-                        help="also paste each table into the pages that include it")
+    parser.add_argument("--check", action="store_true", help="exit 1 if a page's table is stale")
     args = parser.parse_args(argv)
+    root = RESULTS.parents[1]
     if args.check:
-        old = stale()
-        for name in old:
-            print(f"tables: {name} is stale (python benchmarks/tables.py)", file=sys.stderr)
-        return 1 if old else 0
-    for name, build in TABLES.items():
-        (RESULTS / name).write_text(build(RESULTS), encoding="utf-8")
-        print(f"wrote benchmarks/results/{name}")
-    for page in paste(RESULTS.parents[1]) if args.paste else []:
-        print(f"pasted into {page.relative_to(RESULTS.parents[1])}")
+        problems = stale(root)
+        for problem in problems:
+            print(f"tables: {problem}", file=sys.stderr)
+        return 1 if problems else 0
+    for page in paste(root):
+        print(f"pasted into {page.relative_to(root)}")
     return 0
 
 

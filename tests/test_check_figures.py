@@ -134,28 +134,35 @@ def test_a_results_file_that_changed_fails(tmp_path):
     assert "5.8 s but analysis_speed.json:seconds_total gives 6.8" in proc.stderr
 
 
-def test_a_generated_table_that_drifts_from_its_file_or_its_source_fails(tmp_path):
-    """A table included whole must equal its file, and the file what tables.py writes now."""
+def test_a_generated_table_that_drifts_from_its_source_fails(tmp_path):
+    """A table included whole must equal what tables.py renders from its sources now."""
     root = _copy(tmp_path)
     page = root / "docs" / "measurements-public-generation.md"
     text = page.read_text(encoding="utf-8")
-    assert "<!-- generated: generation_public_2026-12-02/side_by_side.md -->" in text
+    assert "<!-- generated: generation_public_2026-12-02/side_by_side -->" in text
     assert _check(root).returncode == 0
     page.write_text(text.replace("| 1.35 |", "| 1.25 |", 1), encoding="utf-8")
     proc = _check(root)
-    assert proc.returncode == 1 and "differs from that file" in proc.stderr
+    assert proc.returncode == 1 and ("the table generation_public_2026-12-02/side_by_side "
+                                     "differs from what its sources give now") in proc.stderr
     sys.path.insert(0, str(ROOT / "benchmarks"))
     from tables import paste
 
-    assert paste(root) == [page] and _check(root).returncode == 0  # pasted from its file
+    assert paste(root) == [page] and _check(root).returncode == 0  # pasted from its sources
     page.write_text(text.replace("|\n<!-- /generated -->", "|<!-- /generated -->", 1),
                     encoding="utf-8")
     proc = _check(root)
     assert proc.returncode == 1 and "has no <!-- /generated --> line" in proc.stderr
+    page.write_text(text.replace("generation_public_2026-12-02/side_by_side -->",
+                                 "generation_public_2026-12-02/side_by_sid -->", 1),
+                    encoding="utf-8")
+    proc = _check(root)
+    assert proc.returncode == 1 and "no table generation_public_2026-12-02/side_by_sid" in \
+        proc.stderr
     page.write_text(text, encoding="utf-8")
     source = root / "benchmarks" / "results" / "generation_public_2026-12-02" / (
         "side_by_side_headline_tf524.json")
     source.write_text(source.read_text(encoding="utf-8").replace(
         '"inference_seconds": 1.', '"inference_seconds": 9.', 1), encoding="utf-8")
     proc = _check(root)
-    assert proc.returncode == 1 and "side_by_side.md is stale" in proc.stderr
+    assert proc.returncode == 1 and "side_by_side differs from what its sources" in proc.stderr
