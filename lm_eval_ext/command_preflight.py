@@ -55,6 +55,18 @@ def check_num_fewshot(value: object, where: str = "--num_fewshot") -> None:
         raise PreflightError(f"{where} {value}: give 0 or more few-shot examples")
 
 
+def check_fewshot_pools(tasks: Sequence[str], shots: int, where: str = "--num_fewshot") -> None:
+    """No more few-shot examples than one of our tasks' pools holds (lm-eval asserts later)."""
+    from lm_eval_ext.tasks import fewshot_pool_size
+
+    for name in (name for value in tasks for name in value.split(",")):
+        size = fewshot_pool_size(name)
+        if size is not None and shots > size:
+            raise PreflightError(f"{where} {shots}: {name} has {size} few-shot examples in its "
+                                 f"pool (docs/tasks.md: 0, 3 or 5); give {where} {min(size, 5)} "
+                                 "or fewer")
+
+
 def check_output_path(value: str, where: str = "--output_path") -> None:
     """lm-eval writes a folder there: not an existing file; created and test-written here.
 
@@ -118,20 +130,27 @@ def check_path_text(value: str, where: str = "--output_path") -> None:
 
 
 def check_device(value: str, where: str = "--device") -> None:
-    """A device torch knows (lm-eval runs an unknown one on the CPU), a CUDA one that is here."""
+    """A device lm-eval can run here: cpu, a CUDA one that is here, or mps where there is one.
+
+    lm-eval runs any other device torch parses (``xpu``, ``meta``) on the CPU and records the
+    name it was given.
+    """
     import torch
 
     given = f"{where}{value}" if where.endswith("=") else f"{where} {value}"
+    instead = "" if where == "--device" else f" in place of {given}"
     try:
-        torch.device(value)
+        kind = torch.device(value).type
     except RuntimeError:
         raise PreflightError(f"{given} is not a device torch knows (lm-eval would run "
                              "on the CPU); use cuda (or cuda:N) for a GPU, or cpu") from None
-    if not value.startswith("cuda"):
+    if kind == "cpu" or (kind == "mps" and torch.backends.mps.is_available()):
         return
-
+    if kind != "cuda":
+        raise PreflightError(f"{given}: there is no {kind} device here (lm-eval would fail on "
+                             f"it, or run on the CPU and record {value}); use --device "
+                             f"cpu{instead}")
     if not torch.cuda.is_available():
-        instead = "" if where == "--device" else f" in place of {given}"
         raise NoCudaHere(f"{given}: no CUDA device is visible here "
                              f"(torch.cuda.is_available() is False); use --device cpu{instead}")
     index = value.partition(":")[2]
@@ -265,6 +284,7 @@ def _arguments(argv: Sequence[str]) -> argparse.Namespace:
     parser.add_argument("--output_path", "-o")
     parser.add_argument("--log_samples", "-s", action="store_true")
     parser.add_argument("--device")
+    parser.add_argument("--config", "-C")
     return parser.parse_known_args(list(argv))[0]
 
 
@@ -274,6 +294,9 @@ def check_command_line(argv: Sequence[str]) -> None:
     if args.limit is not None and args.samples is not None:
         raise PreflightError("--limit and --samples exclude each other: --samples names the "
                              "items to run, --limit cuts each task; pass one")
+    if args.model and not args.tasks and not args.config:  # a --config file may name them
+        raise PreflightError("--tasks is missing: name the tasks to run (e.g. --tasks "
+                             "bbq_subset_25pct; `lm-eval ls tasks` lists them)")
     if args.model:
         check_model_name(args.model)
         model_args = model_args_of(args.model_args)
@@ -290,6 +313,7 @@ def check_command_line(argv: Sequence[str]) -> None:
         check_gen_kwargs(args.gen_kwargs)
     if args.num_fewshot is not None:
         check_num_fewshot(args.num_fewshot)
+        check_fewshot_pools(args.tasks or [], int(args.num_fewshot))
     if args.log_samples and args.output_path is None:
         raise PreflightError("--log_samples needs --output_path (the folder for the samples)")
     if args.output_path is not None:

@@ -55,6 +55,10 @@ def path_error(path: str | Path, error: OSError | UnicodeDecodeError, action: st
         kind, fix = EnvironmentProblem, _ENVIRONMENT[error.errno]
     else:
         kind, fix = LmEvalExtError, _USAGE.get(error.errno, "pass another path").format(action=action)
+        parent = Path(path).expanduser().parent
+        if error.errno == errno.ENOENT and action == "write" and parent.is_dir():
+            fix = (f"{parent} exists but refuses new files and folders (a system file system "
+                   "such as /proc): pass another path")
     problem = kind(f"cannot {action} {path}: {cause}; {fix}")
     problem.cause, problem.fix = cause, fix
     return problem

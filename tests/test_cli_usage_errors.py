@@ -25,6 +25,15 @@ def _usage_error(argv: list[str], capsys) -> str:
     return lines[0]
 
 
+def _refused(argv: list[str], capsys) -> str:
+    """A command refused after parsing: exit code 2, one line on stderr, nothing on stdout."""
+    assert cli_main.main(argv) == 2
+    captured = capsys.readouterr()
+    lines = captured.err.strip().splitlines()
+    assert len(lines) == 1 and captured.out == "", captured
+    return lines[0]
+
+
 @pytest.mark.parametrize(("argv", "message"), [
     ([*SEQUENTIAL, "--out", "{new}", "--alpha", "1.2"],
      "lm-eval-ext sequential: error: argument --alpha: 1.2 is not a probability strictly "
@@ -328,3 +337,97 @@ def test_a_broken_yaml_file_is_one_line_with_its_place(command, tmp_path, capsys
         f"lm-eval-ext: error: {spec} is not valid YAML at line 2, column 1: "
         "expected ',' or ']', but got '<stream end>'"]
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--device", "xpu"], "--device xpu: there is no xpu device here (lm-eval would fail on it, "
+                          "or run on the CPU and record xpu); use --device cpu"),
+    (["--device", "meta"], "--device meta: there is no meta device here"),
+    (["--device", "mps"], "--device mps: there is no mps device here"),
+    (["--num_fewshot", "99"], "--num_fewshot 99: bbq_subset_25pct_loglik has 22 few-shot "
+                              "examples in its pool (docs/tasks.md: 0, 3 or 5); give "
+                              "--num_fewshot 5 or fewer"),
+])
+def test_a_device_or_shot_count_lm_eval_would_misuse_is_refused_before_the_load(argv, message):
+    """lm-eval ran --device xpu/meta on the CPU recording that name (rc 0), and asserted on 99
+    shots after the model loaded (a traceback)."""
+    from lm_eval_ext.command_preflight import PreflightError, check_command_line
+
+    base = ["--model", "hf-metered", "--tasks", "bbq_subset_25pct_loglik", "--limit", "2"]
+    with pytest.raises(PreflightError) as err:
+        check_command_line([*base, *argv])
+    assert str(err.value).startswith(message)
+    check_command_line([*base, "--device", "cpu", "--num_fewshot", "5"])  # the advice, followed
+
+
+def test_a_run_without_tasks_is_one_line_and_a_config_file_may_name_them():
+    from lm_eval_ext.command_preflight import PreflightError, check_command_line
+
+    with pytest.raises(PreflightError) as err:
+        check_command_line(["--model", "hf-metered", "--limit", "2"])
+    assert str(err.value) == ("--tasks is missing: name the tasks to run (e.g. --tasks "
+                              "bbq_subset_25pct; `lm-eval ls tasks` lists them)")
+    check_command_line(["--model", "hf-metered", "--tasks", "bbq_subset_25pct"])  # followed
+    check_command_line(["--config", "run.yaml", "--model", "hf-metered"])  # tasks in the file
+
+
+def test_each_few_shot_pool_is_the_one_its_task_builds(data_dir):
+    """The preflight's pool sizes against the pools the task folders really build."""
+    import warnings
+
+    from helpers import package_task_manager
+
+    from lm_eval_ext.tasks import FEWSHOT_POOLS, fewshot_pool_size
+
+    names = {"bbq_subset_25pct_loglik": "bbq_subset_", "bbq_instrument": "bbq_instrument",
+             "toxigen_ext": "toxigen_ext", "truthfulqa_ext_mc1": "truthfulqa_ext",
+             "crows_pairs_ext": "crows_pairs_ext", "xstest_ext": "xstest_ext"}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # ToxiGen falls back to its train split
+        built = package_task_manager().load(list(names))["tasks"]
+    for name, prefix in names.items():
+        assert len(built[name].fewshot_docs()) == FEWSHOT_POOLS[prefix] == fewshot_pool_size(name)
+    assert fewshot_pool_size("mmlu") is None
+
+
+@pytest.mark.parametrize("power", ["0.01", "0.05"])
+def test_mde_refuses_a_power_not_above_alpha(power, capsys):
+    """--power 0.01 printed "paired MDE = -0.52 pp" (rc 0)."""
+    assert _refused(["mde", "--m", "500", "--rho-d", "0.1", "--power", power], capsys) == (
+        f"lm-eval-ext: error: mde: --power {power} is not above --alpha 0.05: with no effect at "
+        "all the test already rejects alpha of the time, so no effect size has that power; give "
+        "a power above alpha (0.8 is usual)")
+    assert cli_main.main(["mde", "--m", "500", "--rho-d", "0.1", "--power", "0.8"]) == 0
+    # the advice, followed: (z_0.975 + z_0.8) * sqrt(0.1 / 500) = 3.96 pp
+    assert capsys.readouterr().out.startswith("paired MDE = 3.96 pp")
+
+
+def test_a_card_under_proc_is_refused_before_the_mde_with_the_true_reason(capsys, tmp_path):
+    line = _refused(["mde", "--m", "500", "--rho-d", "0.1", "--card", "/proc/card.md"], capsys)
+    assert line == ("lm-eval-ext: error: cannot write /proc/card.md: No such file or directory; "
+                    "/proc exists but refuses new files and folders (a system file system such "
+                    "as /proc): pass another path")
+    assert cli_main.main(["mde", "--m", "500", "--rho-d", "0.1", "--card",
+                          str(tmp_path / "card.md")]) == 0  # followed
+    assert (tmp_path / "card.md").is_file()
+
+
+def test_a_quoted_tilde_is_refused_by_every_output_option(capsys, tmp_path, monkeypatch):
+    """export-upstream --out '~/x' wrote a literal ./~/x folder, and its printed check failed."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    line = _usage_error(["export-upstream", "xstest_ext", "--out", "~/exp"], capsys)
+    assert line == ("lm-eval-ext export-upstream: error: argument --out: ~/exp: the ~ was not "
+                    "expanded (the path was quoted), so a folder named '~' would be made here; "
+                    f"write {tmp_path / 'exp'} (see lm-eval-ext export-upstream --help)")
+    assert not (tmp_path / "~").exists()
+    line = _usage_error(["mde", "--m", "5", "--rho-d", "0.1", "--card", "~/c.md"], capsys)
+    assert f"write {tmp_path / 'c.md'} (see" in line
+    assert cli_main.main(["export-upstream", "xstest_ext", "--out", str(tmp_path / "exp")]) == 0
+    assert (tmp_path / "exp" / "xstest_ext_v2" / "xstest_ext_v2.yaml").is_file()  # followed
+
+
+def test_data_manifest_names_itself_in_a_bad_entry(capsys, tmp_path):
+    line = _refused(["data", "manifest", "lmeval=x", "--out", str(tmp_path / "m.csv")], capsys)
+    assert line == ("lm-eval-ext: error: data manifest: 'lmeval=x': write HARNESS=PATH with "
+                    "HARNESS one of lm_eval, inspect, helm (e.g. inspect=logs/x.eval)")

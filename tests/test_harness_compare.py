@@ -166,12 +166,14 @@ def test_readers_reject_foreign_and_truncated_outputs_naming_the_file(helm_run, 
     with pytest.raises(AnalysisInputError, match=f"{log} is not a readable Inspect AI log") as info:
         read_inspect_log("inspect", log)
     assert "\n" not in str(info.value)  # one line, no library dump
-    with pytest.raises(AnalysisInputError, match=f"{tmp_path} is a folder; pass one Inspect log "
-                                                 r"file in it \(e.g. x.eval\)"):
+    (tmp_path / "arr.json").write_text("[]")
+    # a folder: only a file Inspect reads as a log is suggested (x.eval and arr.json are not)
+    with pytest.raises(AnalysisInputError) as error:
         read_inspect_log("inspect", tmp_path)
+    assert str(error.value) == f"{tmp_path} is a folder; pass one Inspect log file in it (it holds none)"
     with pytest.raises(AnalysisInputError) as error:
         read_harness_run(f"helmx={helm_run}")
-    assert str(error.value) == (f"--compare-harness 'helmx={helm_run}': write HARNESS=PATH with "
+    assert str(error.value) == (f"compare-harness: 'helmx={helm_run}': write HARNESS=PATH with "
                                 "HARNESS one of lm_eval, inspect, helm (e.g. inspect=logs/x.eval)")
     # followed: a whole HELM run folder (what helm-run writes), named as HARNESS=PATH
     assert len(read_harness_run(f"helm={helm_run}").items) == 100
@@ -319,3 +321,6 @@ def test_an_unscored_inspect_log_gets_the_inspect_score_command_that_scores_it(
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert len(read_inspect_log("inspect", log).items) == 2  # the advice, followed
+    with pytest.raises(AnalysisInputError) as error:  # its folder: the log itself suggested
+        read_inspect_log("inspect", log.parent)
+    assert str(error.value).endswith(f"pass one Inspect log file in it (e.g. {log.name})")

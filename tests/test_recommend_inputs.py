@@ -120,3 +120,27 @@ def test_a_candidate_of_another_model_is_refused(capsys, tmp_path):
         "on the same items, not another model: analyse each model's protocols against its own "
         "reference and pass one pilot per model (recommend A=PILOT_A B=PILOT_B), or compare "
         "the models with `lm-eval-ext analyze` alone")
+
+
+def test_an_edited_table_is_refused_and_the_advised_rerun_restores_it(pilot, capsys, tmp_path):
+    """A pilot's items.csv with one outcome changed by hand ('maybe', or a flipped value)
+    was carded, rc 0; analyze records the tables' SHA-256 and recommend checks them."""
+    edited = tmp_path / "edited"
+    shutil.copytree(pilot, edited)
+    items = edited / "items.csv"
+    lines = items.read_text(encoding="utf-8").splitlines(keepends=True)
+    lines[1] = lines[1].replace(",True,", ",maybe,", 1)
+    items.write_text("".join(lines), encoding="utf-8")
+    line = _refused([str(edited), "--claim", "accuracy=5"], capsys, tmp_path / "card")
+    assert line == (f"lm-eval-ext: error: recommend: {items} is not the table `analyze` wrote "
+                    "(its SHA-256 differs from the one in tables.sha256): it was edited; "
+                    "`lm-eval-ext analyze` wrote it: rerun `lm-eval-ext analyze` with --out "
+                    f"{edited} --overwrite")
+    # the advice, followed: the same runs analysed again into that folder, then carded
+    runs = pilot.parent
+    assert cli_main.main(["analyze", "--reference", f"ref={runs / 'ref'}", "--runs",
+                          f"int8={runs / 'int8'}", "--out", str(edited), "--overwrite",
+                          "--bootstrap", "100", "--mc-draws", "10", "--no-progress"]) == 0
+    capsys.readouterr()
+    assert cli_main.main(["recommend", str(edited), "--claim", "accuracy=5", "--bootstrap",
+                          "200", "--out", str(tmp_path / "card")]) == 0

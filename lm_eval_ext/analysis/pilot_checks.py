@@ -8,6 +8,7 @@ candidate of another model (a model swap is not a protocol change).
 
 from __future__ import annotations
 
+import hashlib
 import io
 import math
 from collections.abc import Mapping, Sequence
@@ -20,6 +21,8 @@ from lm_eval_ext.analysis.metrics import MetricSpec
 
 #: the files of a finished ``analyze --out`` folder (report.md is written last)
 ANALYSIS_FILES = ("runs.csv", "items.csv", "report.md")
+#: the SHA-256 of runs.csv and items.csv as ``analyze`` wrote them (``sha256sum -c`` format)
+CHECKSUMS = "tables.sha256"
 #: the columns of runs.csv that make a pilot's design: pilots of one study share them
 DESIGN_COLUMNS = {"tasks": "task", "scoring_path": "scoring path",
                   "membership_sha256": "item set (membership_sha256)"}
@@ -117,6 +120,11 @@ def read_table(folder: Path, name: str) -> pd.DataFrame:
     fix = f"`lm-eval-ext analyze` wrote it: rerun `lm-eval-ext analyze` with --out {folder} --overwrite"
     data = path.read_bytes()  # read once: the table, and whether its last line ended
     cut = not data.endswith(b"\n")
+    recorded = _recorded_checksums(folder).get(name)
+    if recorded is not None and not cut and hashlib.sha256(data).hexdigest() != recorded:
+        raise AnalysisInputError(f"recommend: {path} is not the table `analyze` wrote (its "
+                                 f"SHA-256 differs from the one in {CHECKSUMS}): it was edited; "
+                                 f"{fix}")
     try:
         table = pd.read_csv(io.BytesIO(data), low_memory=False)
     except (UnicodeDecodeError, pd.errors.EmptyDataError, pd.errors.ParserError) as exc:
@@ -129,6 +137,15 @@ def read_table(folder: Path, name: str) -> pd.DataFrame:
     if problem:
         raise AnalysisInputError(f"recommend: {path} {problem}; {fix}")
     return table
+
+
+def _recorded_checksums(folder: Path) -> dict[str, str]:
+    """File name -> SHA-256 from ``folder``'s checksums (none: an analysis older than them)."""
+    path = folder / CHECKSUMS
+    if not path.is_file():
+        return {}
+    lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+    return {name: digest for digest, _, name in (line.partition("  ") for line in lines)}
 
 
 def check_one_model(runs: pd.DataFrame, reference: str, folder: Path) -> None:

@@ -7,6 +7,7 @@ reports themselves are rendered by :mod:`~lm_eval_ext.analysis.report_markdown` 
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -14,6 +15,7 @@ from typing import Any
 
 from lm_eval_ext.analysis import figures
 from lm_eval_ext.analysis.comparisons import preregistration_cards
+from lm_eval_ext.analysis.pilot_checks import CHECKSUMS
 from lm_eval_ext.analysis.report_html import report_html
 from lm_eval_ext.analysis.report_markdown import report_markdown
 
@@ -100,6 +102,10 @@ def write_outputs(result, out: Path) -> dict[str, Path]:
     for name, table in tables.items():
         paths[name] = out / f"{name}.csv"
         table.to_csv(paths[name], index=False)
+    paths["checksums"] = out / CHECKSUMS
+    paths["checksums"].write_text("".join(  # sha256sum's format: `sha256sum -c` checks them
+        f"{hashlib.sha256(paths[name].read_bytes()).hexdigest()}  {name}.csv\n"
+        for name in ("runs", "items")), encoding="utf-8")
     overall = result.deltas[result.deltas["subgroup_type"] == "all"].drop_duplicates(
         ["run", "metric"])
     made = [

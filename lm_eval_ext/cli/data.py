@@ -73,7 +73,7 @@ def run_manifest(args: argparse.Namespace) -> int:
     """Write the BBQ items of a harness run as a category,example_id CSV."""
     from lm_eval_ext.cross_harness.readers import read_harness_run, write_bbq_manifest
 
-    n_rows = write_bbq_manifest(read_harness_run(args.run), args.out)
+    n_rows = write_bbq_manifest(read_harness_run(args.run, "data manifest"), args.out)
     print(f"{args.out}: {n_rows} BBQ items of {args.run}", file=sys.stderr)
     return 0
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from lm_eval_ext.cli.options import output_file, positive_float, positive_int, probability, share
 from lm_eval_ext.errors import LmEvalExtError
-from lm_eval_ext.files import write_text_atomic
+from lm_eval_ext.files import probe_writable, write_text_atomic
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -37,9 +37,16 @@ def run(args: argparse.Namespace) -> int:
     )
 
     m, rho_d, deff, bounded = args.m, args.rho_d, args.design_effect, False
+    if args.power <= args.alpha:
+        raise LmEvalExtError(f"mde: --power {args.power:g} is not above --alpha {args.alpha:g}: "
+                             "with no effect at all the test already rejects alpha of the "
+                             "time, so no effect size has that power; give a power above alpha "
+                             "(0.8 is usual)")
     if args.card and not Path(args.card).parent.is_dir():
         raise LmEvalExtError(f"--card {args.card}: folder {Path(args.card).parent} does not "
                              "exist; create it or write the card elsewhere")
+    if args.card:
+        probe_writable(Path(args.card))  # before any work: a card that cannot be kept
     if args.card and Path(args.card).is_file() and not args.overwrite:
         raise LmEvalExtError(f"--card {args.card} exists (an earlier card is a record of what "
                              "was planned); name another file, or pass --overwrite to replace it")

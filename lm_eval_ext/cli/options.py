@@ -114,9 +114,20 @@ def batch_size(text: str) -> str:
     return text
 
 
+def _expanded(text: str) -> Path:
+    """A path as typed; a ``~`` the shell did not expand (the path was quoted) is refused."""
+    if text.startswith("~"):
+        rest = text.partition("/")[2]
+        raise argparse.ArgumentTypeError(
+            f"{text}: the ~ was not expanded (the path was quoted), so a folder named "
+            f"'{text.split('/')[0]}' would be made here; write "
+            f"{Path('~').expanduser() / rest if rest else Path('~').expanduser()}")
+    return Path(text)
+
+
 def folder(text: str) -> Path:
     """An output folder: new or existing, but not an existing file."""
-    path = Path(text)
+    path = _expanded(text)
     if path.exists() and not path.is_dir():
         raise argparse.ArgumentTypeError(f"{text} is a file; name a folder (it is created)")
     return path
@@ -124,7 +135,7 @@ def folder(text: str) -> Path:
 
 def output_file(text: str) -> Path:
     """A file to write: not an existing folder."""
-    path = Path(text)
+    path = _expanded(text)
     if path.is_dir():
         raise argparse.ArgumentTypeError(f"{text} is a folder; name the file to write")
     return path

@@ -145,9 +145,9 @@ def read_inspect_log(name: str, path: str | Path) -> HarnessRun:
 
     source = Path(path)
     if source.is_dir():
-        logs = sorted(p.name for p in source.iterdir() if p.suffix in (".eval", ".json"))
+        log = next((p.name for p in sorted(source.iterdir()) if _is_inspect_log(p)), None)
         raise AnalysisInputError(f"{source} is a folder; pass one Inspect log file in it"
-                                 + (f" (e.g. {logs[0]})" if logs else " (it holds none)"))
+                                 + (f" (e.g. {log})" if log else " (it holds none)"))
     if not source.is_file():
         raise AnalysisInputError(f"{source}: no such Inspect log file")
     try:
@@ -164,6 +164,19 @@ def read_inspect_log(name: str, path: str | Path) -> HarnessRun:
     samples = [_inspect_sample(source, i, s) for i, s in enumerate(log.samples)]
     items = _items_from_samples(source, log.eval.task, samples)
     return HarnessRun(name, "inspect", source, str(log.eval.model), _finish(items))
+
+
+def _is_inspect_log(path: Path) -> bool:
+    """Whether Inspect reads ``path`` as a log (its header only)."""
+    from inspect_ai.log import read_eval_log
+
+    if path.suffix not in (".eval", ".json") or not path.is_file():
+        return False
+    try:
+        read_eval_log(str(path), header_only=True)
+    except Exception:  # noqa: BLE001 - any failure: not a log to suggest
+        return False
+    return True
 
 
 def _check_scored(source: Path, log: Any) -> None:
@@ -330,11 +343,11 @@ def read_harness_runs(entries: Sequence[str]) -> list[HarnessRun]:
     return [read_harness_run(entry) for entry in entries]
 
 
-def read_harness_run(entry: str) -> HarnessRun:
-    """``HARNESS=PATH`` or ``HARNESS:NAME=PATH`` (harness: lm_eval, inspect or helm)."""
+def read_harness_run(entry: str, where: str = "compare-harness") -> HarnessRun:
+    """``HARNESS=PATH`` or ``HARNESS:NAME=PATH`` (lm_eval, inspect or helm), given to ``where``."""
     label, sep, path = entry.partition("=")
     harness, _, name = label.partition(":")
     if not sep or harness not in READERS:
-        raise AnalysisInputError(f"--compare-harness {entry!r}: write HARNESS=PATH with HARNESS "
+        raise AnalysisInputError(f"{where}: {entry!r}: write HARNESS=PATH with HARNESS "
                                  f"one of {', '.join(HARNESSES)} (e.g. inspect=logs/x.eval)")
     return READERS[harness](name or harness, path)

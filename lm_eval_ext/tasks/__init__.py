@@ -4,3 +4,15 @@ Each folder holds a ``_<benchmark>_*_yaml`` base config (no ``.yaml`` suffix, so
 never indexes it as a task), thin variant YAMLs, a ``utils.py`` and a ``README.md`` in
 lm-eval's task-README format. Shared helpers (the answer parser) live in ``common/``.
 """
+
+#: the few-shot pool each task family draws its first k examples from (its ``utils.py`` builds
+#: it), by task-name prefix: ``--num_fewshot`` above it is refused before the model loads
+FEWSHOT_POOLS = {"bbq_v_ext": 2, "bbq_full": 22, "bbq_instrument": 22, "bbq_subset_": 22,
+                 "toxigen_ext": 13, "truthfulqa_ext": 10, "crows_pairs_ext": 10,
+                 "xstest_ext": 10}
+
+
+def fewshot_pool_size(task: str) -> int | None:
+    """The few-shot pool of one of our tasks (None for another task)."""
+    return next((size for prefix, size in FEWSHOT_POOLS.items() if task.startswith(prefix)),
+                None)
