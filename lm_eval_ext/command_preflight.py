@@ -294,9 +294,6 @@ def check_command_line(argv: Sequence[str]) -> None:
     if args.limit is not None and args.samples is not None:
         raise PreflightError("--limit and --samples exclude each other: --samples names the "
                              "items to run, --limit cuts each task; pass one")
-    if args.model and not args.tasks and not args.config:  # a --config file may name them
-        raise PreflightError("--tasks is missing: name the tasks to run (e.g. --tasks "
-                             "bbq_subset_25pct; `lm-eval ls tasks` lists them)")
     if args.model:
         check_model_name(args.model)
         model_args = model_args_of(args.model_args)
@@ -320,6 +317,9 @@ def check_command_line(argv: Sequence[str]) -> None:
         check_output_path(args.output_path)
     if args.device:
         check_device(args.device)
+    if args.model and not args.tasks and not args.config:  # a --config file may name them
+        raise PreflightError("--tasks is missing: name the tasks to run (e.g. --tasks "
+                             "bbq_subset_25pct; `lm-eval ls tasks` lists them)")
 
 
 def _subset_hint(name: str) -> str | None:

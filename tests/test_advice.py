@@ -420,6 +420,7 @@ def test_recommend_on_a_folder_analyze_did_not_write_is_told_the_folder_to_pass(
         items = pilot / "items.csv"
         items.write_text(items.read_text().replace("\nint8,", "\nint4,").replace(",int8,m,",
                                                                                   ",int4,m,"))
+        (pilot / "tables.sha256").unlink()  # as from an analysis older than its checksums
     message = _recommend_error(given, capsys)
     assert message == "lm-eval-ext: error: recommend: " + {
         "run folder": f"{given} has no runs.csv; pass the folder that `lm-eval-ext analyze "

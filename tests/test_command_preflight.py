@@ -69,8 +69,8 @@ def test_cuda_in_model_args_on_a_machine_without_it_is_one_step_advice():
     assert str(caught.value) == (
         "--model_args device=cuda: no CUDA device is visible here (torch.cuda.is_available() is "
         "False); use --device cpu in place of --model_args device=cuda")
-    check_command_line(["--model", "hf-metered", "--model_args", "idle_seconds=0",
-                        "--device", "cpu"])  # the advice, followed
+    check_command_line(["--tasks", "bbq_subset_25pct", "--model", "hf-metered", "--model_args",
+                        "idle_seconds=0", "--device", "cpu"])  # the advice, followed
 
 
 def test_the_closest_task_name_is_suggested():
@@ -244,7 +244,8 @@ def test_our_model_names_given_to_lm_evals_hf_name_the_folder(model_args, embedd
         "--model hf: pretrained=embedded is hf-metered's name for a packaged model; run --model "
         f"hf-metered, or give hf the folder: pretrained={embedded_checkpoint} (`lm-eval-ext "
         "model prepare --model embedded` writes it)")
-    check_command_line(["--model", "hf", "--model_args", f"pretrained={embedded_checkpoint}"])
+    check_command_line(["--tasks", "bbq_subset_25pct", "--model", "hf", "--model_args",
+                        f"pretrained={embedded_checkpoint}"])
 
 
 def test_an_offline_hub_id_lm_evals_hf_cannot_load_is_one_line(monkeypatch):
@@ -255,7 +256,8 @@ def test_an_offline_hub_id_lm_evals_hf_cannot_load_is_one_line(monkeypatch):
         "--model hf: pretrained='org/not-cached' is no model folder or model in the Hugging Face "
         "cache, and the hub is offline (HF_HUB_OFFLINE); pass a model folder")
     monkeypatch.setenv("HF_HUB_OFFLINE", "0")  # online, lm-eval may download it
-    check_command_line(["--model", "hf", "--model_args", "pretrained=org/not-cached"])
+    check_command_line(["--tasks", "bbq_subset_25pct", "--model", "hf", "--model_args",
+                        "pretrained=org/not-cached"])
 
 
 def test_a_local_path_that_does_not_exist_is_named(tmp_path):
@@ -264,4 +266,5 @@ def test_a_local_path_that_does_not_exist_is_named(tmp_path):
     assert str(caught.value) == (
         f"--model hf: pretrained='{tmp_path}/nope': the local path {tmp_path}/nope does not "
         "exist; pass an existing model folder or a hub id")
-    check_command_line(["--model", "hf", "--model_args", f"pretrained={tmp_path}"])  # followed
+    check_command_line(["--tasks", "bbq_subset_25pct", "--model", "hf", "--model_args",
+                        f"pretrained={tmp_path}"])  # followed

@@ -120,11 +120,7 @@ def read_table(folder: Path, name: str) -> pd.DataFrame:
     fix = f"`lm-eval-ext analyze` wrote it: rerun `lm-eval-ext analyze` with --out {folder} --overwrite"
     data = path.read_bytes()  # read once: the table, and whether its last line ended
     cut = not data.endswith(b"\n")
-    recorded = _recorded_checksums(folder).get(name)
-    if recorded is not None and not cut and hashlib.sha256(data).hexdigest() != recorded:
-        raise AnalysisInputError(f"recommend: {path} is not the table `analyze` wrote (its "
-                                 f"SHA-256 differs from the one in {CHECKSUMS}): it was edited; "
-                                 f"{fix}")
+
     try:
         table = pd.read_csv(io.BytesIO(data), low_memory=False)
     except (UnicodeDecodeError, pd.errors.EmptyDataError, pd.errors.ParserError) as exc:
@@ -136,6 +132,11 @@ def read_table(folder: Path, name: str) -> pd.DataFrame:
                else f"lacks the column(s) {', '.join(missing)}" if missing else None)
     if problem:
         raise AnalysisInputError(f"recommend: {path} {problem}; {fix}")
+    recorded = _recorded_checksums(folder).get(name)
+    if recorded is not None and not cut and hashlib.sha256(data).hexdigest() != recorded:
+        raise AnalysisInputError(f"recommend: {path} is not the table `analyze` wrote (its "
+                                 f"SHA-256 differs from the one in {CHECKSUMS}): it was edited; "
+                                 f"{fix}")
     return table
 
 

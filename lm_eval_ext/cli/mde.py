@@ -45,8 +45,8 @@ def run(args: argparse.Namespace) -> int:
     if args.card and not Path(args.card).parent.is_dir():
         raise LmEvalExtError(f"--card {args.card}: folder {Path(args.card).parent} does not "
                              "exist; create it or write the card elsewhere")
-    if args.card:
-        probe_writable(Path(args.card))  # before any work: a card that cannot be kept
+    if args.card and not Path(args.card).exists():  # before any work: a card that cannot be kept
+        probe_writable(Path(args.card))
     if args.card and Path(args.card).is_file() and not args.overwrite:
         raise LmEvalExtError(f"--card {args.card} exists (an earlier card is a record of what "
                              "was planned); name another file, or pass --overwrite to replace it")
