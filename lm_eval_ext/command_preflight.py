@@ -29,20 +29,24 @@ class NoCudaHere(PreflightError):
 
 
 def check_limit(value: object, where: str = "--limit") -> None:
-    """A count of items (>= 1) or a fraction in (0, 1], as lm-eval reads ``--limit``."""
+    """A count of items (>= 1) or a fraction in (0, 1), as lm-eval reads ``--limit``."""
     if isinstance(value, bool):  # YAML's true/yes: float(True) would be 1 item
         raise PreflightError(f"{where} {str(value).lower()}: give a number of items (e.g. 8) or "
-                             "a fraction of each task in (0, 1] (e.g. 0.25), not true/false")
+                             "a fraction of each task in (0, 1) (e.g. 0.25), not true/false")
     try:
         limit = float(value)
     except (TypeError, ValueError):
         limit = math.nan
     if not limit > 0 or not math.isfinite(limit):
         raise PreflightError(f"{where} {value}: give a positive number of items (e.g. 8) or a "
-                             "fraction of each task in (0, 1] (e.g. 0.25)")
+                             "fraction of each task in (0, 1) (e.g. 0.25)")
+    if limit == 1 and "." in str(value):  # lm-eval reads a fraction only below 1
+        raise PreflightError(f"{where} {value}: lm-eval reads this as 1 item (a fraction is "
+                             f"below 1); write {where} 1 for one item, or leave {where} out "
+                             "for every item")
     if limit > 1 and limit != int(limit):
         raise PreflightError(f"{where} {value}: above 1 it counts items and must be whole "
-                             f"(e.g. {int(limit)}); a fraction must be at most 1")
+                             f"(e.g. {int(limit)}); a fraction must be below 1")
 
 
 def check_num_fewshot(value: object, where: str = "--num_fewshot") -> None:
@@ -315,7 +319,7 @@ def check_command_line(argv: Sequence[str]) -> None:
         raise PreflightError("--log_samples needs --output_path (the folder for the samples)")
     if args.output_path is not None:
         check_output_path(args.output_path)
-    if args.device:
+    if args.device is not None:
         check_device(args.device)
     if args.model and not args.tasks and not args.config:  # a --config file may name them
         raise PreflightError("--tasks is missing: name the tasks to run (e.g. --tasks "

@@ -284,7 +284,8 @@ def test_a_damaged_pilot_table_is_named_and_analysed_again(pilot, tmp_path, caps
     message = _recommend_error(pilot, capsys)
     assert message.startswith(f"lm-eval-ext: error: recommend: {pilot / 'runs.csv'} {problem}")
     assert message.endswith(f"`lm-eval-ext analyze` wrote it: rerun `lm-eval-ext analyze` with "
-                            f"--out {pilot} --overwrite"), message
+                            f"the pilot's --reference and --runs and --out {pilot} --overwrite"), \
+        message
     _pilot_analysis(tmp_path, pilot, capsys)  # followed
     assert cli_main.main(["recommend", str(pilot), "--claim", "accuracy=5"]) == 0
 
@@ -305,7 +306,8 @@ def test_a_cut_or_foreign_pilot_table_is_named_and_analysed_again(pilot, tmp_pat
     path.write_bytes(damage(path.read_bytes()))
     message = _recommend_error(pilot, capsys)
     assert message == (f"lm-eval-ext: error: recommend: {path} {problem}; `lm-eval-ext analyze` "
-                       f"wrote it: rerun `lm-eval-ext analyze` with --out {pilot} --overwrite")
+                       "wrote it: rerun `lm-eval-ext analyze` with the pilot's --reference and "
+                       f"--runs and --out {pilot} --overwrite")
     _pilot_analysis(tmp_path, pilot, capsys)  # followed
     assert cli_main.main(["recommend", str(pilot), "--claim", "accuracy=5"]) == 0
 

@@ -83,7 +83,7 @@ def test_cell_clashes_and_string_conditions_are_named_as_what_they_are(text, mes
      "results_x.json: no such file; pass the parent run's results_*.json"),
     ("tasks: [bbq_subset_12p5pct_loglik]\nconditions: {M0: {limit: true}}\n",
      "conditions.M0: limit: true: give a number of items (e.g. 8) or a fraction of each task "
-     "in (0, 1] (e.g. 0.25), not true/false"),
+     "in (0, 1) (e.g. 0.25), not true/false"),
     ("tasks: [bbq_subset_12p5pct_loglik]\nconditions: {M0: {metadata: {template_teir: cot}}}\n",
      "cell embedded__M0__bbq_subset_12p5pct_loglik: --metadata key 'template_teir' is not a task "
      "setting; did you mean 'template_tier'?"),

@@ -431,3 +431,28 @@ def test_data_manifest_names_itself_in_a_bad_entry(capsys, tmp_path):
     line = _refused(["data", "manifest", "lmeval=x", "--out", str(tmp_path / "m.csv")], capsys)
     assert line == ("lm-eval-ext: error: data manifest: 'lmeval=x': write HARNESS=PATH with "
                     "HARNESS one of lm_eval, inspect, helm (e.g. inspect=logs/x.eval)")
+
+
+def test_a_limit_of_one_point_zero_and_an_empty_device_are_refused():
+    """--limit 1.0 ran 1 item (lm-eval's fraction is below 1) while the messages said (0, 1];
+    --device '' ran on the CPU recording cuda:0."""
+    from lm_eval_ext.command_preflight import PreflightError, check_command_line
+
+    base = ["--model", "hf-metered", "--tasks", "bbq_subset_25pct_loglik"]
+    with pytest.raises(PreflightError) as err:
+        check_command_line([*base, "--limit", "1.0"])
+    assert str(err.value) == ("--limit 1.0: lm-eval reads this as 1 item (a fraction is below "
+                              "1); write --limit 1 for one item, or leave --limit out for every "
+                              "item")
+    with pytest.raises(PreflightError, match="--device  is not a device torch knows"):
+        check_command_line([*base, "--device", ""])
+    check_command_line([*base, "--limit", "1", "--device", "cpu"])  # followed
+
+
+def test_sequential_refuses_a_power_not_above_alpha(capsys, tmp_path):
+    line = _refused([*SEQUENTIAL, "--beta", "0.99", "--out", str(tmp_path / "s")], capsys)
+    assert line == ("lm-eval-ext: error: sequential: power 1 - --beta = 0.01 is not above "
+                    "--alpha 0.05: with no effect at all the test already rejects alpha of the "
+                    "time, so no effect size has that power; give a --beta below 1 - alpha (0.2 "
+                    "is usual)")
+    assert not (tmp_path / "s").exists()

@@ -134,8 +134,8 @@ def test_an_edited_table_is_refused_and_the_advised_rerun_restores_it(pilot, cap
     line = _refused([str(edited), "--claim", "accuracy=5"], capsys, tmp_path / "card")
     assert line == (f"lm-eval-ext: error: recommend: {items} is not the table `analyze` wrote "
                     "(its SHA-256 differs from the one in tables.sha256): it was edited; "
-                    "`lm-eval-ext analyze` wrote it: rerun `lm-eval-ext analyze` with --out "
-                    f"{edited} --overwrite")
+                    "`lm-eval-ext analyze` wrote it: rerun `lm-eval-ext analyze` with the "
+                    f"pilot's --reference and --runs and --out {edited} --overwrite")
     # the advice, followed: the same runs analysed again into that folder, then carded
     runs = pilot.parent
     assert cli_main.main(["analyze", "--reference", f"ref={runs / 'ref'}", "--runs",
@@ -144,3 +144,22 @@ def test_an_edited_table_is_refused_and_the_advised_rerun_restores_it(pilot, cap
     capsys.readouterr()
     assert cli_main.main(["recommend", str(edited), "--claim", "accuracy=5", "--bootstrap",
                           "200", "--out", str(tmp_path / "card")]) == 0
+
+
+def test_an_outcome_that_is_not_true_or_false_is_refused_without_checksums(pilot, capsys,
+                                                                           tmp_path):
+    """An analysis older than tables.sha256 (or with it removed) still gets its outcomes read:
+    'maybe' in items.csv's correct column was carded, rc 0."""
+    edited = tmp_path / "edited"
+    shutil.copytree(pilot, edited)
+    (edited / "tables.sha256").unlink()
+    items = edited / "items.csv"
+    lines = items.read_text(encoding="utf-8").splitlines(keepends=True)
+    header = lines[0].rstrip("\n").split(",")
+    row = lines[1].rstrip("\n").split(",")
+    row[header.index("correct")] = "maybe"
+    lines[1] = ",".join(row) + "\n"
+    items.write_text("".join(lines), encoding="utf-8")
+    line = _refused([str(edited), "--claim", "accuracy=5"], capsys, tmp_path / "card")
+    assert line.startswith(f"lm-eval-ext: error: recommend: {items}: column correct holds "
+                           "'maybe' (line 2), not True or False: the table was edited or damaged;")

@@ -117,7 +117,8 @@ PILOT_COLUMNS = {"runs.csv": ("run", "is_reference", "model", "n_items", "energy
 def read_table(folder: Path, name: str) -> pd.DataFrame:
     """``analyze``'s table ``name`` of a pilot folder; an empty, cut or damaged one is one line."""
     path = folder / name
-    fix = f"`lm-eval-ext analyze` wrote it: rerun `lm-eval-ext analyze` with --out {folder} --overwrite"
+    fix = (f"`lm-eval-ext analyze` wrote it: rerun `lm-eval-ext analyze` with the pilot's "
+           f"--reference and --runs and --out {folder} --overwrite")
     data = path.read_bytes()  # read once: the table, and whether its last line ended
     cut = not data.endswith(b"\n")
 
@@ -137,6 +138,13 @@ def read_table(folder: Path, name: str) -> pd.DataFrame:
         raise AnalysisInputError(f"recommend: {path} is not the table `analyze` wrote (its "
                                  f"SHA-256 differs from the one in {CHECKSUMS}): it was edited; "
                                  f"{fix}")
+    for column in ("correct", "parsed") if name == "items.csv" else ():
+        values = table[column].dropna().astype(str) if column in table else pd.Series([], dtype=str)
+        odd = values[~values.isin(["True", "False"])]
+        if len(odd):
+            raise AnalysisInputError(f"recommend: {path}: column {column} holds {odd.iloc[0]!r} "
+                                     f"(line {odd.index[0] + 2}), not True or False: the table "
+                                     f"was edited or damaged; {fix}")
     return table
 
 
