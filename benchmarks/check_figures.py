@@ -48,8 +48,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
-from _pages import END_GENERATED, GENERATED, documents
-from tables import generated_blocks, stale
+from _pages import END_GENERATED, GENERATED, documents, generated_blocks
+from tables import stale
 
 NOT_MEASURED = ("parameter", "definition", "closed form", "citation", "example", "tested bound",
                 "superseded")

@@ -19,7 +19,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from _pages import END_GENERATED, GENERATED, documents
+from _pages import END_GENERATED, GENERATED, documents, generated_blocks
 from summarize_run import process_times
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -340,20 +340,6 @@ TABLES: dict[str, Callable[[Path], str]] = {
     f"{RANK_FLIPS}/beyond_noise":
         lambda results: rank_flip_rates(results, "beyond_noise", "rule_before_rate"),
 }
-
-
-def generated_blocks(page: Path) -> list[tuple[int, str, str]]:
-    """(line number, table name, included text) of each generated table in a page."""
-    blocks, current, body = [], None, []
-    for number, line in enumerate(page.read_text(encoding="utf-8").splitlines(), 1):
-        if current is None and (match := GENERATED.search(line)):
-            current, body = (number, match.group(1)), []
-        elif current is not None and line.strip() == END_GENERATED:
-            blocks.append((*current, "\n".join(body) + "\n"))
-            current = None
-        elif current is not None:
-            body.append(line)
-    return blocks
 
 
 def stale(root: Path) -> list[str]:

@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from lm_eval_ext.errors import ConfigError, EnvironmentProblem, LmEvalExtError
-from lm_eval_ext.files import path_error, probe_writable
+from lm_eval_ext.files import path_error, probe_writable, unexpanded_home
 
 
 class PreflightError(LmEvalExtError):
@@ -115,11 +115,10 @@ def check_path_text(value: str, where: str = "--output_path") -> None:
     if not value.strip():
         raise PreflightError(f"{where} {value!r} is empty; give a folder for the results "
                              f"(e.g. {where} results)")
-    if value.startswith("~"):
-        rest = value.partition("/")[2]
+    if (meant := unexpanded_home(value)) is not None:
         raise PreflightError(f"{where} {value}: the ~ was not expanded (the path was quoted), "
                              f"so lm-eval would write into a folder named '{value.split('/')[0]}'"
-                             f" here; write {os.path.join(os.path.expanduser('~'), rest)}")
+                             f" here; write {meant}")
     path = Path(value)
     names = [(part, len(part.encode())) for part in path.parts[:-1]]
     names.append((path.name, len(path.stem.encode()) + _STAMPED if path.suffix == ".json"

@@ -64,6 +64,13 @@ def path_error(path: str | Path, error: OSError | UnicodeDecodeError, action: st
     return problem
 
 
+def unexpanded_home(text: str) -> str | None:
+    """The path meant by ``text`` whose ``~`` the shell did not expand (it was quoted), or None."""
+    if not text.startswith("~"):
+        return None
+    return os.path.join(os.path.expanduser("~"), text.partition("/")[2])
+
+
 def probe_writable(path: str | Path) -> None:
     """Raise :func:`path_error`'s line unless files can be written where ``path`` is (or goes).
 

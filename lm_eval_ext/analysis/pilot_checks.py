@@ -121,7 +121,6 @@ def read_table(folder: Path, name: str) -> pd.DataFrame:
            f"--reference and --runs and --out {folder} --overwrite")
     data = path.read_bytes()  # read once: the table, and whether its last line ended
     cut = not data.endswith(b"\n")
-
     try:
         table = pd.read_csv(io.BytesIO(data), low_memory=False)
     except (UnicodeDecodeError, pd.errors.EmptyDataError, pd.errors.ParserError) as exc:
@@ -138,8 +137,9 @@ def read_table(folder: Path, name: str) -> pd.DataFrame:
         raise AnalysisInputError(f"recommend: {path} is not the table `analyze` wrote (its "
                                  f"SHA-256 differs from the one in {CHECKSUMS}): it was edited; "
                                  f"{fix}")
-    for column in ("correct", "parsed") if name == "items.csv" else ():
-        values = table[column].dropna().astype(str) if column in table else pd.Series([], dtype=str)
+    outcomes = ("correct", "parsed") if name == "items.csv" else ()
+    for column in (column for column in outcomes if column in table.columns):
+        values = table[column].dropna().astype(str)
         odd = values[~values.isin(["True", "False"])]
         if len(odd):
             raise AnalysisInputError(f"recommend: {path}: column {column} holds {odd.iloc[0]!r} "

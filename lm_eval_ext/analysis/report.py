@@ -7,7 +7,6 @@ reports themselves are rendered by :mod:`~lm_eval_ext.analysis.report_markdown` 
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -18,6 +17,7 @@ from lm_eval_ext.analysis.comparisons import preregistration_cards
 from lm_eval_ext.analysis.pilot_checks import CHECKSUMS
 from lm_eval_ext.analysis.report_html import report_html
 from lm_eval_ext.analysis.report_markdown import report_markdown
+from lm_eval_ext.data.store import sha256_of
 
 
 def check_output_folder(out: Path, overwrite: bool = False, marker: str = "report.md") -> bool:
@@ -104,7 +104,7 @@ def write_outputs(result, out: Path) -> dict[str, Path]:
         table.to_csv(paths[name], index=False)
     paths["checksums"] = out / CHECKSUMS
     paths["checksums"].write_text("".join(  # sha256sum's format: `sha256sum -c` checks them
-        f"{hashlib.sha256(paths[name].read_bytes()).hexdigest()}  {name}.csv\n"
+        f"{sha256_of(paths[name])}  {name}.csv\n"
         for name in ("runs", "items")), encoding="utf-8")
     overall = result.deltas[result.deltas["subgroup_type"] == "all"].drop_duplicates(
         ["run", "metric"])

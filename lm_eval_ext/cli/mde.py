@@ -5,7 +5,14 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from lm_eval_ext.cli.options import output_file, positive_float, positive_int, probability, share
+from lm_eval_ext.cli.options import (
+    check_power_above_alpha,
+    output_file,
+    positive_float,
+    positive_int,
+    probability,
+    share,
+)
 from lm_eval_ext.errors import LmEvalExtError
 from lm_eval_ext.files import probe_writable, write_text_atomic
 
@@ -37,11 +44,8 @@ def run(args: argparse.Namespace) -> int:
     )
 
     m, rho_d, deff, bounded = args.m, args.rho_d, args.design_effect, False
-    if args.power <= args.alpha:
-        raise LmEvalExtError(f"mde: --power {args.power:g} is not above --alpha {args.alpha:g}: "
-                             "with no effect at all the test already rejects alpha of the "
-                             "time, so no effect size has that power; give a power above alpha "
-                             "(0.8 is usual)")
+    check_power_above_alpha("mde", args.power, args.alpha, f"--power {args.power:g}",
+                            "give a power above alpha (0.8 is usual)")
     if args.card and not Path(args.card).parent.is_dir():
         raise LmEvalExtError(f"--card {args.card}: folder {Path(args.card).parent} does not "
                              "exist; create it or write the card elsewhere")

@@ -11,6 +11,9 @@ import argparse
 from collections.abc import Callable
 from pathlib import Path
 
+from lm_eval_ext.errors import LmEvalExtError
+from lm_eval_ext.files import unexpanded_home
+
 
 class _DefaultsShown(argparse.ArgumentDefaultsHelpFormatter):
     """Shows a flag's default where it has one (not for required flags, switches or None)."""
@@ -114,14 +117,24 @@ def batch_size(text: str) -> str:
     return text
 
 
+def check_power_above_alpha(command: str, power: float, alpha: float, given: str,
+                            fix: str) -> None:
+    """Refuse a power at or below alpha: no effect size has it (with none, alpha is rejected).
+
+    The line names ``given`` (the power as the user set it) and ``fix``.
+    """
+    if power <= alpha:
+        raise LmEvalExtError(f"{command}: {given} is not above --alpha {alpha:g}: with no effect "
+                             "at all the test already rejects alpha of the time, so no effect "
+                             f"size has that power; {fix}")
+
+
 def _expanded(text: str) -> Path:
     """A path as typed; a ``~`` the shell did not expand (the path was quoted) is refused."""
-    if text.startswith("~"):
-        rest = text.partition("/")[2]
+    if (meant := unexpanded_home(text)) is not None:
         raise argparse.ArgumentTypeError(
             f"{text}: the ~ was not expanded (the path was quoted), so a folder named "
-            f"'{text.split('/')[0]}' would be made here; write "
-            f"{Path('~').expanduser() / rest if rest else Path('~').expanduser()}")
+            f"'{text.split('/')[0]}' would be made here; write {meant}")
     return Path(text)
 
 

@@ -6,8 +6,13 @@ import argparse
 import math
 from pathlib import Path
 
-from lm_eval_ext.cli.options import batch_size, folder, positive_float, probability
-from lm_eval_ext.errors import LmEvalExtError
+from lm_eval_ext.cli.options import (
+    batch_size,
+    check_power_above_alpha,
+    folder,
+    positive_float,
+    probability,
+)
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -41,11 +46,9 @@ def run(args: argparse.Namespace) -> int:
     from lm_eval_ext.analysis.stats.group_sequential import boundary_level
     from lm_eval_ext.campaign.sequential_evaluation import Arm, run_sequential
 
-    if 1 - args.beta <= args.alpha:
-        raise LmEvalExtError(f"sequential: power 1 - --beta = {1 - args.beta:g} is not above "
-                             f"--alpha {args.alpha:g}: with no effect at all the test already "
-                             "rejects alpha of the time, so no effect size has that power; give "
-                             "a --beta below 1 - alpha (0.2 is usual)")
+    check_power_above_alpha("sequential", 1 - args.beta, args.alpha,
+                            f"power 1 - --beta = {1 - args.beta:g}",
+                            "give a --beta below 1 - alpha (0.2 is usual)")
     outcome = run_sequential(
         args.out, Arm(args.reference_args, args.reference_batch),
         Arm(args.candidate_args, args.candidate_batch), metric=args.metric,
