@@ -72,7 +72,7 @@ def check_fewshot_pools(tasks: Sequence[str], shots: int, where: str = "--num_fe
 
 
 def check_output_path(value: str, where: str = "--output_path") -> None:
-    """lm-eval writes a folder there: not an existing file; created and test-written here.
+    """lm-eval writes a folder there: not an existing file; tested by making it, then removed.
 
     A path under ``/proc``, a read-only or a full file system fails before any model loads
     (exit code 2, or 1 for a full disk or quota); so do the paths lm-eval would use otherwise
@@ -91,6 +91,7 @@ def check_output_path(value: str, where: str = "--output_path") -> None:
         raise PreflightError(f"{where} {value}: {existing} is not writable; pass a folder you "
                              "can write to")
     folder = path.parent if path.suffix == ".json" else path
+    made = [p for p in (folder, *folder.parents) if not p.exists()]
     try:  # created and test-written now, so that no model loads for results that cannot be kept
         try:
             folder.mkdir(parents=True, exist_ok=True)
@@ -100,6 +101,12 @@ def check_output_path(value: str, where: str = "--output_path") -> None:
     except LmEvalExtError as exc:
         kind = EnvironmentProblem if isinstance(exc, EnvironmentProblem) else PreflightError
         raise kind(f"{where}: {exc}") from None
+    finally:  # lm-eval makes them when it saves: a run that fails leaves no empty folder
+        for made_folder in made:
+            try:
+                made_folder.rmdir()
+            except OSError:
+                break
 
 
 #: the longest file name lm-eval writes for ``--output_path X.json``: ``X_<stamp>.json``

@@ -51,6 +51,12 @@ def test_name_equals_path_only_for_identifiers_and_existing_paths(two_runs, tmp_
     assert split_run_argument("int8=/no/such/folder") == (None, "int8=/no/such/folder")
     [loaded] = load_runs([folder])
     assert "precision=int8" in str(loaded.results_path)
+    # an empty NAME was read as a path "=PATH" that "does not exist" (trial 2)
+    with pytest.raises(AnalysisInputError) as error:
+        split_run_argument(f"={folder}")
+    assert str(error.value) == (f"={folder}: the NAME before = is empty; write NAME={folder} "
+                                f"(e.g. base={folder}), or the path alone")
+    assert split_run_argument(f"base={folder}") == ("base", folder)  # followed
 
 
 def test_several_runs_under_one_reference_is_an_error_listing_them(two_runs, tmp_path):

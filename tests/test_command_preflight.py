@@ -45,6 +45,7 @@ def test_output_path_that_is_a_file_or_under_a_file_is_refused(tmp_path):
     with pytest.raises(PreflightError, match="is a file, so no folder can be made under it"):
         check_output_path(str(existing / "out"))
     check_output_path(str(tmp_path / "new" / "out"))  # created by lm-eval
+    assert not (tmp_path / "new").exists()  # tested, then removed: a failed run leaves none
     check_output_path(str(existing.with_suffix(".json")))  # lm-eval writes results beside it
 
 
@@ -95,13 +96,15 @@ def test_bad_arguments_stop_before_the_model_loads(command, tmp_path):
     cases = {("--limit", "0"): "--limit 0: give a positive number",
              ("--num_fewshot", "-1"): "--num_fewshot -1: give 0 or more",
              ("--output_path", str(existing)): "is an existing file",
-             ("--device", "cuda"): "no CUDA device is visible here"}
+             ("--device", "cuda", "--output_path", str(tmp_path / "made" / "out")):
+                 "no CUDA device is visible here"}
     for extra, message in cases.items():
         proc = run_cli([*command, "--model", "hf-metered", "--tasks", "bbq_subset_25pct",
                         *extra], timeout=120)
         assert proc.returncode == 2, (extra, proc.stderr[-1500:])
         assert message in proc.stderr and "Traceback" not in proc.stderr, proc.stderr[-1500:]
         assert "Loading" not in proc.stderr  # no model was loaded
+    assert not (tmp_path / "made").exists()  # a refused run left an empty folder (trial 2)
 
 
 @pytest.mark.slow

@@ -11,7 +11,7 @@ import sysconfig
 from pathlib import Path
 
 import pytest
-from helpers import run_cli
+from helpers import console_script, run_cli
 
 
 def test_wheel_installed_the_startup_hook():
@@ -160,6 +160,9 @@ def test_headline_command_runs_the_embedded_model(tmp_path, embedded_checkpoint)
     assert "Custom kwargs can be passed" not in proc.stderr
     results, samples = _read_run(out, "bbq_subset_25pct")
     assert results["git_hash"] is None
+    # lm-eval records its --device default; where the model ran is in the metering record
+    assert results["config"]["device"] == "cuda:0"
+    assert results["config"]["metering"]["model_device"] == "cpu"
     assert results["n-samples"]["bbq_subset_25pct"] == {"original": 500, "effective": 8}
     assert len(samples) == 8
     assert results["config"]["hf_metered"]["embedded_model"]["gguf_sha256"].startswith("b179c95")
@@ -171,6 +174,25 @@ def test_headline_command_runs_the_embedded_model(tmp_path, embedded_checkpoint)
     metrics = results["results"]["bbq_subset_25pct"]
     n_parsed = sum(json.loads(s["filtered_resps"][0])["answer"] is not None for s in samples)
     assert metrics["parse_failure_rate,parsed"] == pytest.approx(1 - n_parsed / 8)
+
+
+def _reader_gone(args: list[str]) -> tuple[int, str]:
+    """Run a console script whose output pipe is closed at once (as `| head` ends early)."""
+    proc = subprocess.Popen([console_script(args[0]), *args[1:]], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    proc.stdout.close()
+    err = proc.stderr.read()
+    return proc.wait(timeout=600), err
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("args", [["lm_eval", "ls", "tasks"], ["lm-eval-ext", "data", "verify"]])
+def test_output_cut_by_its_reader_ends_quietly(args):
+    """`lm-eval ls tasks | head` ended in a BrokenPipeError traceback (trial 2)."""
+    returncode, err = _reader_gone(args)
+    assert returncode == 1  # as Python's docs advise for a closed pipe (exit 1, no message)
+    assert "Traceback" not in err and "Broken pipe" not in err and "BrokenPipe" not in err
+    assert run_cli(args).returncode == 0  # with its reader there, the same command succeeds
 
 
 # `lm_eval --model hf` with the hook installed: test_request_integrity (chat_template=off equals

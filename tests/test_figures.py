@@ -5,6 +5,8 @@ draws each condition's ranks."""
 
 from __future__ import annotations
 
+import warnings
+
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
@@ -236,4 +238,19 @@ def test_the_overlap_check_finds_overlapping_texts():
     ax.text(0.52, 0.5, "second label")
     ax.text(0.1, 0.1, "apart")
     assert overlapping_texts(fig) == [("first label", "second label")]
+    plt.close(fig)
+
+
+def test_subset_sizes_cut_to_one_item_count_draw_without_a_warning():
+    """Under --intersection two sizes can keep the same items: the x axis collapsed to one
+    point and matplotlib's singular-limits warning reached the console (trial 2)."""
+    summary = pd.DataFrame({"metric": "accuracy", "size_units": [10, 20],
+                            "size_items": [3, 3], "full_value": 0.5})
+    draws = pd.DataFrame({"metric": "accuracy", "size_units": [10, 10, 20, 20],
+                          "value": [0.4, 0.6, 0.5, 0.5]})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        fig = figures.subset_size(summary, draws, pd.DataFrame())
+    low, high = fig.axes[0].get_xlim()
+    assert (low, high) == (2.0, 4.0)  # the lone position +- 1 item
     plt.close(fig)

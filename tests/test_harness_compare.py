@@ -177,6 +177,13 @@ def test_readers_reject_foreign_and_truncated_outputs_naming_the_file(helm_run, 
                                 "HARNESS one of lm_eval, inspect, helm (e.g. inspect=logs/x.eval)")
     # followed: a whole HELM run folder (what helm-run writes), named as HARNESS=PATH
     assert len(read_harness_run(f"helm={helm_run}").items) == 100
+    # HARNESS:=PATH (an empty NAME) read as the harness's own name was "given twice" (trial 2)
+    with pytest.raises(AnalysisInputError) as error:
+        read_harness_run(f"helm:={helm_run}")
+    assert str(error.value) == (f"compare-harness: 'helm:={helm_run}': the NAME after helm: is "
+                                f"empty; write helm:NAME={helm_run} (e.g. helm:b={helm_run}), "
+                                f"or helm={helm_run} for the harness's own name")
+    assert read_harness_run(f"helm:b={helm_run}").name == "b"  # followed
 
 
 def test_compare_harness_of_one_run_is_told_to_give_two(helm_run, tmp_path, capsys):
@@ -187,6 +194,24 @@ def test_compare_harness_of_one_run_is_told_to_give_two(helm_run, tmp_path, caps
     assert main(["compare-harness", f"helm={helm_run}", f"helm:again={tmp_path / 'again'}",
                  "--out", str(tmp_path / "b"), "--bootstrap", "200"]) == 0  # followed
     assert capsys.readouterr().out.startswith("bbq accuracy: again - helm = +0.00 pp")
+
+
+def test_data_manifest_keeps_an_earlier_manifest_unless_told(helm_run, tmp_path, capsys):
+    """A second `data manifest` into one --out replaced the first silently (trial 2)."""
+    out = tmp_path / "m.csv"
+    assert main(["data", "manifest", f"helm={helm_run}", "--out", str(out)]) == 0
+    written = out.read_text()
+    assert written.splitlines()[0] == "category,example_id" and len(written.splitlines()) == 101
+    capsys.readouterr()
+    out.write_text("category,example_id\nAge,1\n")  # an earlier manifest of other items
+    assert main(["data", "manifest", f"helm={helm_run}", "--out", str(out)]) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"lm-eval-ext: error: --out {out} exists (an earlier manifest: a record of the items a "
+        "run evaluated); name another file, or pass --overwrite to replace it")
+    assert out.read_text() == "category,example_id\nAge,1\n"
+    assert main(["data", "manifest", f"helm={helm_run}", "--out", str(out),
+                 "--overwrite"]) == 0  # followed
+    assert out.read_text() == written
 
 
 @pytest.mark.slow

@@ -131,7 +131,8 @@ def subset_size(summary: pd.DataFrame, draws: pd.DataFrame, frozen: pd.DataFrame
         groups = [(d[d["size_units"] == u]["value"].dropna().to_numpy() - shift) * scale
                   for u in s["size_units"]]
         positions = s["size_items"].to_numpy(float)
-        width = 0.35 * np.min(np.diff(positions)) if len(positions) > 1 else 1.0
+        gaps = np.diff(np.unique(positions))  # sizes of one item count (a cut) share a box
+        width = 0.35 * gaps.min() if gaps.size else 1.0
         ax.boxplot(groups, positions=positions, widths=width, showfliers=False,
                    manage_ticks=False)
         f = frozen[frozen["metric"] == metric] if len(frozen) else frozen

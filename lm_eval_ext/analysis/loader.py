@@ -305,6 +305,9 @@ def split_run_argument(raw: str | Path) -> tuple[str | None, str]:
     name, sep, path = text.partition("=")
     if sep and _RUN_NAME.fullmatch(name) and Path(path).exists():
         return name, path
+    if sep and not name.strip() and Path(path).exists() and not Path(text).exists():
+        raise AnalysisInputError(f"{text}: the NAME before = is empty; write NAME={path} "
+                                 f"(e.g. base={path}), or the path alone")
     return None, text
 
 

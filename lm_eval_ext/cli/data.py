@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from lm_eval_ext.cli.options import output_file
+from lm_eval_ext.cli.options import output_file, refuse_replacing
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -27,6 +27,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     manifest.add_argument("run", metavar="HARNESS=PATH",
                           help="lm_eval=DIR, inspect=LOG or helm=RUN_DIR")
     manifest.add_argument("--out", required=True, type=output_file, help="CSV file to write")
+    manifest.add_argument("--overwrite", action="store_true",
+                          help="replace an existing --out file (kept otherwise)")
     manifest.set_defaults(func=run_manifest)
     instrument = data_sub.add_parser("instrument", help="rebuild the frozen BBQ instrument")
     instrument.add_argument("--write", action="store_true",
@@ -73,6 +75,8 @@ def run_manifest(args: argparse.Namespace) -> int:
     """Write the BBQ items of a harness run as a category,example_id CSV."""
     from lm_eval_ext.cross_harness.readers import read_harness_run, write_bbq_manifest
 
+    refuse_replacing("--out", args.out, args.overwrite,
+                     "an earlier manifest: a record of the items a run evaluated")
     n_rows = write_bbq_manifest(read_harness_run(args.run, "data manifest"), args.out)
     print(f"{args.out}: {n_rows} BBQ items of {args.run}", file=sys.stderr)
     return 0

@@ -40,6 +40,7 @@ from lm_eval_ext.cli import (
 from lm_eval_ext.cli.options import CommandParser
 from lm_eval_ext.errors import TRACEBACK_ENV, LmEvalExtError
 from lm_eval_ext.files import path_error
+from lm_eval_ext.plugin.lm_eval_cli import quiet_closed_stdout
 
 COMMANDS = (run, data, model, analyze, compare_harness, mde, recommend, sequential, campaign,
             judge, export_upstream)
@@ -102,6 +103,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except LmEvalExtError as exc:
         print(f"lm-eval-ext: error: {exc}", file=sys.stderr)
         return exc.exit_code
+    except BrokenPipeError:  # output piped into `head`: its reader left, as Unix commands end
+        quiet_closed_stdout()
+        return 1
     except (OSError, UnicodeDecodeError) as exc:  # a user's path that no reader named itself
         if args.func is run.run or os.environ.get(TRACEBACK_ENV):
             raise

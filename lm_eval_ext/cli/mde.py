@@ -11,6 +11,7 @@ from lm_eval_ext.cli.options import (
     positive_float,
     positive_int,
     probability,
+    refuse_replacing,
     share,
 )
 from lm_eval_ext.errors import LmEvalExtError
@@ -51,9 +52,9 @@ def run(args: argparse.Namespace) -> int:
                              "exist; create it or write the card elsewhere")
     if args.card and not Path(args.card).exists():  # before any work: a card that cannot be kept
         probe_writable(Path(args.card))
-    if args.card and Path(args.card).is_file() and not args.overwrite:
-        raise LmEvalExtError(f"--card {args.card} exists (an earlier card is a record of what "
-                             "was planned); name another file, or pass --overwrite to replace it")
+    if args.card:
+        refuse_replacing("--card", args.card, args.overwrite,
+                         "an earlier card is a record of what was planned")
     if args.runs and args.rho_d is not None:
         raise LmEvalExtError("mde: give --rho-d or --runs, not both (--runs estimates rho_d "
                              "from the two runs)")

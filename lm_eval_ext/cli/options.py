@@ -154,6 +154,13 @@ def output_file(text: str) -> Path:
     return path
 
 
+def refuse_replacing(option: str, path: str | Path, overwrite: bool, why: str) -> None:
+    """An existing file at ``path`` is kept unless ``--overwrite``: one line, ``why`` and the fix."""
+    if Path(path).is_file() and not overwrite:
+        raise LmEvalExtError(f"{option} {path} exists ({why}); name another file, or pass "
+                             "--overwrite to replace it")
+
+
 def add_resampling_options(parser: argparse.ArgumentParser) -> None:
     """``--bootstrap``, ``--seed``, ``--level`` and ``--overwrite`` (analyze, compare-harness)."""
     parser.add_argument("--bootstrap", type=RESAMPLES, default=10_000, help="resamples")

@@ -18,6 +18,7 @@ rows share keeps a placeholder key of the first, ``content_matches`` > 1, and is
 from __future__ import annotations
 
 import csv
+import io
 import json
 import re
 import zipfile
@@ -35,6 +36,7 @@ from lm_eval_ext.analysis.loader import load_runs
 from lm_eval_ext.data.bbq import row_of_item_key, rows_by_key
 from lm_eval_ext.data.sources import BBQ
 from lm_eval_ext.data.store import benchmark_dir
+from lm_eval_ext.files import write_text_atomic
 
 HARNESSES = ("lm_eval", "inspect", "helm")
 #: ``parse_method`` of answers that another harness extracted (inspect_evals' ``choice()``,
@@ -319,11 +321,12 @@ def bbq_manifest_rows(run: HarnessRun) -> list[tuple[str, int]]:
 def write_bbq_manifest(run: HarnessRun, out: str | Path) -> int:
     """Write the run's BBQ items as a ``category,example_id`` CSV; return the row count."""
     rows = bbq_manifest_rows(run)
+    text = io.StringIO(newline="")
+    writer = csv.writer(text)
+    writer.writerow(("category", "example_id"))
+    writer.writerows(rows)
     Path(out).parent.mkdir(parents=True, exist_ok=True)
-    with open(out, "w", encoding="utf-8", newline="") as handle:
-        writer = csv.writer(handle)
-        writer.writerow(("category", "example_id"))
-        writer.writerows(rows)
+    write_text_atomic(Path(out), text.getvalue())
     return len(rows)
 
 
@@ -350,4 +353,8 @@ def read_harness_run(entry: str, where: str = "compare-harness") -> HarnessRun:
     if not sep or harness not in READERS:
         raise AnalysisInputError(f"{where}: {entry!r}: write HARNESS=PATH with HARNESS "
                                  f"one of {', '.join(HARNESSES)} (e.g. inspect=logs/x.eval)")
+    if ":" in label and not name.strip():
+        raise AnalysisInputError(f"{where}: {entry!r}: the NAME after {harness}: is empty; "
+                                 f"write {harness}:NAME={path} (e.g. {harness}:b={path}), or "
+                                 f"{harness}={path} for the harness's own name")
     return READERS[harness](name or harness, path)

@@ -62,6 +62,18 @@ def one_line_error(error: BaseException) -> BaseException:
     return error
 
 
+def quiet_closed_stdout() -> None:
+    """Point standard output at /dev/null: its reader has gone (a pipe into ``head``).
+
+    Python would otherwise report the closed pipe again when it flushes at exit; a command
+    whose output was cut by its reader ends quietly, as other Unix commands do.
+    """
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+
+
 @wrap_once("sys", "excepthook")
 def install_one_line_errors(excepthook: Callable) -> Callable:
     """Our own errors in the stock ``lm_eval`` command: one line, not lm-eval's traceback.
@@ -71,6 +83,9 @@ def install_one_line_errors(excepthook: Callable) -> Callable:
     traceback. ``LM_EVAL_EXT_TRACEBACK=1`` shows ours in full too.
     """
     def one_line_excepthook(kind, value, traceback) -> None:
+        if isinstance(value, BrokenPipeError):  # `lm_eval ls tasks | head`: the reader left
+            quiet_closed_stdout()
+            return
         shown = None if os.environ.get(TRACEBACK_ENV) else one_line_error(value)
         if isinstance(shown, LmEvalExtError):
             sys.stderr.write(f"lm_eval: error: {shown}\n")

@@ -201,6 +201,7 @@ class HFMeteredBase(MeteredLM):
         """Precision, batch sizes, load time and scoring added to ``config.metering``."""
         return {
             "precision": self._precision,
+            "model_device": str(self.device),  # lm-eval's config.device is its CLI default
             "batch_size": self.batch_size_per_gpu,
             "batch_sizes_detected": list(getattr(self, "batch_sizes", {}).values())
             or list(self._probed_batch_sizes),
