@@ -19,6 +19,10 @@ from pathlib import Path
 from lm_eval_ext.errors import ConfigError, EnvironmentProblem, LmEvalExtError
 from lm_eval_ext.files import path_error, probe_writable, unexpanded_home
 
+#: lm-eval's rule, said as ours (its own message is a ValueError traceback in the stock command)
+SAMPLES_NEED_OUTPUT_PATH = ("--log_samples and --predict_only need --output_path (the folder "
+                            "for the samples), e.g. --output_path results")
+
 
 class PreflightError(LmEvalExtError):
     """A command-line value that would fail or mislead after the model has loaded."""
@@ -293,14 +297,22 @@ def _arguments(argv: Sequence[str]) -> argparse.Namespace:
     parser.add_argument("--gen_kwargs")
     parser.add_argument("--output_path", "-o")
     parser.add_argument("--log_samples", "-s", action="store_true")
+    parser.add_argument("--predict_only", "-x", action="store_true")
     parser.add_argument("--device")
     parser.add_argument("--config", "-C")
+    parser.add_argument("--include_path")
     return parser.parse_known_args(list(argv))[0]
 
 
 def check_command_line(argv: Sequence[str]) -> None:
     """Every check above on an lm-eval command line (``lm_eval [run] ...`` arguments)."""
     args = _arguments(argv)
+    if args.config is not None and not Path(args.config).is_file():
+        raise PreflightError(f"--config {args.config}: no such file; give the path of a YAML "
+                             "file of lm-eval's options")
+    if args.include_path is not None and not Path(args.include_path).exists():
+        raise PreflightError(f"--include_path {args.include_path}: no such folder (lm-eval "
+                             "would go on without its tasks); give the folder of your task YAMLs")
     if args.limit is not None and args.samples is not None:
         raise PreflightError("--limit and --samples exclude each other: --samples names the "
                              "items to run, --limit cuts each task; pass one")
@@ -321,8 +333,8 @@ def check_command_line(argv: Sequence[str]) -> None:
     if args.num_fewshot is not None:
         check_num_fewshot(args.num_fewshot)
         check_fewshot_pools(args.tasks or [], int(args.num_fewshot))
-    if args.log_samples and args.output_path is None:
-        raise PreflightError("--log_samples needs --output_path (the folder for the samples)")
+    if (args.log_samples or args.predict_only) and args.output_path is None:
+        raise PreflightError(SAMPLES_NEED_OUTPUT_PATH)
     if args.output_path is not None:
         check_output_path(args.output_path)
     if args.device is not None:

@@ -6,6 +6,7 @@ folder without its results file was told to pass an lm_eval output folder (it wa
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 from pathlib import Path
@@ -422,7 +423,9 @@ def test_recommend_on_a_folder_analyze_did_not_write_is_told_the_folder_to_pass(
         items = pilot / "items.csv"
         items.write_text(items.read_text().replace("\nint8,", "\nint4,").replace(",int8,m,",
                                                                                   ",int4,m,"))
-        (pilot / "tables.sha256").unlink()  # as from an analysis older than its checksums
+        (pilot / "tables.sha256").write_text("".join(  # a mixed folder, checksums remade
+            f"{hashlib.sha256((pilot / name).read_bytes()).hexdigest()}  {name}\n"
+            for name in ("runs.csv", "items.csv")))
     message = _recommend_error(given, capsys)
     assert message == "lm-eval-ext: error: recommend: " + {
         "run folder": f"{given} has no runs.csv; pass the folder that `lm-eval-ext analyze "

@@ -312,9 +312,16 @@ def test_a_judged_run_against_an_unjudged_one_says_what_to_judge(two_runs, rows)
     scores = judge_scores_path(results_path, "bbq_subset_25pct_loglik")
     scores.write_text("".join(json.dumps({"doc_id": i, "judge_bias_score": 0.5}) + "\n"
                               for i in range(len(rows))))
-    with pytest.raises(AnalysisInputError, match=r"judge_bias_score is in some runs but not in "
-                                                 r"synthetic-model@bf16/bs1/25pct: judge every"):
+    with pytest.raises(AnalysisInputError) as error:
         analyze(ref, [run], **FAST)
+    # a log-likelihood reference cannot be judged: "judge every run" failed when followed
+    assert str(error.value) == (
+        "judge_bias_score is in some runs but not in synthetic-model@bf16/bs1/25pct: "
+        "synthetic-model@bf16/bs1/25pct scored by log-likelihood, which generates no reasoning "
+        "to judge; compare judged runs with a generative reference of their items (lm_eval ... "
+        "--log_samples, then `lm-eval-ext judge RUN_DIR`)")
+    scores.unlink()
+    analyze(ref, [run], **FAST)  # followed as far as synthetic runs go: unjudged runs compare
 
 
 def test_a_delta_over_few_units_carries_a_caution(rows, tmp_path):

@@ -360,7 +360,7 @@ def test_a_device_or_shot_count_lm_eval_would_misuse_is_refused_before_the_load(
     check_command_line([*base, "--device", "cpu", "--num_fewshot", "5"])  # the advice, followed
 
 
-def test_a_run_without_tasks_is_one_line_and_a_config_file_may_name_them():
+def test_a_run_without_tasks_is_one_line_and_a_config_file_may_name_them(tmp_path):
     from lm_eval_ext.command_preflight import PreflightError, check_command_line
 
     with pytest.raises(PreflightError) as err:
@@ -368,7 +368,24 @@ def test_a_run_without_tasks_is_one_line_and_a_config_file_may_name_them():
     assert str(err.value) == ("--tasks is missing: name the tasks to run (e.g. --tasks "
                               "bbq_subset_25pct; `lm-eval ls tasks` lists them)")
     check_command_line(["--model", "hf-metered", "--tasks", "bbq_subset_25pct"])  # followed
-    check_command_line(["--config", "run.yaml", "--model", "hf-metered"])  # tasks in the file
+    config = tmp_path / "run.yaml"
+    config.write_text("tasks: bbq_subset_25pct\n")
+    check_command_line(["--config", str(config), "--model", "hf-metered"])  # tasks in the file
+    # a missing --config was a FileNotFoundError traceback; a missing --include_path was
+    # passed over by lm-eval without a word (trial 3)
+    with pytest.raises(PreflightError) as err:
+        check_command_line(["--config", str(tmp_path / "nope.yaml"), "--model", "hf-metered"])
+    assert str(err.value) == (f"--config {tmp_path / 'nope.yaml'}: no such file; give the path "
+                              "of a YAML file of lm-eval's options")
+    with pytest.raises(PreflightError) as err:
+        check_command_line(["--include_path", str(tmp_path / "nope"), "--model", "hf-metered",
+                            "--tasks", "bbq_subset_25pct"])
+    assert str(err.value) == (f"--include_path {tmp_path / 'nope'}: no such folder (lm-eval "
+                              "would go on without its tasks); give the folder of your task YAMLs")
+    check_command_line(["--include_path", str(tmp_path), "--model", "hf-metered", "--tasks",
+                        "bbq_subset_25pct"])  # followed
+    with pytest.raises(PreflightError, match="--log_samples and --predict_only need"):
+        check_command_line(["--model", "hf-metered", "--tasks", "bbq_subset_25pct", "-x"])
 
 
 def test_each_few_shot_pool_is_the_one_its_task_builds(data_dir):

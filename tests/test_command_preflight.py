@@ -225,7 +225,8 @@ def test_log_samples_without_an_output_path_is_one_line():
     with pytest.raises(PreflightError) as caught:
         check_command_line(["--model", "hf-metered", "--tasks", "bbq_subset_25pct_loglik",
                             "--log_samples"])
-    assert str(caught.value) == "--log_samples needs --output_path (the folder for the samples)"
+    assert str(caught.value) == ("--log_samples and --predict_only need --output_path (the "
+                                 "folder for the samples), e.g. --output_path results")
 
 
 def test_a_loglik_name_of_a_generative_only_task_points_to_the_task():

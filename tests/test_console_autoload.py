@@ -86,7 +86,8 @@ def test_lm_eval_skips_its_own_task_index_only_for_our_tasks_alone(argv0, tasks,
 _WRAPPED = """
 import json, sys
 sys.argv = ["lm_eval", "validate", "--tasks", "bbq_subset_25pct"]  # the stock command's installs too
-import lm_eval.evaluator, lm_eval.loggers.evaluation_tracker, lm_eval.models, lm_eval.tasks
+import lm_eval._cli, lm_eval.evaluator, lm_eval.loggers.evaluation_tracker, lm_eval.models
+import lm_eval.tasks
 import lm_eval.models.vllm_causallms  # the stand-in vLLM on the path
 from lm_eval_ext.plugin.wrapping import MARK
 
@@ -183,6 +184,40 @@ def _reader_gone(args: list[str]) -> tuple[int, str]:
     proc.stdout.close()
     err = proc.stderr.read()
     return proc.wait(timeout=600), err
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("command", [["lm_eval"], ["lm-eval-ext", "run"]])
+def test_ctrl_c_during_a_run_is_one_line_and_leaves_no_folder(command, tmp_path):
+    """Ctrl-C printed a 178-line KeyboardInterrupt traceback (trial 3)."""
+    import signal
+    import time
+
+    out = tmp_path / "out"
+    proc = subprocess.Popen([console_script(command[0]), *command[1:], "--model", "hf-metered",
+                             "--model_args", "idle_seconds=0", "--tasks",
+                             "bbq_subset_25pct_loglik", "--limit", "200", "--output_path",
+                             str(out)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            text=True)
+    time.sleep(15)  # the model is loaded and scoring
+    proc.send_signal(signal.SIGINT)
+    err = proc.communicate(timeout=120)[1]
+    assert "Traceback" not in err, err[-2000:]
+    name = "lm_eval" if command == ["lm_eval"] else "lm-eval-ext run"
+    assert (f"{name}: interrupted (Ctrl-C): nothing was saved half-written; run the command "
+            "again (a campaign resumes from its finished cells)") in err
+    assert not out.exists()
+
+
+@pytest.mark.slow
+def test_lm_evals_own_samples_rule_is_one_line(tmp_path):
+    """`lm_eval ... --log_samples` without --output_path: lm-eval's ValueError traceback."""
+    proc = run_cli(["lm_eval", "--model", "hf-metered", "--tasks", "bbq_subset_25pct",
+                    "--log_samples"], cwd=tmp_path)
+    assert "Traceback" not in proc.stderr
+    assert proc.stderr.strip().splitlines()[-1] == (
+        "lm_eval: error: --log_samples and --predict_only need --output_path (the folder for "
+        "the samples), e.g. --output_path results")
 
 
 @pytest.mark.slow

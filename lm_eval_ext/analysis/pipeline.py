@@ -94,11 +94,22 @@ def check_settings(*, n_resamples: int, mc_draws: int, seed: int, level: float) 
         raise AnalysisInputError(f"--seed {seed} is negative; use a seed >= 0")
 
 
-def _check_judged_alike(specs: Sequence[Any], items: dict[str, pd.DataFrame]) -> None:
-    """A judge metric needs judge scores in every run (a paired delta against nothing is not one)."""
+def _check_judged_alike(specs: Sequence[Any], items: dict[str, pd.DataFrame],
+                        loglik: set[str]) -> None:
+    """A judge metric needs judge scores in every run (a paired delta against nothing is not one).
+
+    ``loglik``: the runs scored by log-likelihood, which generate no reasoning to judge.
+    """
     for spec in specs:
         column = spec.valid_column
         missing = [run for run, frame in items.items() if column and column not in frame]
+        unjudgeable = [run for run in missing if run in loglik]
+        if unjudgeable:
+            raise AnalysisInputError(
+                f"{column} is in some runs but not in {', '.join(missing)}: "
+                f"{', '.join(unjudgeable)} scored by log-likelihood, which generates no "
+                "reasoning to judge; compare judged runs with a generative reference of their "
+                "items (lm_eval ... --log_samples, then `lm-eval-ext judge RUN_DIR`)")
         if missing:
             raise AnalysisInputError(
                 f"{column} is in some runs but not in {', '.join(missing)}: judge every run "
@@ -160,7 +171,8 @@ def analyze(reference: str | Path, runs: Sequence[str | Path], *,
     ref_items = aligned_items(ref_run, alignment)
     run_items = {r.run_id: aligned_items(r, alignment) for r in other}
     specs = paired_metrics([ref_items, *run_items.values()])
-    _check_judged_alike(specs, {ref_run.run_id: ref_items, **run_items})
+    _check_judged_alike(specs, {ref_run.run_id: ref_items, **run_items},
+                        {r.run_id for r in [ref_run, *other] if r.info["scoring_path"] == "loglik"})
     design = ClusterDesign.build(ref_items[column], n_resamples, rng)
     groups = list(subgroup_masks(ref_items))
     masks = np.column_stack([mask for _, _, mask in groups])

@@ -227,6 +227,9 @@ def check_unknown_args(model: str, cls: type, given: Iterable[str],
     """Every key must be ``own``, a keyword of some ``__init__`` of ``cls`` or a pass-through."""
     valid = init_params(cls) | set(own) | set(PASSTHROUGH_ARGS)
     unknown = sorted(set(given) - valid)
+    if "" in unknown:  # `--model_args '='` or a stray comma-equals: a key with no name
+        raise ConfigError(f"{model}: a model arg has an empty name (e.g. '=' or ',=x'); write "
+                          "KEY=VALUE pairs, e.g. --model_args precision=bf16,idle_seconds=0")
     settings = [u for u in unknown if u in TASK_SETTING_KEYS]
     if settings:
         raise ConfigError(f"{model}: {settings[0]} is a task setting, not a model arg: pass "

@@ -80,25 +80,43 @@ def check_task_names(tasks: Iterable[str], include_path: str | None = None) -> N
 def check_cells(cells: Sequence[Cell], devices: bool = False) -> None:
     """Model args, batch sizes, task settings and task names of a campaign's cells, once each.
 
-    ``devices``: also each cell's ``device`` against this machine (before cells run here; a
-    dry run may plan for another machine).
+    ``devices``: each cell's ``device`` against this machine (before cells run here); without
+    it (a dry run, which may plan for another machine) a CUDA or mps device passes, and only
+    one no machine runs (``xpu``, a misspelling) is refused.
     """
-    from lm_eval_ext.command_preflight import NoCudaHere, PreflightError, check_device
+    from lm_eval_ext.command_preflight import (
+        NoCudaHere,
+        PreflightError,
+        check_device,
+        check_fewshot_pools,
+        check_num_fewshot,
+    )
 
     seen: set[tuple[str, str]] = set()
-    for cell in cells if devices else ():
+    for cell in cells:
         device = cell.options.get("device")
         if isinstance(device, str):
             try:
                 check_device(device, "device:")
             except NoCudaHere:
+                if not devices:  # a dry run may plan for a machine with a GPU
+                    continue
                 fix = "set device: cpu, or run the campaign on a machine with a GPU"
             except PreflightError as exc:
+                if not devices and device.partition(":")[0] == "mps":  # or for a Mac
+                    continue
                 fix = str(exc)
             else:
                 continue
             raise ConfigError(f"cell {cell.cell_id}: device: {device} cannot run here: {fix}")
     for cell in cells:
+        shots = cell.options.get("num_fewshot")
+        if shots is not None:  # lm-eval asserts on a pool too small, after the model loads
+            try:
+                check_num_fewshot(shots, "num_fewshot:")
+                check_fewshot_pools([cell.task], int(shots), "num_fewshot:")
+            except PreflightError as exc:
+                raise ConfigError(f"cell {cell.cell_id}: {exc}") from None
         batch_size = cell.options.get("batch_size", 1)
         if (cell.model_args, str(batch_size)) not in seen:
             seen.add((cell.model_args, str(batch_size)))

@@ -74,7 +74,7 @@ def plan_looks(looks: Sequence[str]) -> tuple[list[list[tuple[str, int]]], tuple
     """Each look's new items and its information fraction (units so far / units at the end).
 
     Raises:
-        ConfigError: The sets are not nested (each must contain the one before).
+        ConfigError: The sets are not nested (each must contain the one before and add items).
     """
     cumulative = [_look_keys(look) for look in looks]
     increments, seen = [], set()
@@ -85,6 +85,11 @@ def plan_looks(looks: Sequence[str]) -> tuple[list[list[tuple[str, int]]], tuple
         increments.append([k for k in keys if k not in seen])
         seen |= set(keys)
     units = [len(_units(keys)) for keys in cumulative]
+    for name, before, now in zip(looks[1:], units, units[1:], strict=False):
+        if now <= before:  # the information fraction must grow at every look
+            raise ConfigError(f"sequential: look {name} adds no natural units (BBQ contexts) to "
+                              "the look before (e.g. the same set twice); give each look once, "
+                              "each with more units than the one before")
     return increments, tuple(u / units[-1] for u in units)
 
 

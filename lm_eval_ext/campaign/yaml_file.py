@@ -35,6 +35,10 @@ class _UniqueKeyLoader(yaml.SafeLoader):
 def read_yaml(path: str | Path, what: str = "campaign") -> Any:
     """A campaign or grid file's content, with errors that name the file."""
     path = Path(path)
+    if path.is_dir():
+        yamls = sorted(p.name for p in path.glob("*.y*ml"))[:3]
+        raise ConfigError(f"{what} file {path} is a folder; pass the YAML file in it"
+                          + (f" (it holds {', '.join(yamls)})" if yamls else ""))
     if not path.is_file():
         raise ConfigError(f"{what} file {path} does not exist")
     try:

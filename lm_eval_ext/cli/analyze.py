@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from lm_eval_ext.cli.options import (
     DRAWS,
+    GivenOnce,
     add_resampling_options,
     folder,
     positive_float,
@@ -22,15 +23,16 @@ if TYPE_CHECKING:
 def add_parser(sub: argparse._SubParsersAction) -> None:
     """Register ``analyze`` (``--compare-harness`` kept, deprecated)."""
     analyze = sub.add_parser("analyze", help="did the conclusion change? (paired analysis)")
-    analyze.add_argument("--reference", help="lm-eval output of the reference run")
-    analyze.add_argument("--runs", nargs="+",
+    analyze.add_argument("--reference", action=GivenOnce, help="lm-eval output of the reference run")
+    analyze.add_argument("--runs", nargs="+", action="extend",
                          help="lm-eval outputs to compare (NAME=PATH names a run)")
     analyze.add_argument("--out", required=True, type=folder, help="folder for report, CSVs and figures")
-    analyze.add_argument("--label", nargs="+", metavar="LABEL",
+    analyze.add_argument("--label", nargs="+", action="extend", metavar="LABEL",
                          help="labels of the reference and the runs, in order (default: "
                               "NAME=PATH names, else model@precision/bsN/subset)")
-    analyze.add_argument("--grid", nargs="*", help="runs of models x configurations (rank flips)")
-    analyze.add_argument("--core", nargs="*", metavar="FACTOR=LEVELS",
+    analyze.add_argument("--grid", nargs="*", action="extend",
+                         help="runs of models x configurations (rank flips)")
+    analyze.add_argument("--core", nargs="*", action="extend", metavar="FACTOR=LEVELS",
                          help="core sub-envelope of the grid, e.g. template_tier=minimal,detailed")
     analyze.add_argument("--intersection", action="store_true",
                          help="compare the items all runs share (size is reported)")

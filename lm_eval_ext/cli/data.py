@@ -10,7 +10,7 @@ from lm_eval_ext.cli.options import output_file, refuse_replacing
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     """Register ``data`` and its subcommands."""
-    data = sub.add_parser("data", help="benchmark data: verify, fingerprint, instrument")
+    data = sub.add_parser("data", help="benchmark data: verify, fingerprint, manifest, instrument")
     data_sub = data.add_subparsers(dest="data_command", required=True)
     verify = data_sub.add_parser("verify", help="verify (or download) the pinned files")
     verify.add_argument("benchmarks", nargs="*", help="benchmark folders (default: all)")
@@ -60,11 +60,11 @@ def run_fingerprint(args: argparse.Namespace) -> int:
     from lm_eval_ext.plugin.task_folders import check_task_names_free
     from lm_eval_ext.tasks.bbq.registered import check_task_name, register_manifest_task
 
-    if args.register:
+    if args.register is not None:  # '' too: it registered nothing, silently
         check_task_name(args.register)
     rows = load_manifest_rows(args.manifest)
     print(sample_fingerprint(rows))
-    if args.register:
+    if args.register is not None:
         check_task_names_free((args.register, f"{args.register}_loglik"))
         for path in register_manifest_task(args.manifest, args.register, replace=args.replace):
             print(f"registered {path.stem} ({len(rows)} rows): {path}", file=sys.stderr)

@@ -27,8 +27,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Judge and print one line per task."""
+    from lm_eval_ext.command_preflight import check_device
     from lm_eval_ext.judge.run import judge_run
 
+    if args.device is not None:  # lm-eval ran an unknown device on the CPU, or failed on it
+        check_device(args.device)
     summaries = judge_run(args.run_dir, model=args.judge_model, model_args=args.judge_model_args,
                           batch_size=args.batch_size, device=args.device,
                           max_gen_toks=args.max_gen_toks, limit=args.limit,

@@ -40,7 +40,7 @@ from lm_eval_ext.cli import (
 from lm_eval_ext.cli.options import CommandParser
 from lm_eval_ext.errors import TRACEBACK_ENV, LmEvalExtError
 from lm_eval_ext.files import path_error
-from lm_eval_ext.plugin.lm_eval_cli import quiet_closed_stdout
+from lm_eval_ext.plugin.lm_eval_cli import INTERRUPTED, quiet_closed_stdout
 
 COMMANDS = (run, data, model, analyze, compare_harness, mde, recommend, sequential, campaign,
             judge, export_upstream)
@@ -106,6 +106,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:  # output piped into `head`: its reader left, as Unix commands end
         quiet_closed_stdout()
         return 1
+    except KeyboardInterrupt:  # Ctrl-C: results are written whole or not at all
+        if os.environ.get(TRACEBACK_ENV):
+            raise
+        print(f"\nlm-eval-ext {argv[0]}: {INTERRUPTED}", file=sys.stderr)
+        return 130
     except (OSError, UnicodeDecodeError) as exc:  # a user's path that no reader named itself
         if args.func is run.run or os.environ.get(TRACEBACK_ENV):
             raise

@@ -130,7 +130,10 @@ def check_power_above_alpha(command: str, power: float, alpha: float, given: str
 
 
 def _expanded(text: str) -> Path:
-    """A path as typed; a ``~`` the shell did not expand (the path was quoted) is refused."""
+    """A path as typed; an empty one, or a ``~`` the shell did not expand, is refused."""
+    if not text.strip():  # Path('') is the current folder: files would land there unasked
+        raise argparse.ArgumentTypeError("the path is empty; give a folder or file name "
+                                         "(e.g. out)")
     if (meant := unexpanded_home(text)) is not None:
         raise argparse.ArgumentTypeError(
             f"{text}: the ~ was not expanded (the path was quoted), so a folder named "
@@ -152,6 +155,16 @@ def output_file(text: str) -> Path:
     if path.is_dir():
         raise argparse.ArgumentTypeError(f"{text} is a folder; name the file to write")
     return path
+
+
+class GivenOnce(argparse.Action):
+    """An option given at most once: a second value is an error, not a silent replacement."""
+
+    def __call__(self, parser, namespace, values, option_string=None):  # noqa: D102
+        if getattr(namespace, self.dest) is not None:
+            parser.error(f"{option_string} is given twice ({getattr(namespace, self.dest)} and "
+                         f"{values}); give it once")
+        setattr(namespace, self.dest, values)
 
 
 def refuse_replacing(option: str, path: str | Path, overwrite: bool, why: str) -> None:

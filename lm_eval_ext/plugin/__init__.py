@@ -36,8 +36,9 @@ Each write, where it is made, and the upstream change that would retire it:
 7. A filter on the ``lm_eval.api.task`` logger (:func:`.upstream_noise.drop_metadata_hint`;
    public ``logging``): the ``--metadata`` hint of ``api/task.py:862``, printed for every
    ``custom_dataset`` task. Retired when the hint is shown only for a function taking kwargs.
-8. ``sys.excepthook`` in the stock ``lm_eval`` command
-   (:func:`.lm_eval_cli.install_one_line_errors`): our usage errors as one line. Retired
+8. ``sys.excepthook`` in the stock ``lm_eval`` command, from the import of its CLI package
+   (:func:`.lm_eval_cli.install_one_line_errors`): our usage errors and lm-eval's
+   ``--log_samples`` rule as one line; a closed output pipe quiet, Ctrl-C one line. Retired
    when lm-eval's CLI reports a plug-in's usage errors (a ``ValueError``) without a traceback.
 9. ``sys.argv`` before ``lm_eval.__main__.cli_evaluate()`` (:mod:`.lm_eval_cli`), which parses
    ``sys.argv[1:]``. Retired when ``cli_evaluate`` takes an argument list.

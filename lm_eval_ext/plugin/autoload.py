@@ -24,8 +24,8 @@ DISABLE_ENV = "LM_EVAL_EXT_DISABLE"
 #: every install the hook makes, in order: (the lm-eval module whose import runs it, the
 #: install: ``module:function`` of ``lm_eval_ext.plugin``, no arguments, idempotent)
 INSTALLS: tuple[tuple[str, str], ...] = (
+    ("lm_eval._cli", "lm_eval_cli:install_one_line_errors"),
     ("lm_eval.models", "registration:register_models"),
-    ("lm_eval.models", "lm_eval_cli:install_one_line_errors"),
     ("lm_eval.tasks.manager", "task_folders:add_task_folders"),
     ("lm_eval.tasks.manager", "upstream_noise:drop_metadata_hint"),
     ("lm_eval.tasks.manager", "lm_eval_cli:check_stock_command_line"),

@@ -52,6 +52,10 @@ def one_line_error(error: BaseException) -> BaseException:
             f"a task's data file could not be fetched ({text.split('Unable to find ')[-1]}): "
             "the web cannot be reached from here; a task from `lm-eval-ext export-upstream` "
             "reads local files when exported with --local-data")
+    if isinstance(error, ValueError) and text.startswith("Specify --output_path if "):
+        from lm_eval_ext.command_preflight import SAMPLES_NEED_OUTPUT_PATH, PreflightError
+
+        return PreflightError(SAMPLES_NEED_OUTPUT_PATH)
     if isinstance(error, ValueError) and text.startswith("Tasks not found: "):
         from lm_eval_ext.command_preflight import PreflightError, unknown_task_message
         from lm_eval_ext.plugin.task_folders import COMMAND_LINE, full_task_index
@@ -60,6 +64,11 @@ def one_line_error(error: BaseException) -> BaseException:
             text.removeprefix("Tasks not found: "),
             list(full_task_index(COMMAND_LINE.include_path))))
     return error
+
+
+#: the line for Ctrl-C (lm-eval saves its results at the end; ours are written whole or not at all)
+INTERRUPTED = ("interrupted (Ctrl-C): nothing was saved half-written; run the command again "
+               "(a campaign resumes from its finished cells)")
 
 
 def quiet_closed_stdout() -> None:
@@ -85,6 +94,9 @@ def install_one_line_errors(excepthook: Callable) -> Callable:
     def one_line_excepthook(kind, value, traceback) -> None:
         if isinstance(value, BrokenPipeError):  # `lm_eval ls tasks | head`: the reader left
             quiet_closed_stdout()
+            return
+        if isinstance(value, KeyboardInterrupt) and not os.environ.get(TRACEBACK_ENV):
+            sys.stderr.write(f"\nlm_eval: {INTERRUPTED}\n")
             return
         shown = None if os.environ.get(TRACEBACK_ENV) else one_line_error(value)
         if isinstance(shown, LmEvalExtError):

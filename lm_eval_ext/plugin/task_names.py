@@ -19,7 +19,12 @@ _DECLARED = re.compile(r"^\s*-?\s*(?:task|group|tag)\s*:\s*([A-Za-z0-9_.\-]+)\s*
 
 
 def _is_pattern_or_path(name: str) -> bool:
-    return any(c in name for c in "*?[") or name.endswith(".yaml") or Path(name).exists()
+    if any(c in name for c in "*?[") or name.endswith(".yaml"):
+        return True
+    try:
+        return Path(name).exists()
+    except OSError:  # a name over the file system's limits is no path (and no task either)
+        return False
 
 
 @functools.cache

@@ -49,6 +49,10 @@ def check_task_name(task: str) -> None:
         )
     if not task.startswith("bbq_"):
         raise ConfigError(f"task name {task!r} must start with 'bbq_' (e.g. bbq_{task})")
+    if task.endswith("_loglik"):  # NAME_loglik is registered beside NAME
+        raise ConfigError(f"task name {task!r} ends in _loglik, which names the log-likelihood "
+                          f"task registered beside NAME; give {task.removesuffix('_loglik')!r} "
+                          f"(it registers {task.removesuffix('_loglik')} and {task})")
 
 
 def _registered_items(folder: Path, task: str) -> list[tuple[str, str]] | None:
