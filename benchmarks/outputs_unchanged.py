@@ -48,7 +48,11 @@ MEASURED_COLUMNS = {"inference_seconds", "energy_joules", "idle_share", "forward
                     "energy_flags", "total_evaluation_seconds", "results_path", "energy_ratio",
                     "runtime_ratio", "energy_saving_pct", "runtime_saving_pct", "joules_per_item",
                     "results_sha256", "inference_seconds_se", "runtime_ratio_ci_low",
-                    "runtime_ratio_ci_high"}
+                    "runtime_ratio_ci_high", "energy_joules_se", "energy_joules_idle_corrected",
+                    "energy_joules_idle_corrected_se", "energy_ratio_ci_low",
+                    "energy_ratio_ci_high", "energy_ratio_idle_corrected",
+                    "energy_ratio_idle_corrected_ci_low", "energy_ratio_idle_corrected_ci_high",
+                    "joules_per_item_ci_low", "joules_per_item_ci_high"}
 
 
 def run(out: Path) -> None:
@@ -156,8 +160,11 @@ def compare(old: Path, new: Path) -> dict[str, Any]:
             [{k: v for k, v in row.items() if k not in MEASURED_COLUMNS}
              for row in csv.DictReader(path.open())] for path in (old / "analysis" / name, new_path))
         if a_rows != b_rows:
+            columns = sorted({k for x, y in zip(a_rows, b_rows, strict=False)
+                              for k in set(x) | set(y) if x.get(k) != y.get(k)})
             csv_problems.append(f"{name}: {sum(x != y for x, y in zip(a_rows, b_rows, strict=False))} rows "
-                                f"differ ({len(a_rows)} vs {len(b_rows)} rows)")
+                                f"differ ({len(a_rows)} vs {len(b_rows)} rows) in "
+                                f"{', '.join(columns) or 'their count'}")
     report["analysis"] = {"csvs_compared": csvs, "differences": csv_problems}
     report["identical"] = not csv_problems and all(
         not report[name]["differences"] for name in RUNS)
