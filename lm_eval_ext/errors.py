@@ -10,6 +10,22 @@ from contextlib import contextmanager
 #: set to 1 to see the full traceback of an error that is otherwise printed as one line
 TRACEBACK_ENV = "LM_EVAL_EXT_TRACEBACK"
 
+#: the line for Ctrl-C (lm-eval saves its results at the end; ours are written whole or not at all)
+INTERRUPTED = ("interrupted (Ctrl-C): nothing was saved half-written; run the command again "
+               "(a campaign resumes from its finished cells)")
+
+
+def quiet_closed_stdout() -> None:
+    """Point standard output at /dev/null: its reader has gone (a pipe into ``head``).
+
+    Python would otherwise report the closed pipe again when it flushes at exit; a command
+    whose output was cut by its reader ends quietly, as other Unix commands do.
+    """
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+
 
 class LmEvalExtError(Exception):
     """Base class for lm-eval-ext errors: a usage error (exit code 2) unless said otherwise."""

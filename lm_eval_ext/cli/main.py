@@ -38,9 +38,8 @@ from lm_eval_ext.cli import (
     sequential,
 )
 from lm_eval_ext.cli.options import CommandParser
-from lm_eval_ext.errors import TRACEBACK_ENV, LmEvalExtError
+from lm_eval_ext.errors import INTERRUPTED, TRACEBACK_ENV, LmEvalExtError, quiet_closed_stdout
 from lm_eval_ext.files import path_error
-from lm_eval_ext.plugin.lm_eval_cli import INTERRUPTED, quiet_closed_stdout
 
 COMMANDS = (run, data, model, analyze, compare_harness, mde, recommend, sequential, campaign,
             judge, export_upstream)

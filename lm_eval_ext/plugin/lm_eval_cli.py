@@ -13,10 +13,12 @@ import sys
 from collections.abc import Callable, Sequence
 
 from lm_eval_ext.errors import (
+    INTERRUPTED,
     TRACEBACK_ENV,
     EnvironmentProblem,
     LmEvalExtError,
     ending_lm_eval_command,
+    quiet_closed_stdout,
     stock_lm_eval_command,
 )
 from lm_eval_ext.plugin.wrapping import wrap_once
@@ -64,23 +66,6 @@ def one_line_error(error: BaseException) -> BaseException:
             text.removeprefix("Tasks not found: "),
             list(full_task_index(COMMAND_LINE.include_path))))
     return error
-
-
-#: the line for Ctrl-C (lm-eval saves its results at the end; ours are written whole or not at all)
-INTERRUPTED = ("interrupted (Ctrl-C): nothing was saved half-written; run the command again "
-               "(a campaign resumes from its finished cells)")
-
-
-def quiet_closed_stdout() -> None:
-    """Point standard output at /dev/null: its reader has gone (a pipe into ``head``).
-
-    Python would otherwise report the closed pipe again when it flushes at exit; a command
-    whose output was cut by its reader ends quietly, as other Unix commands do.
-    """
-    try:
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-    except (OSError, ValueError):
-        pass
 
 
 @wrap_once("sys", "excepthook")
