@@ -285,6 +285,38 @@ def check_task_list(values: Sequence[str], where: str = "--tasks") -> None:
                              f"splits only at commas); write {where} {fixed}")
 
 
+def check_config_file(value: str, where: str = "--config") -> None:
+    """lm-eval's ``--config``: a YAML file holding a mapping of its options."""
+    import yaml
+
+    path = Path(value)
+    fix = "give the path of a YAML file of lm-eval's options (e.g. model: hf-metered)"
+    if path.is_dir():
+        raise PreflightError(f"{where} {value} is a folder; {fix}")
+    if not path.is_file():
+        raise PreflightError(f"{where} {value}: no such file; {fix}")
+    try:
+        options = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise path_error(path, exc, "read", not_text="save it as UTF-8") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        raise PreflightError(f"{where} {value} is not valid YAML{at}: "
+                             f"{getattr(exc, 'problem', None) or type(exc).__name__}") from None
+    if not isinstance(options, dict):
+        held = "nothing" if options is None else f"a {type(options).__name__}"
+        raise PreflightError(f"{where} {value} holds {held}, not a mapping of lm-eval's "
+                             f"options; {fix}")
+
+
+def check_config_of(argv: Sequence[str]) -> None:
+    """The ``--config`` file of an lm-eval command line, if it names one."""
+    config = _arguments(argv).config
+    if config is not None:
+        check_config_file(config)
+
+
 def _arguments(argv: Sequence[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
     parser.add_argument("--tasks", "-t", nargs="+")
@@ -307,9 +339,7 @@ def _arguments(argv: Sequence[str]) -> argparse.Namespace:
 def check_command_line(argv: Sequence[str]) -> None:
     """Every check above on an lm-eval command line (``lm_eval [run] ...`` arguments)."""
     args = _arguments(argv)
-    if args.config is not None and not Path(args.config).is_file():
-        raise PreflightError(f"--config {args.config}: no such file; give the path of a YAML "
-                             "file of lm-eval's options")
+    check_config_of(argv)
     if args.include_path is not None and not Path(args.include_path).exists():
         raise PreflightError(f"--include_path {args.include_path}: no such folder (lm-eval "
                              "would go on without its tasks); give the folder of your task YAMLs")

@@ -376,7 +376,7 @@ def test_a_run_without_tasks_is_one_line_and_a_config_file_may_name_them(tmp_pat
     with pytest.raises(PreflightError) as err:
         check_command_line(["--config", str(tmp_path / "nope.yaml"), "--model", "hf-metered"])
     assert str(err.value) == (f"--config {tmp_path / 'nope.yaml'}: no such file; give the path "
-                              "of a YAML file of lm-eval's options")
+                              "of a YAML file of lm-eval's options (e.g. model: hf-metered)")
     with pytest.raises(PreflightError) as err:
         check_command_line(["--include_path", str(tmp_path / "nope"), "--model", "hf-metered",
                             "--tasks", "bbq_subset_25pct"])

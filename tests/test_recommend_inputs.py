@@ -153,9 +153,9 @@ def test_tables_without_their_checksums_are_refused(pilot, capsys, tmp_path):
     shutil.copytree(pilot, edited)
     (edited / "tables.sha256").unlink()
     line = _refused([str(edited), "--claim", "accuracy=5"], capsys, tmp_path / "card")
-    assert line == (f"lm-eval-ext: error: recommend: {edited / 'tables.sha256'} does not list "
-                    "runs.csv (the SHA-256 `analyze` writes beside its tables), so an edit of it "
-                    "could not be told: the file was removed or the analysis is older; "
+    assert line == (f"lm-eval-ext: error: recommend: {edited / 'tables.sha256'} is missing "
+                    "(the SHA-256 `analyze` writes beside its tables), so an edit of the table "
+                    "could not be told; "
                     "`lm-eval-ext analyze` wrote it: rerun `lm-eval-ext analyze` with the "
                     f"pilot's --reference and --runs and --out {edited} --overwrite")
     assert cli_main.main(["recommend", str(pilot), "--claim", "accuracy=5", "--bootstrap",

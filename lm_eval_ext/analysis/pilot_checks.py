@@ -30,6 +30,10 @@ DESIGN_COLUMNS = {"tasks": "task", "scoring_path": "scoring path",
 
 def check_complete(folder: Path) -> None:
     """``folder`` is a finished ``analyze --out`` folder (every file, report.md last)."""
+    if folder.is_file():
+        raise AnalysisInputError(f"recommend: {folder} is a file; pass the folder that holds it "
+                                 f"({folder.parent}), the folder `lm-eval-ext analyze --out` "
+                                 "wrote for the pilot")
     if not folder.is_dir():
         raise AnalysisInputError(f"recommend: pilot folder {folder} not found; pass the folder "
                                  "that `lm-eval-ext analyze --out` wrote for the pilot")
@@ -134,10 +138,10 @@ def read_table(folder: Path, name: str) -> pd.DataFrame:
         raise AnalysisInputError(f"recommend: {path} {problem}; {fix}")
     recorded = _recorded_checksums(folder).get(name)
     if recorded is None:  # a certificate rests on the tables analyze wrote, unedited
-        raise AnalysisInputError(f"recommend: {folder / CHECKSUMS} does not list {name} (the "
-                                 "SHA-256 `analyze` writes beside its tables), so an edit of it "
-                                 f"could not be told: the file was removed or the analysis is "
-                                 f"older; {fix}")
+        where = (f"{folder / CHECKSUMS} does not list {name}" if (folder / CHECKSUMS).is_file()
+                 else f"{folder / CHECKSUMS} is missing")
+        raise AnalysisInputError(f"recommend: {where} (the SHA-256 `analyze` writes beside its "
+                                 "tables), so an edit of the table could not be told; " + fix)
     if hashlib.sha256(data).hexdigest() != recorded:
         raise AnalysisInputError(f"recommend: {path} is not the table `analyze` wrote (its "
                                  f"SHA-256 differs from the one in {CHECKSUMS}): it was edited; "

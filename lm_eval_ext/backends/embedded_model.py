@@ -143,8 +143,11 @@ def convert_gguf(gguf: Path, target: Path, marker: dict, *, context_length: int,
         config_path.write_text(json.dumps(tok_config, indent=2) + "\n")
         if drop_chat_template:
             (tmp / "chat_template.jinja").unlink(missing_ok=True)
+        weights = {f.name: {"bytes": f.stat().st_size, "sha256": sha256_of(f)}
+                   for f in sorted(tmp.glob("*.safetensors"))}
         (tmp / MARKER).write_text(json.dumps(
-            {**marker, "transformers_version": transformers.__version__}, indent=2) + "\n")
+            {**marker, "transformers_version": transformers.__version__, "weights": weights},
+            indent=2) + "\n")
         tmp.chmod(0o755)  # mkdtemp makes it private; the cache may be shared
         if target.exists():
             shutil.rmtree(target)
@@ -166,13 +169,38 @@ def _convert(gguf: Path, target: Path) -> None:
                  context_length=CONTEXT_LENGTH)
 
 
-def converted_once(target: Path, convert) -> Path:
-    """``target`` once ``convert(target)`` has written it (one process converts; others wait)."""
-    if (target / MARKER).is_file():
+def damage(target: Path, *, full: bool = False) -> str | None:
+    """How a converted checkpoint differs from its weights as written (None: it does not).
+
+    Sizes are compared always (instant), SHA-256 with ``full`` (about 0.4 s for the embedded
+    model). A checkpoint converted before the marker recorded its weights is taken as it is.
+    """
+    for name, recorded in ((marker_of(target) or {}).get("weights") or {}).items():
+        path = target / name
+        if not path.is_file():
+            return f"{name} is missing"
+        if path.stat().st_size != recorded["bytes"]:
+            return f"{name} is {path.stat().st_size} bytes, {recorded['bytes']} when converted"
+        if full and sha256_of(path) != recorded["sha256"]:
+            return f"{name}'s SHA-256 differs from the one recorded when it was converted"
+    return None
+
+
+def converted_once(target: Path, convert, *, verify: bool = False) -> Path:
+    """``target`` once ``convert(target)`` has written it (one process converts; others wait).
+
+    A damaged checkpoint (:func:`damage`; ``verify``: its weights' SHA-256 too) is converted
+    again, with a note.
+    """
+    if (target / MARKER).is_file() and damage(target, full=verify) is None:
         return target
     try:
         with _lock(target.parent / f".{target.name}.lock"):
-            if not (target / MARKER).is_file():
+            problem = damage(target, full=verify) if (target / MARKER).is_file() else None
+            if problem is not None:
+                print(f"lm-eval-ext: note: the cached model {target} is damaged ({problem}); "
+                      "converting it again", file=sys.stderr)
+            if problem is not None or not (target / MARKER).is_file():
                 convert(target)
     except OSError as exc:
         raise cache_error(target, exc) from None
@@ -185,9 +213,10 @@ def marker_of(target: Path) -> dict | None:
     return json.loads(marker.read_text()) if marker.is_file() else None
 
 
-def ensure_checkpoint() -> Path:
-    """The converted checkpoint folder, converting the GGUF once if needed."""
-    return converted_once(checkpoint_dir(), lambda target: _convert(gguf_path(), target))
+def ensure_checkpoint(*, verify: bool = False) -> Path:
+    """The converted checkpoint folder, converting the GGUF once (or when damaged)."""
+    return converted_once(checkpoint_dir(), lambda target: _convert(gguf_path(), target),
+                          verify=verify)
 
 
 def provenance() -> dict:

@@ -76,11 +76,11 @@ def _convert(model: PackagedModel, target: Path) -> None:
         context_length=model.context_length, drop_chat_template=model.base_model)
 
 
-def ensure_checkpoint(name: str) -> Path:
-    """The converted checkpoint of packaged model ``name``, converting it once if needed."""
+def ensure_checkpoint(name: str, *, verify: bool = False) -> Path:
+    """The converted checkpoint of packaged model ``name``, converting it once (or when damaged)."""
     model = PACKAGED[name]
     return embedded_model.converted_once(model.checkpoint_dir(),
-                                         lambda target: _convert(model, target))
+                                         lambda target: _convert(model, target), verify=verify)
 
 
 def resolve(pretrained: object) -> tuple[object, dict | None]:

@@ -321,6 +321,10 @@ def _comparison(name: str, raw: Any, conditions: list[str]) -> Comparison:
         raise ConfigError(f"compare.{name}: {raw['reference']} is the reference and one of its "
                           "runs, so it would be compared with itself; list other conditions "
                           f"in runs (e.g. runs: [{others[0] if others else 'M1'}])")
+    twice = next((label for label in runs if runs.count(label) > 1), None)
+    if twice is not None:
+        raise ConfigError(f"compare.{name}: {twice} is listed twice in runs; list each "
+                          f"condition once (runs: [{', '.join(dict.fromkeys(runs))}])")
     return Comparison(name, raw["reference"], runs)
 
 

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from lm_eval_ext.campaign.spec import CampaignSpec, Cell
 from lm_eval_ext.errors import ConfigError
-from lm_eval_ext.files import pid_alive, write_text_atomic
+from lm_eval_ext.files import pid_alive, probe_writable, write_text_atomic
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -88,7 +88,9 @@ class CampaignFolder:
 
     # -- identity -------------------------------------------------------------------------
     def check(self, spec: CampaignSpec) -> None:
-        """Refuse a folder that holds other files or another campaign; writes nothing.
+        """Refuse a folder that holds other files, another campaign, or cannot be written.
+
+        Writes nothing but a probe file, removed at once.
 
         Raises:
             ConfigError: Foreign files, or a campaign with a different configuration (every
@@ -101,6 +103,7 @@ class CampaignFolder:
                 raise ConfigError(f"{self.root} exists and is not a campaign folder (it holds "
                                   f"{', '.join(sorted(foreign)[:3])}); choose an empty or new "
                                   "--out folder")
+            probe_writable(self.root)  # a dry run meets an unwritable --out as the run would
             return
         stored = json.loads(self.identity_path.read_text(encoding="utf-8"))
         differences = config_differences(stored.get("campaign", {}), spec.resolved())

@@ -88,6 +88,18 @@ def unnamed_path_error(error: OSError | UnicodeDecodeError) -> LmEvalExtError:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``lm-eval-ext``."""
     argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        return _command(argv)
+    except KeyboardInterrupt:  # Ctrl-C, from start-up on: results are written whole or not at all
+        if os.environ.get(TRACEBACK_ENV):
+            raise
+        command = " ".join(["lm-eval-ext", *argv[:1]])
+        print(f"\n{command}: {INTERRUPTED}", file=sys.stderr)
+        return 130
+
+
+def _command(argv: list[str]) -> int:
+    """Parse ``argv`` and run its command; our errors as one line each."""
     if argv[:1] == ["run"] and argv[1:] in ([], ["-h"], ["--help"]):
         print(run.HELP)
         return 0
@@ -105,11 +117,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:  # output piped into `head`: its reader left, as Unix commands end
         quiet_closed_stdout()
         return 1
-    except KeyboardInterrupt:  # Ctrl-C: results are written whole or not at all
-        if os.environ.get(TRACEBACK_ENV):
-            raise
-        print(f"\nlm-eval-ext {argv[0]}: {INTERRUPTED}", file=sys.stderr)
-        return 130
     except (OSError, UnicodeDecodeError) as exc:  # a user's path that no reader named itself
         if args.func is run.run or os.environ.get(TRACEBACK_ENV):
             raise

@@ -28,9 +28,9 @@ def run_prepare(args: argparse.Namespace) -> int:
         if name == "embedded":
             print(f"{embedded_model.MODEL_NAME} (the embedded model, used when --model_args "
                   "has no pretrained=):", flush=True)
-            print(embedded_model.ensure_checkpoint())
+            print(embedded_model.ensure_checkpoint(verify=True))
         else:
             packaged_models.check_available(name)
             print(f"{PACKAGED[name].model} (--model_args pretrained={name}):", flush=True)
-            print(packaged_models.ensure_checkpoint(name))
+            print(packaged_models.ensure_checkpoint(name, verify=True))
     return 0

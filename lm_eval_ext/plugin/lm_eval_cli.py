@@ -37,6 +37,17 @@ def run_lm_eval_cli(argv: Sequence[str], program: str) -> None:
     cli_evaluate()
 
 
+def config_problem(argv: Sequence[str]) -> LmEvalExtError | None:
+    """What is wrong with the command line's ``--config`` file (None: nothing, or none given)."""
+    from lm_eval_ext.command_preflight import PreflightError, check_config_of
+
+    try:
+        check_config_of(argv)
+    except PreflightError as problem:
+        return problem
+    return None
+
+
 def one_line_error(error: BaseException) -> BaseException:
     """lm-eval's "Tasks not found: NAMES" as our one-line error with the closest names.
 
@@ -44,6 +55,9 @@ def one_line_error(error: BaseException) -> BaseException:
     line too.
     """
     text = str(error)
+    config = config_problem(sys.argv[1:])
+    if config is not None:  # lm-eval reads --config first: its YAML or type error, named
+        return config
     if isinstance(error, ConnectionError) and " on the Hub" in text:
         return EnvironmentProblem(
             f"a task's data set could not be loaded: {text}; the task downloads it from the "

@@ -1,4 +1,4 @@
-"""Input the third new-user trial found ending in a traceback, a silent result or failing advice.
+"""Input the third and fourth new-user trials found ending in a traceback, a silent result or
 
 Each case is one line naming what was wrong and the fix (and the fix, followed, works); the
 cases that need a real lm-eval process are in test_console_autoload.py (marked slow).
@@ -146,3 +146,86 @@ def test_an_empty_model_arg_name_is_said():
         check_unknown_args("hf-metered", object, [""])
     assert "a model arg has an empty name (e.g. '=' or ',=x'); write KEY=VALUE pairs" in \
         str(error.value)
+
+
+def test_a_damaged_cached_model_is_converted_again(tmp_path, capsys):
+    """A cut model.safetensors in the cache was a SafetensorError traceback, and `model
+    prepare` kept it; one flipped byte ran silently (trial 4)."""
+    import json
+
+    from lm_eval_ext.backends import embedded_model
+    from lm_eval_ext.data.store import sha256_of
+
+    target = tmp_path / "model"
+    converted = []
+
+    def convert(folder):  # what convert_gguf writes: the weights and their record
+        folder.mkdir(exist_ok=True)
+        weights = folder / "model.safetensors"
+        weights.write_bytes(bytes(range(256)) * 4)
+        (folder / embedded_model.MARKER).write_text(json.dumps({"weights": {
+            weights.name: {"bytes": weights.stat().st_size, "sha256": sha256_of(weights)}}}))
+        converted.append(folder)
+
+    embedded_model.converted_once(target, convert)
+    embedded_model.converted_once(target, convert)
+    assert len(converted) == 1  # converted once
+    weights = target / "model.safetensors"
+    data = bytearray(weights.read_bytes())
+    data[500] ^= 0xFF
+    weights.write_bytes(bytes(data))  # same size: only the SHA-256 tells
+    embedded_model.converted_once(target, convert)
+    assert len(converted) == 1  # a run checks sizes only
+    embedded_model.converted_once(target, convert, verify=True)  # as `model prepare` does
+    assert len(converted) == 2 and weights.read_bytes() == bytes(range(256)) * 4
+    assert capsys.readouterr().err.strip() == (
+        f"lm-eval-ext: note: the cached model {target} is damaged (model.safetensors's SHA-256 "
+        "differs from the one recorded when it was converted); converting it again")
+    weights.write_bytes(b"x" * 1000)
+    embedded_model.converted_once(target, convert)
+    assert len(converted) == 3
+    assert "(model.safetensors is 1000 bytes, 1024 when converted)" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("model: hf-metered\ntasks: [bbq_subset_25pct_loglik\n",
+     "is not valid YAML at line 3, column 1: expected ',' or ']', but got '<stream end>'"),
+    ("- a\n- b\n", "holds a list, not a mapping of lm-eval's options"),
+    ("", "holds nothing, not a mapping of lm-eval's options"),
+])
+def test_a_damaged_config_file_is_one_line(text, message, tmp_path):
+    """A damaged --config was a yaml ParserError or TypeError traceback (trial 4)."""
+    from lm_eval_ext.command_preflight import PreflightError, check_command_line
+
+    config = tmp_path / "run.yaml"
+    config.write_text(text)
+    with pytest.raises(PreflightError) as error:
+        check_command_line(["--config", str(config)])
+    assert str(error.value).startswith(f"--config {config} {message}")
+    with pytest.raises(PreflightError, match=f"^--config {tmp_path} is a folder; give the path"):
+        check_command_line(["--config", str(tmp_path)])
+
+
+def test_a_dry_run_refuses_an_out_the_run_cannot_write_and_a_run_listed_twice():
+    """`campaign --dry-run --out /proc/x` passed; so did `runs: [M1, M1]` (trial 4)."""
+    from lm_eval_ext.campaign.store import CampaignFolder
+    from lm_eval_ext.errors import LmEvalExtError
+
+    raw = {"models": {"embedded": ""}, "tasks": ["bbq_subset_25pct_loglik"],
+           "conditions": {"M0": {"batch_size": 1}, "M1": {"batch_size": 4}}}
+    with pytest.raises(LmEvalExtError, match="^cannot write /proc/camp"):
+        CampaignFolder("/proc/camp").check(build_spec(raw))
+    with pytest.raises(ConfigError) as error:
+        build_spec({**raw, "compare": {"b": {"reference": "M0", "runs": ["M1", "M1"]}}})
+    assert str(error.value) == ("compare.b: M1 is listed twice in runs; list each condition "
+                                "once (runs: [M1])")
+
+
+def test_recommend_on_a_file_of_the_pilot_names_its_folder(tmp_path, capsys):
+    """`recommend PILOT/items.csv` said the (existing) path was not found (trial 4)."""
+    table = tmp_path / "items.csv"
+    table.write_text("run\n")
+    line = _refused(["recommend", str(table), "--claim", "accuracy=2"], capsys)
+    assert line == (f"lm-eval-ext: error: recommend: {table} is a file; pass the folder that "
+                    f"holds it ({tmp_path}), the folder `lm-eval-ext analyze --out` wrote for "
+                    "the pilot")
