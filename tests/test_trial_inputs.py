@@ -229,3 +229,27 @@ def test_recommend_on_a_file_of_the_pilot_names_its_folder(tmp_path, capsys):
     assert line == (f"lm-eval-ext: error: recommend: {table} is a file; pass the folder that "
                     f"holds it ({tmp_path}), the folder `lm-eval-ext analyze --out` wrote for "
                     "the pilot")
+
+
+def test_recommend_refuses_a_power_not_above_alpha_and_an_unwritable_out(tmp_path, capsys):
+    """recommend took --power 0.01 (mde and sequential refuse it) and printed the whole card
+    before refusing --out /proc/... (trial 4)."""
+    line = _refused(["recommend", str(tmp_path), "--claim", "accuracy=2", "--power", "0.01"],
+                    capsys)
+    assert line == ("lm-eval-ext: error: recommend: --power 0.01 is not above --alpha 0.05: with "
+                    "no effect at all the test already rejects alpha of the time, so no effect "
+                    "size has that power; give a power above alpha (0.8 is usual)")
+    assert cli_main.main(["recommend", str(tmp_path), "--claim", "accuracy=2", "--out",
+                          "/proc/card"]) != 0
+    captured = capsys.readouterr()
+    assert captured.out == "" and "cannot write /proc/card" in captured.err
+
+
+def test_version_is_printed(capsys):
+    """`lm-eval-ext --version` was reported as a missing command (trial 4)."""
+    from importlib.metadata import version
+
+    with pytest.raises(SystemExit) as exit_info:
+        cli_main.main(["--version"])
+    assert exit_info.value.code == 0
+    assert capsys.readouterr().out.strip() == f"lm-eval-ext {version('lm-eval-ext')}"

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import errno
+import importlib.metadata
 import os
 import sys
 import warnings
@@ -49,6 +50,8 @@ def build_parser() -> argparse.ArgumentParser:
     """The argument parser of ``lm-eval-ext``."""
     parser = CommandParser(prog="lm-eval-ext", description=__doc__.split("\n")[0],
                            formatter_class=argparse.HelpFormatter)
+    parser.add_argument("--version", action="version",
+                        version=f"lm-eval-ext {importlib.metadata.version('lm-eval-ext')}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=CommandParser)
     for command in COMMANDS:
         command.add_parser(sub)

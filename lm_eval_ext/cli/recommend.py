@@ -6,9 +6,9 @@ import argparse
 import json
 from pathlib import Path
 
-from lm_eval_ext.cli.options import RESAMPLES, folder, probability
+from lm_eval_ext.cli.options import RESAMPLES, check_power_above_alpha, folder, probability
 from lm_eval_ext.errors import ConfigError
-from lm_eval_ext.files import write_files_atomic
+from lm_eval_ext.files import probe_writable, write_files_atomic
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -94,6 +94,10 @@ def run(args: argparse.Namespace) -> int:
     if args.out and (Path(args.out) / "card.json").exists() and not args.overwrite:
         raise ConfigError(f"recommend: --out {args.out} holds a card already (a card is a "
                           "record); name another folder, or pass --overwrite to replace it")
+    if args.out:  # before any work: a card that cannot be kept
+        probe_writable(Path(args.out))
+    check_power_above_alpha("recommend", args.power, args.alpha, f"--power {args.power:g}",
+                            "give a power above alpha (0.8 is usual)")
     data = recommend_from_pilots(args.pilot, args.claim, sizes_units=sizes, alpha=args.alpha,
                                  power=args.power, n_resamples=args.bootstrap, seed=args.seed,
                                  order=_names(args.order), weights=_weights(args.weights))
