@@ -285,8 +285,8 @@ def check_task_list(values: Sequence[str], where: str = "--tasks") -> None:
                              f"splits only at commas); write {where} {fixed}")
 
 
-def check_config_file(value: str, where: str = "--config") -> None:
-    """lm-eval's ``--config``: a YAML file holding a mapping of its options."""
+def check_config_file(value: str, where: str = "--config") -> dict:
+    """lm-eval's ``--config``: a YAML file holding a mapping of its options (returned)."""
     import yaml
 
     path = Path(value)
@@ -308,13 +308,34 @@ def check_config_file(value: str, where: str = "--config") -> None:
         held = "nothing" if options is None else f"a {type(options).__name__}"
         raise PreflightError(f"{where} {value} holds {held}, not a mapping of lm-eval's "
                              f"options; {fix}")
+    _check_config_options(options, f"{where} {value}")
+    return options
 
 
-def check_config_of(argv: Sequence[str]) -> None:
-    """The ``--config`` file of an lm-eval command line, if it names one."""
+def _check_config_options(options: Mapping, where: str) -> None:
+    """Keys lm-eval's ``EvaluatorConfig`` has, and ``tasks`` as lm-eval reads it."""
+    import dataclasses
+
+    from lm_eval.config.evaluate_config import EvaluatorConfig
+
+    known = [field.name for field in dataclasses.fields(EvaluatorConfig)]
+    for key in options:
+        if key not in known:
+            close = difflib.get_close_matches(str(key), known, n=1)
+            hint = f" (did you mean {close[0]}?)" if close else ""
+            raise PreflightError(f"{where}: {key!r} is not an lm-eval option{hint}; the options "
+                                 "are those of `lm_eval run --help`, written without the dashes")
+    tasks = options.get("tasks")
+    if tasks is not None and not (isinstance(tasks, str) or (
+            isinstance(tasks, list) and all(isinstance(t, str) for t in tasks))):
+        raise PreflightError(f"{where}: tasks: {tasks!r} is not a task name or a list of them "
+                             "(e.g. tasks: [bbq_subset_25pct])")
+
+
+def check_config_of(argv: Sequence[str]) -> dict:
+    """The options of the ``--config`` file an lm-eval command line names (none: ``{}``)."""
     config = _arguments(argv).config
-    if config is not None:
-        check_config_file(config)
+    return {} if config is None else check_config_file(config)
 
 
 def _arguments(argv: Sequence[str]) -> argparse.Namespace:
@@ -339,7 +360,7 @@ def _arguments(argv: Sequence[str]) -> argparse.Namespace:
 def check_command_line(argv: Sequence[str]) -> None:
     """Every check above on an lm-eval command line (``lm_eval [run] ...`` arguments)."""
     args = _arguments(argv)
-    check_config_of(argv)
+    from_file = check_config_of(argv)
     if args.include_path is not None and not Path(args.include_path).exists():
         raise PreflightError(f"--include_path {args.include_path}: no such folder (lm-eval "
                              "would go on without its tasks); give the folder of your task YAMLs")
@@ -369,8 +390,9 @@ def check_command_line(argv: Sequence[str]) -> None:
         check_output_path(args.output_path)
     if args.device is not None:
         check_device(args.device)
-    if args.model and not args.tasks and not args.config:  # a --config file may name them
-        raise PreflightError("--tasks is missing: name the tasks to run (e.g. --tasks "
+    if (args.model or args.config) and not args.tasks and not from_file.get("tasks"):
+        where = f" (and --config {args.config} names none)" if args.config else ""
+        raise PreflightError(f"--tasks is missing{where}: name the tasks to run (e.g. --tasks "
                              "bbq_subset_25pct; `lm-eval ls tasks` lists them)")
 
 

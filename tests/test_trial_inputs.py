@@ -150,7 +150,8 @@ def test_an_empty_model_arg_name_is_said():
 
 def test_a_damaged_cached_model_is_converted_again(tmp_path, capsys):
     """A cut model.safetensors in the cache was a SafetensorError traceback, and `model
-    prepare` kept it; one flipped byte ran silently (trial 4)."""
+    prepare` kept it; one flipped byte ran silently (trial 4); a damaged record or a missing
+    file of the checkpoint (config.json, tokenizer.json) was a traceback (trial 5)."""
     import json
 
     from lm_eval_ext.backends import embedded_model
@@ -163,7 +164,7 @@ def test_a_damaged_cached_model_is_converted_again(tmp_path, capsys):
         folder.mkdir(exist_ok=True)
         weights = folder / "model.safetensors"
         weights.write_bytes(bytes(range(256)) * 4)
-        (folder / embedded_model.MARKER).write_text(json.dumps({"weights": {
+        (folder / embedded_model.MARKER).write_text(json.dumps({"files": {
             weights.name: {"bytes": weights.stat().st_size, "sha256": sha256_of(weights)}}}))
         converted.append(folder)
 
@@ -185,6 +186,13 @@ def test_a_damaged_cached_model_is_converted_again(tmp_path, capsys):
     embedded_model.converted_once(target, convert)
     assert len(converted) == 3
     assert "(model.safetensors is 1000 bytes, 1024 when converted)" in capsys.readouterr().err
+    (target / embedded_model.MARKER).write_text("{not json")  # its record damaged (trial 5)
+    embedded_model.converted_once(target, convert)
+    assert len(converted) == 4
+    assert "(its record lm_eval_ext_model.json cannot be read)" in capsys.readouterr().err
+    weights.unlink()
+    embedded_model.converted_once(target, convert)
+    assert len(converted) == 5 and weights.is_file()
 
 
 @pytest.mark.parametrize(("text", "message"), [
@@ -253,3 +261,29 @@ def test_version_is_printed(capsys):
         cli_main.main(["--version"])
     assert exit_info.value.code == 0
     assert capsys.readouterr().out.strip() == f"lm-eval-ext {version('lm-eval-ext')}"
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("modle: hf-metered\ntasks: bbq_subset_25pct\n",
+     "'modle' is not an lm-eval option (did you mean model?); the options are those of "
+     "`lm_eval run --help`, written without the dashes"),
+    ("model: hf-metered\ntasks: 5\n",
+     "tasks: 5 is not a task name or a list of them (e.g. tasks: [bbq_subset_25pct])"),
+])
+def test_a_config_files_options_are_checked_as_lm_eval_reads_them(text, message, tmp_path):
+    """A misspelt key, `tasks: 5` or `{}` in --config were lm-eval tracebacks (trial 5)."""
+    from lm_eval_ext.command_preflight import PreflightError, check_command_line
+
+    config = tmp_path / "run.yaml"
+    config.write_text(text)
+    with pytest.raises(PreflightError) as error:
+        check_command_line(["--config", str(config)])
+    assert str(error.value) == f"--config {config}: {message}"
+    config.write_text("{}\n")
+    with pytest.raises(PreflightError) as error:
+        check_command_line(["--config", str(config)])
+    assert str(error.value) == (f"--tasks is missing (and --config {config} names none): name "
+                                "the tasks to run (e.g. --tasks bbq_subset_25pct; `lm-eval ls "
+                                "tasks` lists them)")
+    config.write_text("model: hf-metered\ntasks: [bbq_subset_25pct]\n")
+    check_command_line(["--config", str(config)])  # followed

@@ -143,10 +143,10 @@ def convert_gguf(gguf: Path, target: Path, marker: dict, *, context_length: int,
         config_path.write_text(json.dumps(tok_config, indent=2) + "\n")
         if drop_chat_template:
             (tmp / "chat_template.jinja").unlink(missing_ok=True)
-        weights = {f.name: {"bytes": f.stat().st_size, "sha256": sha256_of(f)}
-                   for f in sorted(tmp.glob("*.safetensors"))}
+        files = {f.name: {"bytes": f.stat().st_size, "sha256": sha256_of(f)}
+                 for f in sorted(tmp.iterdir()) if f.is_file()}
         (tmp / MARKER).write_text(json.dumps(
-            {**marker, "transformers_version": transformers.__version__, "weights": weights},
+            {**marker, "transformers_version": transformers.__version__, "files": files},
             indent=2) + "\n")
         tmp.chmod(0o755)  # mkdtemp makes it private; the cache may be shared
         if target.exists():
@@ -170,12 +170,17 @@ def _convert(gguf: Path, target: Path) -> None:
 
 
 def damage(target: Path, *, full: bool = False) -> str | None:
-    """How a converted checkpoint differs from its weights as written (None: it does not).
+    """How a converted checkpoint differs from its files as written (None: it does not).
 
     Sizes are compared always (instant), SHA-256 with ``full`` (about 0.4 s for the embedded
-    model). A checkpoint converted before the marker recorded its weights is taken as it is.
+    model). A checkpoint converted before the marker recorded its files is taken as it is.
     """
-    for name, recorded in ((marker_of(target) or {}).get("weights") or {}).items():
+    try:
+        marker = json.loads((target / MARKER).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return f"its record {MARKER} cannot be read"
+    recorded_files = marker.get("files") if isinstance(marker, dict) else None
+    for name, recorded in (recorded_files or {}).items():
         path = target / name
         if not path.is_file():
             return f"{name} is missing"
@@ -208,9 +213,11 @@ def converted_once(target: Path, convert, *, verify: bool = False) -> Path:
 
 
 def marker_of(target: Path) -> dict | None:
-    """The provenance a converted checkpoint carries (None if not converted)."""
-    marker = target / MARKER
-    return json.loads(marker.read_text()) if marker.is_file() else None
+    """The provenance a converted checkpoint carries (None if not converted, or unreadable)."""
+    try:
+        return json.loads((target / MARKER).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return None
 
 
 def ensure_checkpoint(*, verify: bool = False) -> Path:
