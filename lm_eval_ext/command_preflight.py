@@ -388,6 +388,8 @@ def check_command_line(argv: Sequence[str]) -> None:
         raise PreflightError(SAMPLES_NEED_OUTPUT_PATH)
     if args.output_path is not None:
         check_output_path(args.output_path)
+    elif isinstance(from_file.get("output_path"), str):  # lm-eval takes the file's otherwise
+        check_output_path(from_file["output_path"], "--config's output_path")
     if args.device is not None:
         check_device(args.device)
     if (args.model or args.config) and not args.tasks and not from_file.get("tasks"):

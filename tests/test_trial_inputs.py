@@ -287,3 +287,15 @@ def test_a_config_files_options_are_checked_as_lm_eval_reads_them(text, message,
                                 "tasks` lists them)")
     config.write_text("model: hf-metered\ntasks: [bbq_subset_25pct]\n")
     check_command_line(["--config", str(config)])  # followed
+
+
+def test_a_config_files_output_path_is_checked_before_the_run(tmp_path):
+    """--config with `output_path: /proc/x` ran the evaluation and failed when saving (trial 5)."""
+    from lm_eval_ext.command_preflight import PreflightError, check_command_line
+
+    config = tmp_path / "run.yaml"
+    config.write_text("model: hf-metered\ntasks: [bbq_subset_25pct]\noutput_path: /proc/x/out\n")
+    with pytest.raises(PreflightError, match="^--config's output_path: cannot write /proc/x/out"):
+        check_command_line(["--config", str(config)])
+    config.write_text(f"model: hf-metered\ntasks: [bbq_subset_25pct]\noutput_path: {tmp_path}\n")
+    check_command_line(["--config", str(config)])  # followed
