@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from lm_eval_ext.errors import ConfigError, EnvironmentProblem, LmEvalExtError
-from lm_eval_ext.files import path_error, probe_writable, unexpanded_home
+from lm_eval_ext.files import not_valid_yaml, path_error, probe_writable, unexpanded_home
 
 #: lm-eval's rule, said as ours (its own message is a ValueError traceback in the stock command)
 SAMPLES_NEED_OUTPUT_PATH = ("--log_samples and --predict_only need --output_path (the folder "
@@ -300,10 +300,7 @@ def check_config_file(value: str, where: str = "--config") -> dict:
     except (OSError, UnicodeDecodeError) as exc:
         raise path_error(path, exc, "read", not_text="save it as UTF-8") from None
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        raise PreflightError(f"{where} {value} is not valid YAML{at}: "
-                             f"{getattr(exc, 'problem', None) or type(exc).__name__}") from None
+        raise PreflightError(f"{where} {value} {not_valid_yaml(exc)}") from None
     if not isinstance(options, dict):
         held = "nothing" if options is None else f"a {type(options).__name__}"
         raise PreflightError(f"{where} {value} holds {held}, not a mapping of lm-eval's "

@@ -15,6 +15,12 @@ INTERRUPTED = ("interrupted (Ctrl-C): nothing was saved half-written; run the co
                "(a campaign resumes from its finished cells)")
 
 
+def say_interrupted(command: str) -> int:
+    """Ctrl-C as one line on standard error, naming ``command``; the exit code (130)."""
+    print(f"\n{command}: {INTERRUPTED}", file=sys.stderr)
+    return 130
+
+
 def quiet_closed_stdout() -> None:
     """Point standard output at /dev/null: its reader has gone (a pipe into ``head``).
 

@@ -37,6 +37,13 @@ _USAGE = {errno.EACCES: "pass a path you can {action}",
           errno.EEXIST: "something else is already there: pass another path"}
 
 
+def not_valid_yaml(error: Exception) -> str:
+    """PyYAML's ``error`` as words: where the file stops being YAML, and why."""
+    mark = getattr(error, "problem_mark", None)
+    where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+    return f"is not valid YAML{where}: {getattr(error, 'problem', None) or type(error).__name__}"
+
+
 def path_error(path: str | Path, error: OSError | UnicodeDecodeError, action: str = "write",
                not_text: str = "pass the file lm-eval wrote, not a damaged or converted copy"
                ) -> LmEvalExtError:

@@ -175,9 +175,8 @@ def damage(target: Path, *, full: bool = False) -> str | None:
     Sizes are compared always (instant), SHA-256 with ``full`` (about 0.4 s for the embedded
     model). A checkpoint converted before the marker recorded its files is taken as it is.
     """
-    try:
-        marker = json.loads((target / MARKER).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+    marker = marker_of(target)
+    if marker is None:
         return f"its record {MARKER} cannot be read"
     recorded_files = marker.get("files") if isinstance(marker, dict) else None
     for name, recorded in (recorded_files or {}).items():

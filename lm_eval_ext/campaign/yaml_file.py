@@ -12,7 +12,7 @@ from typing import Any
 import yaml
 
 from lm_eval_ext.errors import ConfigError
-from lm_eval_ext.files import path_error
+from lm_eval_ext.files import not_valid_yaml, path_error
 
 
 class _UniqueKeyLoader(yaml.SafeLoader):
@@ -48,7 +48,4 @@ def read_yaml(path: str | Path, what: str = "campaign") -> Any:
     except ConfigError as exc:
         raise ConfigError(f"{path}: {exc}") from None
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = getattr(exc, "problem", None) or type(exc).__name__
-        raise ConfigError(f"{path} is not valid YAML{where}: {problem}") from None
+        raise ConfigError(f"{path} {not_valid_yaml(exc)}") from None

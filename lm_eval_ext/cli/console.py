@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import sys
 
 
 def main() -> int:
@@ -11,10 +10,9 @@ def main() -> int:
     try:
         from lm_eval_ext.cli.main import main as run_command
     except KeyboardInterrupt:
-        from lm_eval_ext.errors import INTERRUPTED, TRACEBACK_ENV
+        from lm_eval_ext.errors import TRACEBACK_ENV, say_interrupted
 
         if os.environ.get(TRACEBACK_ENV):
             raise
-        print(f"\nlm-eval-ext: {INTERRUPTED}", file=sys.stderr)
-        return 130
+        return say_interrupted("lm-eval-ext")
     return run_command()

@@ -39,7 +39,7 @@ from lm_eval_ext.cli import (
     sequential,
 )
 from lm_eval_ext.cli.options import CommandParser
-from lm_eval_ext.errors import INTERRUPTED, TRACEBACK_ENV, LmEvalExtError, quiet_closed_stdout
+from lm_eval_ext.errors import TRACEBACK_ENV, LmEvalExtError, quiet_closed_stdout, say_interrupted
 from lm_eval_ext.files import path_error
 
 COMMANDS = (run, data, model, analyze, compare_harness, mde, recommend, sequential, campaign,
@@ -93,12 +93,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
         return _command(argv)
-    except KeyboardInterrupt:  # Ctrl-C, from start-up on: results are written whole or not at all
+    except KeyboardInterrupt:  # Ctrl-C once loaded (console.py: while loading): nothing half-written
         if os.environ.get(TRACEBACK_ENV):
             raise
-        command = " ".join(["lm-eval-ext", *argv[:1]])
-        print(f"\n{command}: {INTERRUPTED}", file=sys.stderr)
-        return 130
+        return say_interrupted(" ".join(["lm-eval-ext", *argv[:1]]))
 
 
 def _command(argv: list[str]) -> int:

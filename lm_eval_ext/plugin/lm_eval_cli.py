@@ -13,12 +13,12 @@ import sys
 from collections.abc import Callable, Sequence
 
 from lm_eval_ext.errors import (
-    INTERRUPTED,
     TRACEBACK_ENV,
     EnvironmentProblem,
     LmEvalExtError,
     ending_lm_eval_command,
     quiet_closed_stdout,
+    say_interrupted,
     stock_lm_eval_command,
 )
 from lm_eval_ext.plugin.wrapping import wrap_once
@@ -95,7 +95,7 @@ def install_one_line_errors(excepthook: Callable) -> Callable:
             quiet_closed_stdout()
             return
         if isinstance(value, KeyboardInterrupt) and not os.environ.get(TRACEBACK_ENV):
-            sys.stderr.write(f"\nlm_eval: {INTERRUPTED}\n")
+            say_interrupted("lm_eval")
             return
         shown = None if os.environ.get(TRACEBACK_ENV) else one_line_error(value)
         if isinstance(shown, LmEvalExtError):
