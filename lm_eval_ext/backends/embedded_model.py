@@ -25,6 +25,7 @@ from pathlib import Path
 
 from lm_eval_ext.data.store import sha256_of
 from lm_eval_ext.errors import LmEvalExtError
+from lm_eval_ext.files import write_text_atomic
 from lm_eval_ext.paths import cache_dir, cache_error
 
 MODEL_NAME = "SmolLM2-135M-Instruct"
@@ -143,10 +144,9 @@ def convert_gguf(gguf: Path, target: Path, marker: dict, *, context_length: int,
         config_path.write_text(json.dumps(tok_config, indent=2) + "\n")
         if drop_chat_template:
             (tmp / "chat_template.jinja").unlink(missing_ok=True)
-        files = {f.name: {"bytes": f.stat().st_size, "sha256": sha256_of(f)}
-                 for f in sorted(tmp.iterdir()) if f.is_file()}
         (tmp / MARKER).write_text(json.dumps(
-            {**marker, "transformers_version": transformers.__version__, "files": files},
+            {**marker, "transformers_version": transformers.__version__,
+             "files": files_record(tmp)},
             indent=2) + "\n")
         tmp.chmod(0o755)  # mkdtemp makes it private; the cache may be shared
         if target.exists():
@@ -155,6 +155,13 @@ def convert_gguf(gguf: Path, target: Path, marker: dict, *, context_length: int,
     finally:
         if tmp.exists():
             shutil.rmtree(tmp)
+
+
+def files_record(folder: Path) -> dict:
+    """What :func:`damage` compares later: each file's size, modification time and SHA-256."""
+    return {f.name: {"bytes": f.stat().st_size, "mtime_ns": f.stat().st_mtime_ns,
+                     "sha256": sha256_of(f)}
+            for f in sorted(folder.iterdir()) if f.is_file() and f.name != MARKER}
 
 
 def _convert(gguf: Path, target: Path) -> None:
@@ -172,20 +179,28 @@ def _convert(gguf: Path, target: Path) -> None:
 def damage(target: Path, *, full: bool = False) -> str | None:
     """How a converted checkpoint differs from its files as written (None: it does not).
 
-    Sizes are compared always (instant), SHA-256 with ``full`` (about 0.4 s for the embedded
-    model). A checkpoint converted before the marker recorded its files is taken as it is.
+    Sizes are compared always (instant); SHA-256 with ``full``, and for a file whose
+    modification time is not the one recorded (a write since, even of the same size: about
+    0.4 s for the embedded model's weights). A checkpoint converted before the marker recorded
+    its files is taken as it is.
     """
     marker = marker_of(target)
     if marker is None:
         return f"its record {MARKER} cannot be read"
     recorded_files = marker.get("files") if isinstance(marker, dict) else None
+    if not isinstance(recorded_files, (dict, type(None))) or not all(
+            isinstance(r, dict) and isinstance(r.get("bytes"), int)
+            and isinstance(r.get("sha256"), str) for r in (recorded_files or {}).values()):
+        return f"its record {MARKER} cannot be read"
     for name, recorded in (recorded_files or {}).items():
         path = target / name
         if not path.is_file():
             return f"{name} is missing"
-        if path.stat().st_size != recorded["bytes"]:
-            return f"{name} is {path.stat().st_size} bytes, {recorded['bytes']} when converted"
-        if full and sha256_of(path) != recorded["sha256"]:
+        stat = path.stat()
+        if stat.st_size != recorded["bytes"]:
+            return f"{name} is {stat.st_size} bytes, {recorded['bytes']} when converted"
+        written_since = recorded.get("mtime_ns") != stat.st_mtime_ns
+        if (full or written_since) and sha256_of(path) != recorded["sha256"]:
             return f"{name}'s SHA-256 differs from the one recorded when it was converted"
     return None
 
@@ -194,9 +209,12 @@ def converted_once(target: Path, convert, *, verify: bool = False) -> Path:
     """``target`` once ``convert(target)`` has written it (one process converts; others wait).
 
     A damaged checkpoint (:func:`damage`; ``verify``: its weights' SHA-256 too) is converted
-    again, with a note.
+    again, with a note. A verified one has its files' modification times recorded afresh, so
+    that runs need not hash them again.
     """
     if (target / MARKER).is_file() and damage(target, full=verify) is None:
+        if verify:
+            _record_times(target)
         return target
     try:
         with _lock(target.parent / f".{target.name}.lock"):
@@ -209,6 +227,22 @@ def converted_once(target: Path, convert, *, verify: bool = False) -> Path:
     except OSError as exc:
         raise cache_error(target, exc) from None
     return target
+
+
+def _record_times(target: Path) -> None:
+    """Record the modification times of ``target``'s files (their SHA-256 just verified)."""
+    marker = marker_of(target)
+    recorded = marker.get("files") if isinstance(marker, dict) else None
+    times = {name: (target / name).stat().st_mtime_ns for name in recorded or {}}
+    if all(recorded[name].get("mtime_ns") == time for name, time in times.items()):
+        return
+    for name, time in times.items():
+        recorded[name]["mtime_ns"] = time
+    try:
+        with _lock(target.parent / f".{target.name}.lock"):
+            write_text_atomic(target / MARKER, json.dumps(marker, indent=2) + "\n")
+    except (OSError, LmEvalExtError):  # a cache this user may read, not write: runs hash
+        pass
 
 
 def marker_of(target: Path) -> dict | None:
@@ -226,5 +260,10 @@ def ensure_checkpoint(*, verify: bool = False) -> Path:
 
 
 def provenance() -> dict:
-    """What the embedded checkpoint was made from (for results JSON)."""
-    return marker_of(checkpoint_dir()) or {"model": MODEL_NAME}
+    """What the embedded checkpoint was made from (for results JSON; no file times)."""
+    marker = marker_of(checkpoint_dir()) or {"model": MODEL_NAME}
+    files = marker.get("files")
+    if isinstance(files, dict):
+        marker["files"] = {name: {k: v for k, v in record.items() if k != "mtime_ns"}
+                           for name, record in files.items() if isinstance(record, dict)}
+    return marker
