@@ -53,6 +53,21 @@ def check_limit(value: object, where: str = "--limit") -> None:
                              f"(e.g. {int(limit)}); a fraction must be below 1")
 
 
+def check_seed(value: str) -> None:
+    """``--seed`` as lm-eval parses it: one integer for all four seeds, or 3-4 of int/None."""
+    def whole_or_none(item: str) -> bool:
+        try:
+            return item.strip().lower() == "none" or int(item) is not None
+        except ValueError:
+            return False
+
+    items = value.split(",")
+    if len(items) in (1, 3, 4) and all(whole_or_none(item) for item in items):
+        return
+    raise PreflightError(f"--seed {value}: give one integer for all four seeds (e.g. --seed 42) "
+                         "or four integers or None, comma-separated (e.g. --seed 0,None,8,52)")
+
+
 def check_num_fewshot(value: object, where: str = "--num_fewshot") -> None:
     """Few-shot examples: a whole number >= 0."""
     try:
@@ -351,11 +366,28 @@ def _arguments(argv: Sequence[str]) -> argparse.Namespace:
     parser.add_argument("--device")
     parser.add_argument("--config", "-C")
     parser.add_argument("--include_path")
+    parser.add_argument("--seed")
     return parser.parse_known_args(list(argv))[0]
+
+
+def check_arguments_lm_eval_parses(argv: Sequence[str]) -> None:
+    """What lm-eval's own parsing refuses in poor words, checked before it parses.
+
+    A bad ``--seed`` shows a ``functools.partial`` repr; samples without a folder a traceback.
+    """
+    args = _arguments(argv)
+    if args.seed is not None:
+        check_seed(args.seed)
+    from_file = check_config_of(argv)
+    samples = (args.log_samples or args.predict_only or from_file.get("log_samples")
+               or from_file.get("predict_only"))
+    if samples and args.output_path is None and not from_file.get("output_path"):
+        raise PreflightError(SAMPLES_NEED_OUTPUT_PATH)
 
 
 def check_command_line(argv: Sequence[str]) -> None:
     """Every check above on an lm-eval command line (``lm_eval [run] ...`` arguments)."""
+    check_arguments_lm_eval_parses(argv)
     args = _arguments(argv)
     from_file = check_config_of(argv)
     if args.include_path is not None and not Path(args.include_path).exists():
@@ -381,8 +413,6 @@ def check_command_line(argv: Sequence[str]) -> None:
     if args.num_fewshot is not None:
         check_num_fewshot(args.num_fewshot)
         check_fewshot_pools(args.tasks or [], int(args.num_fewshot))
-    if (args.log_samples or args.predict_only) and args.output_path is None:
-        raise PreflightError(SAMPLES_NEED_OUTPUT_PATH)
     if args.output_path is not None:
         check_output_path(args.output_path)
     elif isinstance(from_file.get("output_path"), str):  # lm-eval takes the file's otherwise

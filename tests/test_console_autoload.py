@@ -111,9 +111,9 @@ def test_the_hook_lists_every_install_it_makes():
     proc = _python(_WRAPPED, PYTHONPATH=f"{stand_in}:{Path.cwd()}")
     assert proc.returncode == 0, proc.stderr
     listed, wrapped = json.loads(proc.stdout)
-    # the installs that replace no attribute: the registry's and logging's public methods, a check
+    # the installs that replace no attribute: the registry's and logging's public methods, two checks
     assert sorted(set(listed) - {"register_models", "drop_metadata_hint",
-                                 "check_stock_command_line"}) == wrapped
+                                 "check_stock_command_line", "check_stock_arguments"}) == wrapped
     assert len(listed) == len(set(listed)) and "add_task_folders" in wrapped
 
 
@@ -210,14 +210,19 @@ def test_ctrl_c_during_a_run_is_one_line_and_leaves_no_folder(command, tmp_path)
 
 
 @pytest.mark.slow
-def test_lm_evals_own_samples_rule_is_one_line(tmp_path):
-    """`lm_eval ... --log_samples` without --output_path: lm-eval's ValueError traceback."""
+@pytest.mark.parametrize(("option", "message"), [
+    (["--log_samples"], "--log_samples and --predict_only need --output_path (the folder for "
+                        "the samples), e.g. --output_path results"),
+    (["--seed", "abc"], "--seed abc: give one integer for all four seeds (e.g. --seed 42) or "
+                        "four integers or None, comma-separated (e.g. --seed 0,None,8,52)")])
+def test_lm_evals_own_parsing_rules_are_one_line_exit_2(option, message, tmp_path):
+    """`lm_eval ... --log_samples` without --output_path: lm-eval's ValueError traceback, then
+    exit 1; `--seed abc`: a functools.partial repr (trials 3-5)."""
     proc = run_cli(["lm_eval", "--model", "hf-metered", "--tasks", "bbq_subset_25pct",
-                    "--log_samples"], cwd=tmp_path)
+                    *option], cwd=tmp_path)
     assert "Traceback" not in proc.stderr
-    assert proc.stderr.strip().splitlines()[-1] == (
-        "lm_eval: error: --log_samples and --predict_only need --output_path (the folder for "
-        "the samples), e.g. --output_path results")
+    assert proc.stderr.strip().splitlines() == [f"lm_eval: error: {message}"]
+    assert proc.returncode == 2
 
 
 @pytest.mark.slow

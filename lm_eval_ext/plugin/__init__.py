@@ -49,5 +49,6 @@ Each write, where it is made, and the upstream change that would retire it:
 
 The rest reads lm-eval through its public API: checks of a command line before any model
 loads (:mod:`lm_eval_ext.command_preflight`, :mod:`.task_names`,
+:func:`.lm_eval_cli.check_stock_arguments` before lm-eval parses ``--seed`` and the samples rule,
 :func:`.lm_eval_cli.check_stock_command_line`).
 """

@@ -25,6 +25,7 @@ DISABLE_ENV = "LM_EVAL_EXT_DISABLE"
 #: install: ``module:function`` of ``lm_eval_ext.plugin``, no arguments, idempotent)
 INSTALLS: tuple[tuple[str, str], ...] = (
     ("lm_eval._cli", "lm_eval_cli:install_one_line_errors"),
+    ("lm_eval._cli", "lm_eval_cli:check_stock_arguments"),
     ("lm_eval.models", "registration:register_models"),
     ("lm_eval.tasks.manager", "task_folders:add_task_folders"),
     ("lm_eval.tasks.manager", "upstream_noise:drop_metadata_hint"),

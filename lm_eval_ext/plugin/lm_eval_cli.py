@@ -105,6 +105,16 @@ def install_one_line_errors(excepthook: Callable) -> Callable:
     return one_line_excepthook
 
 
+def check_stock_arguments() -> None:
+    """In the stock ``lm_eval``, before lm-eval parses: what its parser refuses in poor words."""
+    if not stock_lm_eval_command():
+        return
+    from lm_eval_ext.command_preflight import check_arguments_lm_eval_parses
+
+    with ending_lm_eval_command():  # one line, exit 2
+        check_arguments_lm_eval_parses(sys.argv[1:])
+
+
 def check_stock_command_line() -> None:
     """In the stock ``lm_eval`` command: its command line checked, lm-eval's index narrowed."""
     if not stock_lm_eval_command():  # lm-eval imports its task manager before it loads the model
