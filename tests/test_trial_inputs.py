@@ -148,11 +148,12 @@ def test_an_empty_model_arg_name_is_said():
         str(error.value)
 
 
-def test_a_damaged_cached_model_is_converted_again(tmp_path, capsys):
+def test_a_damaged_cached_model_is_converted_again(tmp_path, capsys, monkeypatch):
     """A cut model.safetensors in the cache was a SafetensorError traceback, and `model
-    prepare` kept it; one flipped byte ran silently (trial 4); a damaged record or a missing
-    file of the checkpoint (config.json, tokenizer.json) was a traceback (trial 5)."""
+    prepare` kept it; one flipped byte ran silently (trials 4, 5); a damaged record or a
+    missing file of the checkpoint (config.json, tokenizer.json) was a traceback (trial 5)."""
     import json
+    import os
 
     from lm_eval_ext.backends import embedded_model
     from lm_eval_ext.data.store import sha256_of
@@ -164,35 +165,59 @@ def test_a_damaged_cached_model_is_converted_again(tmp_path, capsys):
         folder.mkdir(exist_ok=True)
         weights = folder / "model.safetensors"
         weights.write_bytes(bytes(range(256)) * 4)
-        (folder / embedded_model.MARKER).write_text(json.dumps({"files": {
-            weights.name: {"bytes": weights.stat().st_size, "sha256": sha256_of(weights)}}}))
+        (folder / embedded_model.MARKER).write_text(json.dumps(
+            {"files": embedded_model.files_record(folder)}))
         converted.append(folder)
+
+    def flip_a_byte(keep_time: bool) -> None:  # same size: only the SHA-256 tells
+        before = weights.stat()
+        data = bytearray(weights.read_bytes())
+        data[500] ^= 0xFF
+        weights.write_bytes(bytes(data))
+        if keep_time:  # a write that also puts the modification time back
+            os.utime(weights, ns=(before.st_atime_ns, before.st_mtime_ns))
 
     embedded_model.converted_once(target, convert)
     embedded_model.converted_once(target, convert)
     assert len(converted) == 1  # converted once
     weights = target / "model.safetensors"
-    data = bytearray(weights.read_bytes())
-    data[500] ^= 0xFF
-    weights.write_bytes(bytes(data))  # same size: only the SHA-256 tells
-    embedded_model.converted_once(target, convert)
-    assert len(converted) == 1  # a run checks sizes only
-    embedded_model.converted_once(target, convert, verify=True)  # as `model prepare` does
+    flipped = (f"lm-eval-ext: note: the cached model {target} is damaged (model.safetensors's "
+               "SHA-256 differs from the one recorded when it was converted); converting it again")
+    flip_a_byte(keep_time=False)
+    embedded_model.converted_once(target, convert)  # as a run does: written since, so hashed
     assert len(converted) == 2 and weights.read_bytes() == bytes(range(256)) * 4
-    assert capsys.readouterr().err.strip() == (
-        f"lm-eval-ext: note: the cached model {target} is damaged (model.safetensors's SHA-256 "
-        "differs from the one recorded when it was converted); converting it again")
+    assert capsys.readouterr().err.strip() == flipped
+    flip_a_byte(keep_time=True)
+    embedded_model.converted_once(target, convert)
+    assert len(converted) == 2  # a run hashes only what was written since
+    embedded_model.converted_once(target, convert, verify=True)  # as `model prepare` does
+    assert len(converted) == 3 and weights.read_bytes() == bytes(range(256)) * 4
+    assert capsys.readouterr().err.strip() == flipped
+    os.utime(weights, ns=(0, 0))  # touched, content as converted: hashed, and kept
+    hashed = []
+    monkeypatch.setattr(embedded_model, "sha256_of",
+                        lambda path: hashed.append(path) or sha256_of(path))
+    embedded_model.converted_once(target, convert)
+    assert len(converted) == 3 and capsys.readouterr().err == "" and len(hashed) == 1
+    embedded_model.converted_once(target, convert, verify=True)  # records the new time
+    embedded_model.converted_once(target, convert)
+    assert len(converted) == 3 and len(hashed) == 2  # the run after it hashes nothing
+    marker = target / embedded_model.MARKER
+    marker.write_text(json.dumps({"files": {"model.safetensors": {"bytes": "1024"}}}))
+    embedded_model.converted_once(target, convert)  # a record of the wrong shape is damage
+    assert len(converted) == 4
+    assert "(its record lm_eval_ext_model.json cannot be read)" in capsys.readouterr().err
     weights.write_bytes(b"x" * 1000)
     embedded_model.converted_once(target, convert)
-    assert len(converted) == 3
+    assert len(converted) == 5
     assert "(model.safetensors is 1000 bytes, 1024 when converted)" in capsys.readouterr().err
     (target / embedded_model.MARKER).write_text("{not json")  # its record damaged (trial 5)
     embedded_model.converted_once(target, convert)
-    assert len(converted) == 4
+    assert len(converted) == 6
     assert "(its record lm_eval_ext_model.json cannot be read)" in capsys.readouterr().err
     weights.unlink()
     embedded_model.converted_once(target, convert)
-    assert len(converted) == 5 and weights.is_file()
+    assert len(converted) == 7 and weights.is_file()
 
 
 @pytest.mark.parametrize(("text", "message"), [
@@ -299,3 +324,59 @@ def test_a_config_files_output_path_is_checked_before_the_run(tmp_path):
         check_command_line(["--config", str(config)])
     config.write_text(f"model: hf-metered\ntasks: [bbq_subset_25pct]\noutput_path: {tmp_path}\n")
     check_command_line(["--config", str(config)])  # followed
+
+
+SEEDS = ["42", "0,None,8,52", "1,2,3", " 7 ", "none", "-1", "1_000", "abc", "1,2", "1,2,3,4,5",
+         "", "1,,3,4", "1.5", "0x10"]
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_seed_is_refused_exactly_where_lm_evals_own_parser_refuses_it(seed):
+    """`--seed abc` showed lm-eval's `invalid functools.partial(...)` repr (trials 4, 5)."""
+    import lm_eval._cli.utils as lm_eval_cli_utils
+
+    from lm_eval_ext.command_preflight import PreflightError, check_seed
+
+    try:  # the reference: lm-eval's own type function for --seed (lm_eval/_cli/run.py)
+        lm_eval_cli_utils._int_or_none_list_arg_type(3, 4, "0,1234,1234,1234", seed)
+        lm_eval_accepts = True
+    except ValueError:
+        lm_eval_accepts = False
+    if lm_eval_accepts:
+        check_seed(seed)
+        return
+    with pytest.raises(PreflightError) as error:
+        check_seed(seed)
+    assert str(error.value) == (
+        f"--seed {seed}: give one integer for all four seeds (e.g. --seed 42) or four "
+        "integers or None, comma-separated (e.g. --seed 0,None,8,52)")
+
+
+def test_the_samples_rule_counts_a_config_files_output_path(tmp_path):
+    """--log_samples with --config naming output_path was refused as if no folder were given."""
+    from lm_eval_ext.command_preflight import (
+        SAMPLES_NEED_OUTPUT_PATH,
+        PreflightError,
+        check_arguments_lm_eval_parses,
+    )
+
+    config = tmp_path / "run.yaml"
+    config.write_text(f"model: hf-metered\ntasks: [bbq_subset_25pct]\noutput_path: {tmp_path}\n")
+    check_arguments_lm_eval_parses(["--config", str(config), "--log_samples"])
+    config.write_text("model: hf-metered\ntasks: [bbq_subset_25pct]\nlog_samples: true\n")
+    for argv in (["--config", str(config)], ["--tasks", "bbq_subset_25pct", "--predict_only"]):
+        with pytest.raises(PreflightError) as error:
+            check_arguments_lm_eval_parses(argv)
+        assert str(error.value) == SAMPLES_NEED_OUTPUT_PATH
+    check_arguments_lm_eval_parses(["--config", str(config), "--output_path", str(tmp_path)])
+
+
+@pytest.mark.parametrize(("argv", "name"), [
+    (["model", "prepare", "--model", "all"], "lm-eval-ext model prepare"),
+    (["data", "verify", "bbq"], "lm-eval-ext data verify"),
+    (["model", "--help"], "lm-eval-ext model"),
+    (["campaign", "spec.yaml"], "lm-eval-ext campaign"),
+    ([], "lm-eval-ext")])
+def test_messages_name_the_sub_command(argv, name):
+    """Ctrl-C in `model prepare` said 'lm-eval-ext model: interrupted' (trial 5)."""
+    assert cli_main.command_name(argv) == name

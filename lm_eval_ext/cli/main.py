@@ -88,6 +88,16 @@ def unnamed_path_error(error: OSError | UnicodeDecodeError) -> LmEvalExtError:
     return path_error("a file", error, "read")
 
 
+#: commands whose first argument names a sub-command (``model prepare``, ``data verify``)
+GROUPS = ("model", "data")
+
+
+def command_name(argv: Sequence[str]) -> str:
+    """``lm-eval-ext`` and the command ``argv`` names (its sub-command too), for messages."""
+    words = list(argv[:2] if argv[:1] and argv[0] in GROUPS else argv[:1])
+    return " ".join(["lm-eval-ext", *(w for w in words if not w.startswith("-"))])
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``lm-eval-ext``."""
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -96,7 +106,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:  # Ctrl-C once loaded (console.py: while loading): nothing half-written
         if os.environ.get(TRACEBACK_ENV):
             raise
-        return say_interrupted(" ".join(["lm-eval-ext", *argv[:1]]))
+        return say_interrupted(command_name(argv))
 
 
 def _command(argv: list[str]) -> int:
@@ -122,12 +132,12 @@ def _command(argv: list[str]) -> int:
         if args.func is run.run or os.environ.get(TRACEBACK_ENV):
             raise
         error = unnamed_path_error(exc)
-        print(f"lm-eval-ext {argv[0]}: error: {error}", file=sys.stderr)
+        print(f"{command_name(argv)}: error: {error}", file=sys.stderr)
         return error.exit_code
     except Exception as exc:  # a bug of ours, or lm-eval's own error inside `run`
         if args.func is run.run or os.environ.get(TRACEBACK_ENV):
             raise
-        print(f"lm-eval-ext {argv[0]}: unexpected {type(exc).__name__}: {exc} (this is a bug; "
+        print(f"{command_name(argv)}: unexpected {type(exc).__name__}: {exc} (this is a bug; "
               f"please report it with the command; {TRACEBACK_ENV}=1 shows the traceback)",
               file=sys.stderr)
         return 1

@@ -140,7 +140,8 @@ def benchmark_dir(name: str, paths: tuple[str, ...] | None = None) -> Path:
         hint = (
             f"{DATA_ENV} is set to {explicit!r}: that folder must hold the upstream layout "
             f"of {benchmark.repo}@{benchmark.commit[:10]} under {benchmark.name}/ "
-            f"(unset {DATA_ENV} to download the pinned files instead)."
+            f"(or, where the network reaches {benchmark.repo}, unset {DATA_ENV} to download "
+            f"the pinned files instead)."
         )
         for pinned in wanted:
             verify_file(folder, pinned, setting_hint=hint)
