@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+import signal
 import sys
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -13,6 +15,22 @@ TRACEBACK_ENV = "LM_EVAL_EXT_TRACEBACK"
 #: the line for Ctrl-C (lm-eval saves its results at the end; ours are written whole or not at all)
 INTERRUPTED = ("interrupted (Ctrl-C): nothing was saved half-written; run the command again "
                "(a campaign resumes from its finished cells)")
+
+
+def interrupt_once() -> None:
+    """Ctrl-C raises ``KeyboardInterrupt`` once; later SIGINTs are ignored while it ends.
+
+    GNU ``timeout -s INT`` signals the command and then its process group, so a second SIGINT
+    could land while the first one's line is printed (a traceback). Python's own handler stays
+    where another one was installed, and outside the main thread.
+    """
+    def first(signum, frame):
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        raise KeyboardInterrupt
+
+    if (threading.current_thread() is threading.main_thread()
+            and signal.getsignal(signal.SIGINT) is signal.default_int_handler):
+        signal.signal(signal.SIGINT, first)
 
 
 def say_interrupted(command: str) -> int:

@@ -201,6 +201,8 @@ def test_ctrl_c_during_a_run_is_one_line_and_leaves_no_folder(command, tmp_path)
                             text=True)
     time.sleep(15)  # the model is loaded and scoring
     proc.send_signal(signal.SIGINT)
+    time.sleep(0.2)  # a second, as `timeout -s INT` sends to the command and its group (trial 6)
+    proc.send_signal(signal.SIGINT)
     err = proc.communicate(timeout=120)[1]
     assert "Traceback" not in err, err[-2000:]
     name = "lm_eval" if command == ["lm_eval"] else "lm-eval-ext run"

@@ -13,7 +13,7 @@ from lm_eval_ext.campaign.sequential_evaluation import plan_looks
 from lm_eval_ext.campaign.spec import build_spec
 from lm_eval_ext.campaign.yaml_file import read_yaml
 from lm_eval_ext.cli import main as cli_main
-from lm_eval_ext.errors import ConfigError
+from lm_eval_ext.errors import INTERRUPTED, ConfigError
 from lm_eval_ext.tasks.bbq.registered import check_task_name
 
 
@@ -380,3 +380,34 @@ def test_the_samples_rule_counts_a_config_files_output_path(tmp_path):
 def test_messages_name_the_sub_command(argv, name):
     """Ctrl-C in `model prepare` said 'lm-eval-ext model: interrupted' (trial 5)."""
     assert cli_main.command_name(argv) == name
+
+
+SECOND_SIGINT = """
+import os, signal, sys, time
+from lm_eval_ext.errors import interrupt_once, say_interrupted
+if sys.argv[1] == "once":
+    interrupt_once()
+try:
+    os.kill(os.getpid(), signal.SIGINT)
+    time.sleep(5)
+except KeyboardInterrupt:
+    os.kill(os.getpid(), signal.SIGINT)  # the second signal, while the line is being said
+    time.sleep(0.2)
+    raise SystemExit(say_interrupted("cmd"))
+"""
+
+
+def test_a_second_ctrl_c_while_the_first_is_said_is_ignored():
+    """`timeout -s INT` signals the command and its group: the second SIGINT landed inside
+    say_interrupted, two chained KeyboardInterrupt tracebacks (trial 6)."""
+    import subprocess
+    import sys
+
+    def run(mode: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-c", SECOND_SIGINT, mode], capture_output=True,
+                              text=True, timeout=60)
+
+    once = run("once")
+    assert (once.returncode, once.stderr.strip()) == (130, f"cmd: {INTERRUPTED}")
+    plain = run("plain")  # Python's own handler: the traceback the trial saw
+    assert plain.returncode == -2 and "Traceback" in plain.stderr  # killed by SIGINT

@@ -8,6 +8,9 @@ import os
 def main() -> int:
     """Load the command line (its imports take a moment), then run it."""
     try:
+        from lm_eval_ext.errors import interrupt_once
+
+        interrupt_once()
         from lm_eval_ext.cli.main import main as run_command
     except KeyboardInterrupt:
         from lm_eval_ext.errors import TRACEBACK_ENV, say_interrupted

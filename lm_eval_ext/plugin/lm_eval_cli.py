@@ -17,6 +17,7 @@ from lm_eval_ext.errors import (
     EnvironmentProblem,
     LmEvalExtError,
     ending_lm_eval_command,
+    interrupt_once,
     quiet_closed_stdout,
     say_interrupted,
     stock_lm_eval_command,
@@ -88,8 +89,12 @@ def install_one_line_errors(excepthook: Callable) -> Callable:
 
     lm-eval-ext's errors (:class:`~lm_eval_ext.errors.LmEvalExtError`: a bad model arg, a
     missing file) already say what was wrong and the fix; every other exception keeps Python's
-    traceback. ``LM_EVAL_EXT_TRACEBACK=1`` shows ours in full too.
+    traceback. ``LM_EVAL_EXT_TRACEBACK=1`` shows ours in full too. Ctrl-C interrupts once
+    (:func:`~lm_eval_ext.errors.interrupt_once`).
     """
+    if stock_lm_eval_command():
+        interrupt_once()
+
     def one_line_excepthook(kind, value, traceback) -> None:
         if isinstance(value, BrokenPipeError):  # `lm_eval ls tasks | head`: the reader left
             quiet_closed_stdout()
