@@ -151,3 +151,11 @@ def test_compare_harness_refuses_one_name_or_one_path_twice(runs):
                            read_harness_run(f"lm_eval={bf16.parent}")])
     with pytest.raises(AnalysisInputError, match="the path .* is given twice"):
         read_harness_runs([f"lm_eval={ref.parent}", f"lm_eval:again={ref.parent}"])
+    # two bare folders: "the path <cwd> is given twice" (trial 6); their form is said first
+    with pytest.raises(AnalysisInputError) as error:
+        read_harness_runs([str(ref.parent), str(bf16.parent)])
+    assert str(error.value) == (f"compare-harness: '{ref.parent}': write HARNESS=PATH with "
+                                "HARNESS one of lm_eval, inspect, helm (e.g. "
+                                f"lm_eval={ref.parent} for an lm-eval output)")
+    followed = read_harness_runs([f"lm_eval={ref.parent}", f"lm_eval:b={bf16.parent}"])
+    assert [run.name for run in followed] == ["lm_eval", "b"]

@@ -336,25 +336,34 @@ READERS = {"lm_eval": read_lm_eval, "inspect": read_inspect_log, "helm": read_he
 def read_harness_runs(entries: Sequence[str]) -> list[HarnessRun]:
     """Every ``HARNESS=PATH`` entry read.
 
-    One path given twice is refused: a run is not compared with itself.
+    Each entry's form is checked first; one path given twice is refused: a run is not
+    compared with itself.
     """
-    paths = [Path(entry.partition("=")[2]).resolve() for entry in entries]
+    parsed = [harness_entry(entry) for entry in entries]
+    paths = [Path(path).resolve() for _, _, path in parsed]
     twice = next((p for p in paths if paths.count(p) > 1), None)
     if twice is not None:
         raise AnalysisInputError(f"compare-harness: the path {twice} is given twice; compare "
                                  "different runs")
-    return [read_harness_run(entry) for entry in entries]
+    return [READERS[harness](name, path) for harness, name, path in parsed]
 
 
-def read_harness_run(entry: str, where: str = "compare-harness") -> HarnessRun:
-    """``HARNESS=PATH`` or ``HARNESS:NAME=PATH`` (lm_eval, inspect or helm), given to ``where``."""
+def harness_entry(entry: str, where: str = "compare-harness") -> tuple[str, str, str]:
+    """``HARNESS=PATH`` or ``HARNESS:NAME=PATH`` as (harness, run name, path)."""
     label, sep, path = entry.partition("=")
     harness, _, name = label.partition(":")
     if not sep or harness not in READERS:
+        example = "inspect=logs/x.eval" if sep else f"lm_eval={entry} for an lm-eval output"
         raise AnalysisInputError(f"{where}: {entry!r}: write HARNESS=PATH with HARNESS "
-                                 f"one of {', '.join(HARNESSES)} (e.g. inspect=logs/x.eval)")
+                                 f"one of {', '.join(HARNESSES)} (e.g. {example})")
     if ":" in label and not name.strip():
         raise AnalysisInputError(f"{where}: {entry!r}: the NAME after {harness}: is empty; "
                                  f"write {harness}:NAME={path} (e.g. {harness}:b={path}), or "
                                  f"{harness}={path} for the harness's own name")
-    return READERS[harness](name or harness, path)
+    return harness, name or harness, path
+
+
+def read_harness_run(entry: str, where: str = "compare-harness") -> HarnessRun:
+    """``HARNESS=PATH`` or ``HARNESS:NAME=PATH`` (lm_eval, inspect or helm), given to ``where``."""
+    harness, name, path = harness_entry(entry, where)
+    return READERS[harness](name, path)
