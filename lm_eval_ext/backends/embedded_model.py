@@ -158,8 +158,8 @@ def convert_gguf(gguf: Path, target: Path, marker: dict, *, context_length: int,
 
 
 def files_record(folder: Path) -> dict:
-    """What :func:`damage` compares later: each file's size, modification time and SHA-256."""
-    return {f.name: {"bytes": f.stat().st_size, "mtime_ns": f.stat().st_mtime_ns,
+    """What :func:`damage` compares later: each file's size, inode change time and SHA-256."""
+    return {f.name: {"bytes": f.stat().st_size, "ctime_ns": f.stat().st_ctime_ns,
                      "sha256": sha256_of(f)}
             for f in sorted(folder.iterdir()) if f.is_file() and f.name != MARKER}
 
@@ -179,10 +179,11 @@ def _convert(gguf: Path, target: Path) -> None:
 def damage(target: Path, *, full: bool = False) -> str | None:
     """How a converted checkpoint differs from its files as written (None: it does not).
 
-    Sizes are compared always (instant); SHA-256 with ``full``, and for a file whose
-    modification time is not the one recorded (a write since, even of the same size: about
-    0.4 s for the embedded model's weights). A checkpoint converted before the marker recorded
-    its files is taken as it is.
+    Sizes are compared always (instant); SHA-256 with ``full``, and for a file whose inode
+    change time is not the one recorded (any write since, even of the same size and with its
+    modification time put back, which moves the change time too: about 0.4 s for the embedded
+    model's weights). A checkpoint converted before the marker recorded its files is taken as
+    it is.
     """
     marker = marker_of(target)
     if marker is None:
@@ -199,7 +200,7 @@ def damage(target: Path, *, full: bool = False) -> str | None:
         stat = path.stat()
         if stat.st_size != recorded["bytes"]:
             return f"{name} is {stat.st_size} bytes, {recorded['bytes']} when converted"
-        written_since = recorded.get("mtime_ns") != stat.st_mtime_ns
+        written_since = recorded.get("ctime_ns") != stat.st_ctime_ns
         if (full or written_since) and sha256_of(path) != recorded["sha256"]:
             return f"{name}'s SHA-256 differs from the one recorded when it was converted"
     return None
@@ -209,8 +210,8 @@ def converted_once(target: Path, convert, *, verify: bool = False) -> Path:
     """``target`` once ``convert(target)`` has written it (one process converts; others wait).
 
     A damaged checkpoint (:func:`damage`; ``verify``: its weights' SHA-256 too) is converted
-    again, with a note. A verified one has its files' modification times recorded afresh, so
-    that runs need not hash them again.
+    again, with a note. A verified one has its files' change times recorded afresh, so that
+    runs need not hash them again.
     """
     if (target / MARKER).is_file() and damage(target, full=verify) is None:
         if verify:
@@ -230,14 +231,14 @@ def converted_once(target: Path, convert, *, verify: bool = False) -> Path:
 
 
 def _record_times(target: Path) -> None:
-    """Record the modification times of ``target``'s files (their SHA-256 just verified)."""
+    """Record the inode change times of ``target``'s files (their SHA-256 just verified)."""
     marker = marker_of(target)
     recorded = marker.get("files") if isinstance(marker, dict) else None
-    times = {name: (target / name).stat().st_mtime_ns for name in recorded or {}}
-    if all(recorded[name].get("mtime_ns") == time for name, time in times.items()):
+    times = {name: (target / name).stat().st_ctime_ns for name in recorded or {}}
+    if all(recorded[name].get("ctime_ns") == time for name, time in times.items()):
         return
     for name, time in times.items():
-        recorded[name]["mtime_ns"] = time
+        recorded[name]["ctime_ns"] = time
     try:
         with _lock(target.parent / f".{target.name}.lock"):
             write_text_atomic(target / MARKER, json.dumps(marker, indent=2) + "\n")
@@ -264,6 +265,6 @@ def provenance() -> dict:
     marker = marker_of(checkpoint_dir()) or {"model": MODEL_NAME}
     files = marker.get("files")
     if isinstance(files, dict):
-        marker["files"] = {name: {k: v for k, v in record.items() if k != "mtime_ns"}
+        marker["files"] = {name: {k: v for k, v in record.items() if k != "ctime_ns"}
                            for name, record in files.items() if isinstance(record, dict)}
     return marker
