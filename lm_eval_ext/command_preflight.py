@@ -56,10 +56,13 @@ def check_limit(value: object, where: str = "--limit") -> None:
 def check_seed(value: str) -> None:
     """``--seed`` as lm-eval parses it: one integer for all four seeds, or 3-4 of int/None."""
     def whole_or_none(item: str) -> bool:
+        if item.strip().lower() == "none":
+            return True
         try:
-            return item.strip().lower() == "none" or int(item) is not None
+            int(item)
         except ValueError:
             return False
+        return True
 
     items = value.split(",")
     if len(items) in (1, 3, 4) and all(whole_or_none(item) for item in items):

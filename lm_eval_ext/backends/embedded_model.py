@@ -200,8 +200,8 @@ def damage(target: Path, *, full: bool = False) -> str | None:
         stat = path.stat()
         if stat.st_size != recorded["bytes"]:
             return f"{name} is {stat.st_size} bytes, {recorded['bytes']} when converted"
-        written_since = recorded.get("ctime_ns") != stat.st_ctime_ns
-        if (full or written_since) and sha256_of(path) != recorded["sha256"]:
+        changed_since = recorded.get("ctime_ns") != stat.st_ctime_ns
+        if (full or changed_since) and sha256_of(path) != recorded["sha256"]:
             return f"{name}'s SHA-256 differs from the one recorded when it was converted"
     return None
 
