@@ -38,7 +38,7 @@ def _refused(argv: list[str], capsys) -> str:
     ([*SEQUENTIAL, "--out", "{new}", "--alpha", "1.2"],
      "lm-eval-ext sequential: error: argument --alpha: 1.2 is not a probability strictly "
      "between 0 and 1 (see lm-eval-ext sequential --help)"),
-    ([*SEQUENTIAL, "--out", "{new}", "--margin", "-2"], "argument --margin: -2 must be above 0"),
+    ([*SEQUENTIAL, "--out", "{new}", "--margin", "-2"], "argument --margin: -2 must be a finite number above 0"),
     ([*SEQUENTIAL, "--out", "{new}", "--beta", "1"], "argument --beta: 1 is not a probability"),
     ([*SEQUENTIAL, "--out", "{file}"], "argument --out: {file} is a file; name a folder"),
     (["judge", "{new}", "--limit", "0"], "argument --limit: 0 must be at least 1"),
@@ -58,6 +58,16 @@ def _refused(argv: list[str], capsys) -> str:
     (["analyze", "--reference", "a", "--runs", "b", "--out", "{new}", "--level", "95"],
      "argument --level: 95 is not a probability"),
     (["compare-harness", "lm_eval=a", "--out", "{file}"], "argument --out: {file} is a file"),
+    # trial 7: inf reached math.ceil ("unexpected OverflowError"); a negative seed numpy's words
+    (["mde", "--m", "500", "--rho-d", "0.1", "--design-effect", "inf"],
+     "argument --design-effect: inf must be a finite number above 0"),
+    ([*SEQUENTIAL, "--out", "{new}", "--margin", "nan"], "argument --margin: nan must be a finite"),
+    (["recommend", "{folder}", "--claim", "accuracy=2", "--seed", "-3"],
+     "argument --seed: -3 must be 0 or more"),
+    (["analyze", "--reference", "a", "--runs", "b", "--out", "{new}", "--seed", "-1"],
+     "argument --seed: -1 must be 0 or more"),
+    (["campaign", "--preset", "paper-stress-test", "--out", "{new}", "--seed", "-1"],
+     "argument --seed: -1 must be 0 or more"),
 ])
 def test_bad_values_are_one_line_naming_the_flag_and_nothing_is_written(argv, message, tmp_path,
                                                                          capsys):
@@ -473,3 +483,14 @@ def test_sequential_refuses_a_power_not_above_alpha(capsys, tmp_path):
                     "time, so no effect size has that power; give a --beta below 1 - alpha (0.2 "
                     "is usual)")
     assert not (tmp_path / "s").exists()
+
+
+def test_a_design_effect_above_the_items_is_refused(capsys):
+    """--design-effect 1e308 printed a 155-digit MDE, then an OverflowError bug line (trial 7)."""
+    assert _refused(["mde", "--m", "500", "--rho-d", "0.1", "--design-effect", "1e308"],
+                    capsys) == (
+        "lm-eval-ext: error: mde: --design-effect 1e+308 is above the 500 items; a design "
+        "effect is at most the number of items (all in one cluster): give the variance "
+        "inflation of your clustering (e.g. 1.5)")
+    assert cli_main.main(["mde", "--m", "500", "--rho-d", "0.1", "--design-effect", "500"]) == 0
+    assert "paired MDE = " in capsys.readouterr().out  # the bound itself is allowed

@@ -53,7 +53,7 @@ def _add_cell_options(parser: argparse.ArgumentParser) -> None:
                         help="run no cell; analyse every comparison whose cells are done")
     parser.add_argument("--bootstrap", type=RESAMPLES, default=10_000, help="analysis resamples")
     parser.add_argument("--mc-draws", type=DRAWS, default=1_000, help="analysis draws per size")
-    parser.add_argument("--seed", type=int, default=0, help="analysis seed")
+    parser.add_argument("--seed", type=non_negative_int, default=0, help="analysis seed")
     parser.add_argument("--quiet", action="store_true", help="no lm-eval output, one line per cell")
     parser.add_argument("--measure-all", action="store_true",
                         help="run every cell for real (default: a batch-1 log-likelihood or "

@@ -77,6 +77,10 @@ def run(args: argparse.Namespace) -> int:
             deff = 1.0
     if m is None or rho_d is None:
         raise LmEvalExtError("mde needs --m and --rho-d (or --runs REFERENCE RUN)")
+    if deff > m:  # 1 + (cluster size - 1) x ICC: at most every item in one cluster
+        raise LmEvalExtError(f"mde: --design-effect {deff:g} is above the {m} items; a design "
+                             "effect is at most the number of items (all in one cluster): "
+                             "give the variance inflation of your clustering (e.g. 1.5)")
     try:
         mde = 100 * paired_mde(m, rho_d, args.alpha, args.power, design_effect=deff)
     except ValueError as exc:

@@ -8,6 +8,7 @@ anything is loaded or written.
 from __future__ import annotations
 
 import argparse
+import math
 from collections.abc import Callable
 from pathlib import Path
 
@@ -71,10 +72,10 @@ def share(text: str) -> float:
 
 
 def positive_float(text: str) -> float:
-    """A float above 0."""
+    """A finite float above 0."""
     value = _number(text, float)
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"{text} must be above 0")
+    if not value > 0 or not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"{text} must be a finite number above 0")
     return value
 
 
@@ -177,7 +178,8 @@ def refuse_replacing(option: str, path: str | Path, overwrite: bool, why: str) -
 def add_resampling_options(parser: argparse.ArgumentParser) -> None:
     """``--bootstrap``, ``--seed``, ``--level`` and ``--overwrite`` (analyze, compare-harness)."""
     parser.add_argument("--bootstrap", type=RESAMPLES, default=10_000, help="resamples")
-    parser.add_argument("--seed", type=int, default=0, help="random seed of the resampling")
+    parser.add_argument("--seed", type=non_negative_int, default=0,
+                        help="random seed of the resampling")
     parser.add_argument("--level", type=probability, default=0.95,
                         help="confidence level of the intervals")
     parser.add_argument("--overwrite", action="store_true",

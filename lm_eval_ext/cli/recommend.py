@@ -6,7 +6,13 @@ import argparse
 import json
 from pathlib import Path
 
-from lm_eval_ext.cli.options import RESAMPLES, check_power_above_alpha, folder, probability
+from lm_eval_ext.cli.options import (
+    RESAMPLES,
+    check_power_above_alpha,
+    folder,
+    non_negative_int,
+    probability,
+)
 from lm_eval_ext.errors import ConfigError
 from lm_eval_ext.files import probe_writable, write_files_atomic
 
@@ -41,7 +47,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                             "candidates get 0), e.g. --weights int8_b1=0.8,nf4_b1=0.2")
     rec.add_argument("--bootstrap", type=RESAMPLES, default=2000, metavar="B",
                      help="natural-unit bootstrap resamples for the pilot's standard errors")
-    rec.add_argument("--seed", type=int, default=0)
+    rec.add_argument("--seed", type=non_negative_int, default=0)
     rec.add_argument("--out", type=folder, help="write card.json and card.md into this folder")
     rec.add_argument("--overwrite", action="store_true",
                      help="replace a card already in --out (kept otherwise: a card is a record)")
