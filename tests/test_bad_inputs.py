@@ -57,6 +57,14 @@ def test_name_equals_path_only_for_identifiers_and_existing_paths(two_runs, tmp_
     assert str(error.value) == (f"={folder}: the NAME before = is empty; write NAME={folder} "
                                 f"(e.g. base={folder}), or the path alone")
     assert split_run_argument(f"base={folder}") == ("base", folder)  # followed
+    # a NAME of other characters: "a/b=PATH does not exist" pointed at the path (trial 7)
+    for name, usable in (("a/b", "a_b"), ("1x", "run_1x"), ("mé", "m_")):
+        with pytest.raises(AnalysisInputError) as error:
+            split_run_argument(f"{name}={folder}")
+        assert str(error.value) == (
+            f"{name}={folder}: the NAME {name!r} is not a run name (letters, digits and _ . + -, "
+            f"not starting with a digit or one of . + -); write e.g. {usable}={folder}")
+        assert split_run_argument(f"{usable}={folder}") == (usable, folder)  # followed
 
 
 def test_several_runs_under_one_reference_is_an_error_listing_them(two_runs, tmp_path):

@@ -308,6 +308,12 @@ def split_run_argument(raw: str | Path) -> tuple[str | None, str]:
     if sep and not name.strip() and Path(path).exists() and not Path(text).exists():
         raise AnalysisInputError(f"{text}: the NAME before = is empty; write NAME={path} "
                                  f"(e.g. base={path}), or the path alone")
+    if sep and Path(path).exists() and not Path(text).exists():  # a name of other characters
+        usable = re.sub(r"[^A-Za-z0-9_.+-]", "_", name.strip())
+        usable = usable if _RUN_NAME.fullmatch(usable) else f"run_{usable}"
+        raise AnalysisInputError(f"{text}: the NAME {name!r} is not a run name (letters, "
+                                 "digits and _ . + -, not starting with a digit or one of "
+                                 f". + -); write e.g. {usable}={path}")
     return None, text
 
 
