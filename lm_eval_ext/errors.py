@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import math
 import os
 import signal
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -17,20 +19,29 @@ INTERRUPTED = ("interrupted (Ctrl-C): nothing was saved half-written; run the co
                "(a campaign resumes from its finished cells)")
 
 
-def interrupt_once() -> None:
-    """Ctrl-C raises ``KeyboardInterrupt`` once; later SIGINTs are ignored while it ends.
+def interrupt_once(repeat_seconds: float = 1.0) -> None:
+    """Ctrl-C raises ``KeyboardInterrupt``; a repeat within ``repeat_seconds`` is the same one.
 
     GNU ``timeout -s INT`` signals the command and then its process group, so a second SIGINT
-    could land while the first one's line is printed (a traceback). Python's own handler stays
-    where another one was installed, and outside the main thread.
+    could land while the first one's line is printed (a traceback). A later Ctrl-C interrupts
+    again (where a library swallowed the first). Python's own handler (or the start-up hook's,
+    for ``import lm_eval``) is replaced; another one stays, and outside the main thread
+    nothing is.
     """
-    def first(signum, frame):
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
+    last = [-math.inf]
+
+    def interrupt(signum, frame):
+        now = time.monotonic()
+        if now - last[0] < repeat_seconds:
+            return
+        last[0] = now
         raise KeyboardInterrupt
 
-    if (threading.current_thread() is threading.main_thread()
-            and signal.getsignal(signal.SIGINT) is signal.default_int_handler):
-        signal.signal(signal.SIGINT, first)
+    current = signal.getsignal(signal.SIGINT)
+    if threading.current_thread() is threading.main_thread() and (
+            current is signal.default_int_handler
+            or getattr(current, "lm_eval_ext_early", False)):  # the start-up hook's own
+        signal.signal(signal.SIGINT, interrupt)
 
 
 def say_interrupted(command: str) -> int:

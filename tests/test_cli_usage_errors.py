@@ -38,7 +38,8 @@ def _refused(argv: list[str], capsys) -> str:
     ([*SEQUENTIAL, "--out", "{new}", "--alpha", "1.2"],
      "lm-eval-ext sequential: error: argument --alpha: 1.2 is not a probability strictly "
      "between 0 and 1 (see lm-eval-ext sequential --help)"),
-    ([*SEQUENTIAL, "--out", "{new}", "--margin", "-2"], "argument --margin: -2 must be a finite number above 0"),
+    ([*SEQUENTIAL, "--out", "{new}", "--margin", "-2"],
+     "argument --margin: -2 must be a finite number above 0"),
     ([*SEQUENTIAL, "--out", "{new}", "--beta", "1"], "argument --beta: 1 is not a probability"),
     ([*SEQUENTIAL, "--out", "{file}"], "argument --out: {file} is a file; name a folder"),
     (["judge", "{new}", "--limit", "0"], "argument --limit: 0 must be at least 1"),

@@ -100,7 +100,8 @@ def mark(value):
 modules = [m for n, m in list(sys.modules.items()) if n in ("sys", "lm_eval") or n.startswith("lm_eval.")]
 values = [v for m in modules for v in vars(m).values()]
 values += [v for c in values if isinstance(c, type) for v in vars(c).values()]
-listed = [install.split(":")[1] for _, install in sys.modules["_lm_eval_ext_autoload"].INSTALLS]
+hook = sys.modules["_lm_eval_ext_autoload"]
+listed = [install.split(":")[1] for _, install in (*hook.BEFORE, *hook.INSTALLS)]
 print(json.dumps([listed, sorted({mark(v) for v in values} - {None})]))
 """
 
@@ -113,7 +114,8 @@ def test_the_hook_lists_every_install_it_makes():
     listed, wrapped = json.loads(proc.stdout)
     # the installs that replace no attribute: the registry's and logging's public methods, two checks
     assert sorted(set(listed) - {"register_models", "drop_metadata_hint",
-                                 "check_stock_command_line", "check_stock_arguments"}) == wrapped
+                                 "check_stock_command_line", "check_stock_arguments",
+                                 "start_stock_command"}) == wrapped
     assert len(listed) == len(set(listed)) and "add_task_folders" in wrapped
 
 

@@ -390,6 +390,12 @@ import os, signal, sys, time
 from lm_eval_ext.errors import interrupt_once, say_interrupted
 if sys.argv[1] == "once":
     interrupt_once()
+try:  # a library that swallows the first Ctrl-C: a later one must still interrupt
+    os.kill(os.getpid(), signal.SIGINT)
+    time.sleep(5)
+except KeyboardInterrupt:
+    pass
+time.sleep(1.1)
 try:
     os.kill(os.getpid(), signal.SIGINT)
     time.sleep(5)
@@ -402,7 +408,8 @@ except KeyboardInterrupt:
 
 def test_a_second_ctrl_c_while_the_first_is_said_is_ignored():
     """`timeout -s INT` signals the command and its group: the second SIGINT landed inside
-    say_interrupted, two chained KeyboardInterrupt tracebacks (trial 6)."""
+    say_interrupted, two chained KeyboardInterrupt tracebacks (trial 6); a Ctrl-C a second
+    later interrupts again (trial 7: one a library swallowed must not disarm Ctrl-C)."""
     import subprocess
     import sys
 
@@ -414,3 +421,35 @@ def test_a_second_ctrl_c_while_the_first_is_said_is_ignored():
     assert (once.returncode, once.stderr.strip()) == (130, f"cmd: {INTERRUPTED}")
     plain = run("plain")  # Python's own handler: the traceback the trial saw
     assert plain.returncode == -2 and "Traceback" in plain.stderr  # killed by SIGINT
+
+
+EARLY_SIGINT = """
+import os, signal, sys
+sys.argv[0] = "/usr/bin/lm_eval"  # the stock command
+import _lm_eval_ext_autoload as hook
+hook._catch_early_interrupts()
+from lm_eval_ext.errors import interrupt_once
+if sys.argv[1] == "late":
+    interrupt_once()  # what the hook's installs put in its place
+os.kill(os.getpid(), signal.SIGINT)
+import time; time.sleep(5)
+"""
+
+
+@pytest.mark.parametrize(("when", "returncode", "line"), [
+    ("early", 130, "lm_eval: interrupted (Ctrl-C) while starting: nothing ran; run the command "
+                   "again"),
+    ("late", -2, None)])
+def test_ctrl_c_as_the_stock_command_starts_is_one_line(when, returncode, line):
+    """Ctrl-C in the first 0.25 s of the stock lm_eval was a traceback from `import lm_eval`
+    (trial 7); the hook's early handler says one line, and gives way to interrupt_once."""
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-c", EARLY_SIGINT, when], capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode == returncode
+    if line is not None:
+        assert proc.stderr.strip() == line
+    else:  # interrupt_once's KeyboardInterrupt, uncaught in this bare script
+        assert proc.stderr.strip().endswith("KeyboardInterrupt")

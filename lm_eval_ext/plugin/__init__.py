@@ -3,8 +3,8 @@
 Written against lm-eval 0.4.13 (paths below are in its package). lm-eval 0.4.13 loads no
 plug-ins, so a start-up hook (:mod:`.autoload`, shipped top-level as ``_lm_eval_ext_autoload``
 with ``lm_eval_ext_autoload.pth``) makes the installs its ``INSTALLS`` lists when lm-eval's
-modules are imported; ``lm-eval-ext run`` and the Python API make them through
-:func:`.registration.activate`. Every replaced attribute goes through
+modules are imported (those of ``BEFORE`` as one starts importing); ``lm-eval-ext run`` and
+the Python API make them through :func:`.registration.activate`. Every replaced attribute goes through
 :func:`.wrapping.wrap_once` (once, marked with the install's name).
 ``tests/test_plugin_boundary.py`` checks that no module outside this folder assigns an
 attribute on an lm-eval object.
@@ -36,9 +36,11 @@ Each write, where it is made, and the upstream change that would retire it:
 7. A filter on the ``lm_eval.api.task`` logger (:func:`.upstream_noise.drop_metadata_hint`;
    public ``logging``): the ``--metadata`` hint of ``api/task.py:862``, printed for every
    ``custom_dataset`` task. Retired when the hint is shown only for a function taking kwargs.
-8. ``sys.excepthook`` in the stock ``lm_eval`` command, from the import of its CLI package
-   (:func:`.lm_eval_cli.install_one_line_errors`): our usage errors and lm-eval's
-   ``--log_samples`` rule as one line; a closed output pipe quiet, Ctrl-C one line. Retired
+8. ``sys.excepthook`` and the SIGINT handler in the stock ``lm_eval`` command, as
+   ``import lm_eval`` starts (:func:`.lm_eval_cli.start_stock_command`; elsewhere from the
+   import of its CLI package, :func:`.lm_eval_cli.install_one_line_errors`): our usage
+   errors and lm-eval's ``--log_samples`` rule as one line; a closed output pipe quiet,
+   Ctrl-C one line. Retired
    when lm-eval's CLI reports a plug-in's usage errors (a ``ValueError``) without a traceback.
 9. ``sys.argv`` before ``lm_eval.__main__.cli_evaluate()`` (:mod:`.lm_eval_cli`), which parses
    ``sys.argv[1:]``. Retired when ``cli_evaluate`` takes an argument list.

@@ -13,8 +13,8 @@ Set ``LM_EVAL_EXT_DISABLE=1`` to turn the hook off; ``lm-eval-ext run ...`` stil
 
 from __future__ import annotations
 
+import _signal
 import importlib
-import importlib.abc
 import os
 import sys
 from types import ModuleType
@@ -36,20 +36,39 @@ INSTALLS: tuple[tuple[str, str], ...] = (
     ("lm_eval.evaluator", "upstream_noise:quiet_git_hash"),
     ("lm_eval.models.vllm_causallms", "vllm_engines:hand_over_kept_engines"),
 )
+#: installs that run as an lm-eval module starts importing, before its own imports: the
+#: stock command's one-line errors and Ctrl-C cover ``import lm_eval`` itself
+BEFORE: tuple[tuple[str, str], ...] = (
+    ("lm_eval", "lm_eval_cli:start_stock_command"),
+)
 #: the lm-eval modules whose import runs installs, in the order they are first listed
-TRIGGERS = tuple(dict.fromkeys(trigger for trigger, _ in INSTALLS))
+TRIGGERS = tuple(dict.fromkeys(trigger for trigger, _ in (*BEFORE, *INSTALLS)))
 
 
-def run_installs(module: ModuleType) -> None:
-    """The installs :data:`INSTALLS` lists for ``module``, in order."""
-    for trigger, install in INSTALLS:
-        if trigger == module.__name__:
+def run_installs(module_name: str, installs: tuple[tuple[str, str], ...] = INSTALLS) -> None:
+    """The ``installs`` listed for ``module_name``, in order."""
+    for trigger, install in installs:
+        if trigger == module_name:
             name, _, function = install.partition(":")
             getattr(importlib.import_module(f"lm_eval_ext.plugin.{name}"), function)()
 
 
-class _HookedLoader(importlib.abc.Loader):
-    """Delegating loader that runs the module's installs right after it executes."""
+def _run_safely(module_name: str, installs: tuple[tuple[str, str], ...]) -> None:
+    try:
+        run_installs(module_name, installs)
+    except Exception as exc:  # never break lm_eval itself
+        sys.stderr.write(
+            f"lm-eval-ext: autoload hook for {module_name} failed ({exc!r}); "
+            "use `lm-eval-ext run ...` instead, or set LM_EVAL_EXT_DISABLE=1.\n"
+        )
+
+
+class _HookedLoader:
+    """Delegating loader that runs the module's installs right after it executes.
+
+    A plain class: the import system needs only the methods (``importlib.abc`` would cost
+    every interpreter start about 80 ms, and widen the window in which Ctrl-C breaks it).
+    """
 
     def __init__(self, loader: importlib.abc.Loader):
         self._loader = loader
@@ -59,24 +78,59 @@ class _HookedLoader(importlib.abc.Loader):
 
     def exec_module(self, module: ModuleType) -> None:  # noqa: D102
         self._loader.exec_module(module)
-        try:
-            run_installs(module)
-        except Exception as exc:  # never break lm_eval itself
-            sys.stderr.write(
-                f"lm-eval-ext: autoload hook for {module.__name__} failed ({exc!r}); "
-                "use `lm-eval-ext run ...` instead, or set LM_EVAL_EXT_DISABLE=1.\n"
-            )
+        _run_safely(module.__name__, INSTALLS)
 
     def __getattr__(self, name: str):
         return getattr(self._loader, name)
 
 
-class PostImportFinder(importlib.abc.MetaPathFinder):
+def _stock_command() -> bool:
+    """:func:`lm_eval_ext.errors.stock_lm_eval_command`, read before the package is imported."""
+    program = sys.argv[0] if getattr(sys, "argv", None) else ""
+    return (os.path.basename(program) in {"lm_eval", "lm-eval"}
+            or program.endswith(os.path.join("lm_eval", "__main__.py")))
+
+
+def _interrupted_early(signum, frame) -> None:
+    """Ctrl-C as the stock ``lm_eval`` starts, before its one-line handling: one line, 130.
+
+    Nothing has run, nothing is open; nothing is imported here (a module may be half-imported
+    at this moment).
+    """
+    _signal.signal(_signal.SIGINT, _signal.SIG_IGN)
+    os.write(2, b"\nlm_eval: interrupted (Ctrl-C) while starting: nothing ran; run the "
+                b"command again\n")
+    os._exit(130)
+
+
+#: :func:`lm_eval_ext.errors.interrupt_once` replaces this handler as Python's own
+_interrupted_early.lm_eval_ext_early = True
+
+
+def _catch_early_interrupts() -> None:
+    """In the stock command's main thread, with Python's own SIGINT handler: ours, at once.
+
+    Through ``_signal``, the module ``signal`` wraps: ``import signal`` imports ``enum``
+    (about 18 ms), the very window this closes.
+    """
+    if not _stock_command() or _signal.getsignal(_signal.SIGINT) is not \
+            _signal.default_int_handler:
+        return
+    try:
+        _signal.signal(_signal.SIGINT, _interrupted_early)
+    except ValueError:  # not the main thread: Python's handler stays
+        pass
+
+
+class PostImportFinder:
     """Meta-path finder that wraps the loaders of the modules :data:`INSTALLS` names."""
 
     def find_spec(self, fullname, path, target=None):  # noqa: D102
         if fullname not in TRIGGERS:
             return None
+        if fullname == "lm_eval":
+            _catch_early_interrupts()
+        _run_safely(fullname, BEFORE)
         for finder in sys.meta_path:
             if finder is self or not hasattr(finder, "find_spec"):
                 continue
@@ -99,7 +153,8 @@ def install() -> None:
     # .pth file that sorts earlier) get their installs directly.
     for name in TRIGGERS:
         if name in sys.modules:
-            run_installs(sys.modules[name])
+            run_installs(name, BEFORE)
+            run_installs(name)
 
 
 try:

@@ -110,6 +110,12 @@ def install_one_line_errors(excepthook: Callable) -> Callable:
     return one_line_excepthook
 
 
+def start_stock_command() -> None:
+    """In the stock ``lm_eval``, as ``import lm_eval`` starts: one-line errors and Ctrl-C."""
+    if stock_lm_eval_command():
+        install_one_line_errors()
+
+
 def check_stock_arguments() -> None:
     """In the stock ``lm_eval``, before lm-eval parses: what its parser refuses in poor words."""
     if not stock_lm_eval_command():
