@@ -100,6 +100,16 @@ def test_a_duplicated_line_is_named(runs):
         load_runs([ref])
 
 
+def test_lines_without_doc_id_are_named_as_such(runs):
+    """doc_id renamed in every line was "line 2 repeats doc_id None of line 1" (trial 7)."""
+    ref, _, _ = runs
+    lines = [line.replace('"doc_id":', '"docid":', 1) for line in _lines(ref)]
+    _write(ref, lines)
+    with pytest.raises(AnalysisInputError, match="line 1 has no doc_id "
+                                                 r"\(every line lm-eval writes has one\)"):
+        load_runs([ref])
+
+
 def test_an_edited_line_is_named(runs):
     ref, _, _ = runs
     lines = _lines(ref)

@@ -1,10 +1,14 @@
-"""Input the third and fourth new-user trials found ending in a traceback, a silent result or
+"""Input the new-user trials (3 to 7) found ending in a traceback, a silent result or wrong
+advice.
 
 Each case is one line naming what was wrong and the fix (and the fix, followed, works); the
 cases that need a real lm-eval process are in test_console_autoload.py (marked slow).
 """
 
 from __future__ import annotations
+
+import os
+import subprocess
 
 import pytest
 
@@ -453,3 +457,31 @@ def test_ctrl_c_as_the_stock_command_starts_is_one_line(when, returncode, line):
         assert proc.stderr.strip() == line
     else:  # interrupt_once's KeyboardInterrupt, uncaught in this bare script
         assert proc.stderr.strip().endswith("KeyboardInterrupt")
+
+
+def _shell(script: str, tmp_path, **env) -> subprocess.CompletedProcess:
+    from helpers import console_script
+
+    return subprocess.run(["bash", "-c", script.format(cli=console_script("lm-eval-ext"))],
+                          capture_output=True, text=True, cwd=tmp_path, timeout=120,
+                          env={**os.environ, **env})
+
+
+def test_a_closed_output_or_a_deleted_folder_is_one_line_and_an_odd_encoding_escapes(tmp_path):
+    """`mde ... >&-` printed nothing and exited 0; a deleted current folder was 'a folder on the
+    path does not exist ... pass another path'; PYTHONIOENCODING=ascii and --out anä wrote the
+    report, then an UnicodeEncodeError bug line (trial 7)."""
+    closed = _shell("{cli} mde --m 500 --rho-d 0.1 >&-", tmp_path)
+    assert (closed.returncode, closed.stderr.strip()) == (2, (
+        "lm-eval-ext mde: error: standard output is closed (>&-): the command's results would "
+        "be lost; redirect it instead (> FILE, or > /dev/null to discard them)"))
+    assert _shell("{cli} mde --m 500 --rho-d 0.1 > /dev/null", tmp_path).returncode == 0
+    gone = _shell("mkdir gone && cd gone && rmdir ../gone && {cli} mde --m 500 --rho-d 0.1",
+                  tmp_path)
+    assert (gone.returncode, gone.stderr.strip()) == (2, (
+        "lm-eval-ext mde: error: the current folder no longer exists (it was deleted or moved); "
+        "cd to an existing folder and run the command again"))
+    ascii_out = _shell("{cli} mde --m 500 --rho-d 0.1 --card cä.md", tmp_path,
+                       PYTHONIOENCODING="ascii")
+    assert ascii_out.returncode == 0 and (tmp_path / "cä.md").is_file()
+    assert ascii_out.stdout.splitlines()[-1] == "wrote c\\xe4.md"

@@ -85,6 +85,9 @@ def check_samples(results: Mapping[str, Any], task: str, samples: Sequence[Mappi
     """Raise one clear error where ``samples`` are not the lines ``results`` was made from."""
     seen: dict[tuple[Any, Any], int] = {}
     for line, sample in enumerate(samples, start=1):
+        if "doc_id" not in sample:
+            raise _mixed(samples_file, f"line {line} has no doc_id (every line lm-eval writes "
+                                       "has one)")
         key = (sample.get("doc_id"), sample.get("filter"))
         if key in seen:
             raise _mixed(samples_file, f"line {line} repeats doc_id {key[0]} of line "

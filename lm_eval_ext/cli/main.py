@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import errno
 import importlib.metadata
+import io
 import os
 import sys
 import warnings
@@ -98,9 +99,38 @@ def command_name(argv: Sequence[str]) -> str:
     return " ".join(["lm-eval-ext", *(w for w in words if not w.startswith("-"))])
 
 
+def _process_problem() -> str | None:
+    """What stops every command here: a closed standard output, a deleted current folder."""
+    if sys.stdout is None:  # `>&-`: print() would drop every line without a word
+        return ("standard output is closed (>&-): the command's results would be lost; "
+                "redirect it instead (> FILE, or > /dev/null to discard them)")
+    try:
+        os.getcwd()
+    except FileNotFoundError:
+        return ("the current folder no longer exists (it was deleted or moved); cd to an "
+                "existing folder and run the command again")
+    return None
+
+
+def _printable_output() -> None:
+    """Characters the output's encoding lacks are written escaped, not an error at the end.
+
+    (``PYTHONIOENCODING=ascii`` and a path with ä: the report was written, then printing its
+    path failed.)
+    """
+    for stream in (sys.stdout, sys.stderr):
+        if isinstance(stream, io.TextIOWrapper):
+            stream.reconfigure(errors="backslashreplace")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``lm-eval-ext``."""
     argv = list(sys.argv[1:] if argv is None else argv)
+    problem = _process_problem()
+    if problem is not None:
+        print(f"{command_name(argv)}: error: {problem}", file=sys.stderr)
+        return 2
+    _printable_output()
     try:
         return _command(argv)
     except KeyboardInterrupt:  # Ctrl-C once loaded (console.py: while loading): nothing half-written
