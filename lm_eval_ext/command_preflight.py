@@ -446,11 +446,16 @@ def _subset_hint(name: str) -> str | None:
 def unknown_task_message(missing: str, known: Sequence[str]) -> str:
     """One line for lm-eval's "Tasks not found: a, b", with the closest known names."""
     names = [n.strip() for n in missing.split(",") if n.strip()]
-    typos = {n: [n.removesuffix("_loglik")] if n.removesuffix("_loglik") in known else
-             difflib.get_close_matches(n, known, n=1, cutoff=0.9) for n in names}  # generative only
+    generative_only = {n: n.removesuffix("_loglik") for n in names
+                       if n.endswith("_loglik") and n.removesuffix("_loglik") in known}
+    typos = {n: difflib.get_close_matches(n, known, n=1, cutoff=0.9) for n in names}
     hints = {n: typos[n] or difflib.get_close_matches(n, known, n=1) for n in names}
-    named = ", ".join((not typos[n] and _subset_hint(n))
-                      or (f"{n} (did you mean {hints[n][0]}?)" if hints[n] else n)
-                      for n in names)
+    named = ", ".join(
+        (f"{n} ({generative_only[n]} has no log-likelihood form: run {generative_only[n]} on the "
+         "generative path, or a task with both, e.g. bbq_subset_25pct)"
+         if n in generative_only else None)
+        or (not typos[n] and _subset_hint(n))
+        or (f"{n} (did you mean {hints[n][0]}?)" if hints[n] else n)
+        for n in names)
     return (f"unknown task(s) {named}; `lm-eval ls tasks` lists lm-eval's tasks, docs/tasks.md "
             "this package's")

@@ -230,12 +230,17 @@ def test_log_samples_without_an_output_path_is_one_line():
 
 
 def test_a_loglik_name_of_a_generative_only_task_points_to_the_task():
-    """`xstest_ext_loglik` was told "did you mean toxigen_ext_loglik?" (another benchmark)."""
+    """`xstest_ext_loglik` was told "did you mean toxigen_ext_loglik?" (another benchmark);
+    a grid's `benchmarks: [bbq]` with `scoring_path: [loglik]` was told "bbq_loglik (did you
+    mean bbq?)", which the grid had been given (trial 7)."""
     from lm_eval_ext.command_preflight import unknown_task_message
     from lm_eval_ext.plugin.task_folders import our_task_names
 
     message = unknown_task_message("xstest_ext_loglik", list(our_task_names()))
-    assert message.startswith("unknown task(s) xstest_ext_loglik (did you mean xstest_ext?)")
+    assert message.startswith("unknown task(s) xstest_ext_loglik (xstest_ext has no "
+                              "log-likelihood form: run xstest_ext on the generative path, or a "
+                              "task with both, e.g. bbq_subset_25pct)")
+    assert "bbq_subset_25pct_loglik" in our_task_names()  # the example has both
 
 
 @pytest.mark.parametrize("model_args", [["pretrained=embedded"], ['{"pretrained": "embedded"}'],

@@ -102,9 +102,29 @@ def test_a_task_that_needs_the_hub_offline_is_one_line():
     assert str(error) == (
         "a task's data set could not be loaded: Couldn't reach 'allenai/ai2_arc' on the Hub "
         "(OfflineModeIsEnabled); the task downloads it from the Hugging Face hub: connect to "
-        "the hub (unset HF_HUB_OFFLINE and HF_DATASETS_OFFLINE where set), or run it once "
-        "online so that datasets caches it")
+        "the hub (unset HF_HUB_OFFLINE and HF_DATASETS_OFFLINE where set), run it once "
+        "online so that datasets caches it, or use one of this package's tasks (e.g. "
+        "bbq_subset_25pct), which read local files")
     assert error.exit_code == 1
+
+
+def test_a_grid_of_a_task_that_needs_the_hub_is_one_line_not_a_path_error(tmp_path, capsys):
+    """A grid of lm-eval's `bbq` (its data on the hub), offline: 'cannot use a file: Couldn't
+    reach oskarvanderwal/bbq on the Hub ...; pass another path' (trial 7)."""
+    from lm_eval_ext.cli.main import main
+
+    grid = tmp_path / "grid.yaml"
+    grid.write_text('models: {a: "precision=fp32", b: "precision=bf16"}\nbenchmarks: [bbq]\n')
+    assert main(["grid", str(grid), "--out", str(tmp_path / "out"), "--dry-run"]) == 1
+    line = capsys.readouterr().err.strip()
+    assert line.startswith("lm-eval-ext: error: a task's data set could not be loaded: "
+                           "Couldn't reach 'oskarvanderwal/bbq' on the Hub")
+    assert line.endswith("or use one of this package's tasks (e.g. bbq_subset_25pct), which "
+                         "read local files")
+    grid.write_text('models: {a: "precision=fp32", b: "precision=bf16"}\n'
+                    "benchmarks: [bbq_subset_25pct]\n")
+    assert main(["grid", str(grid), "--out", str(tmp_path / "out"), "--dry-run",
+                 "--calibration-limit", "0"]) == 0  # followed
 
 
 def test_a_device_torch_does_not_know_is_refused(tmp_path, capsys):

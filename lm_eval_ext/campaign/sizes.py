@@ -27,6 +27,7 @@ def task_sizes(cells: Sequence[Cell]) -> dict[str, int]:
     """Items per task (lm-eval's evaluation split), read through lm-eval's TaskManager."""
     from lm_eval.tasks import TaskManager, get_task_dict
 
+    from lm_eval_ext.plugin.lm_eval_cli import unreachable_data
     from lm_eval_ext.plugin.registration import activate
     from lm_eval_ext.plugin.task_folders import narrow_task_manager
 
@@ -34,7 +35,13 @@ def task_sizes(cells: Sequence[Cell]) -> dict[str, int]:
     extra = sorted({str(c.options["include_path"]) for c in cells if c.options.get("include_path")})
     names = sorted({c.task for c in cells})
     manager = narrow_task_manager(names, extra) or TaskManager(include_path=extra or None)
-    tasks = get_task_dict(names, manager)
+    try:
+        tasks = get_task_dict(names, manager)
+    except (ConnectionError, FileNotFoundError) as exc:  # a stock task's data, out of reach
+        unreachable = unreachable_data(exc)
+        if unreachable is None:
+            raise
+        raise unreachable from None
     return {name: len(task.eval_docs) for name, task in tasks.items()}
 
 

@@ -49,6 +49,23 @@ def config_problem(argv: Sequence[str]) -> LmEvalExtError | None:
     return None
 
 
+def unreachable_data(error: BaseException) -> EnvironmentProblem | None:
+    """A task whose data set needs the Hugging Face hub or the web, out of reach: one line."""
+    text = str(error)
+    if isinstance(error, ConnectionError) and " on the Hub" in text:
+        return EnvironmentProblem(
+            f"a task's data set could not be loaded: {text}; the task downloads it from the "
+            "Hugging Face hub: connect to the hub (unset HF_HUB_OFFLINE and HF_DATASETS_OFFLINE "
+            "where set), run it once online so that datasets caches it, or use one of this "
+            "package's tasks (e.g. bbq_subset_25pct), which read local files")
+    if isinstance(error, FileNotFoundError) and "Unable to find 'http" in text:
+        return EnvironmentProblem(
+            f"a task's data file could not be fetched ({text.split('Unable to find ')[-1]}): "
+            "the web cannot be reached from here; a task from `lm-eval-ext export-upstream` "
+            "reads local files when exported with --local-data")
+    return None
+
+
 def one_line_error(error: BaseException) -> BaseException:
     """lm-eval's "Tasks not found: NAMES" as our one-line error with the closest names.
 
@@ -59,16 +76,9 @@ def one_line_error(error: BaseException) -> BaseException:
     config = config_problem(sys.argv[1:])
     if config is not None:  # lm-eval reads --config first: its YAML or type error, named
         return config
-    if isinstance(error, ConnectionError) and " on the Hub" in text:
-        return EnvironmentProblem(
-            f"a task's data set could not be loaded: {text}; the task downloads it from the "
-            "Hugging Face hub: connect to the hub (unset HF_HUB_OFFLINE and HF_DATASETS_OFFLINE "
-            "where set), or run it once online so that datasets caches it")
-    if isinstance(error, FileNotFoundError) and "Unable to find 'http" in text:
-        return EnvironmentProblem(
-            f"a task's data file could not be fetched ({text.split('Unable to find ')[-1]}): "
-            "the web cannot be reached from here; a task from `lm-eval-ext export-upstream` "
-            "reads local files when exported with --local-data")
+    unreachable = unreachable_data(error)
+    if unreachable is not None:
+        return unreachable
     if isinstance(error, ValueError) and text.startswith("Specify --output_path if "):
         from lm_eval_ext.command_preflight import SAMPLES_NEED_OUTPUT_PATH, PreflightError
 
