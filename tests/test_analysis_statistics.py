@@ -455,3 +455,19 @@ def test_a_grid_cell_with_two_runs_is_refused_never_averaged():
                                  "run, never a mean: pass one run per model x configuration x "
                                  "item set")
     assert cell_matrix(cells.drop(index=1)).loc["bf16", "a"] == 0.5  # one run per cell
+
+
+@pytest.mark.parametrize("alpha", [0.05, 1e-10, 1e-17, 1e-300])
+def test_mde_quantile_holds_for_tiny_alpha_against_mpmath(alpha):
+    """--alpha 1e-17 made 1 - alpha/2 round to 1: an infinite MDE, then an OverflowError
+    (trial 8). The normal quantile against mpmath at 50 digits: erfc(z / sqrt 2) = alpha."""
+    import mpmath
+
+    from lm_eval_ext.analysis import paired_mde, required_items
+
+    mpmath.mp.dps = 50
+    z_alpha = float(mpmath.findroot(lambda z: mpmath.erfc(z / mpmath.sqrt(2)) - alpha,
+                                    float(stats.norm.isf(alpha / 2))))
+    expected = (z_alpha + stats.norm.ppf(0.8)) * math.sqrt(0.1 / 500)
+    assert paired_mde(500, 0.1, alpha, 0.8) == pytest.approx(expected, rel=1e-12)
+    assert math.isfinite(required_items(0.05, 0.1, alpha, 0.8))

@@ -495,3 +495,20 @@ def test_a_design_effect_above_the_items_is_refused(capsys):
         "inflation of your clustering (e.g. 1.5)")
     assert cli_main.main(["mde", "--m", "500", "--rho-d", "0.1", "--design-effect", "500"]) == 0
     assert "paired MDE = " in capsys.readouterr().out  # the bound itself is allowed
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["mde", "--m", "500", "--rho-d", "0.1", "--overwrite"],
+     "--overwrite applies to --card, which is not given: give --card, or leave --overwrite out"),
+    (["recommend", "{folder}", "--claim", "accuracy=2", "--overwrite"],
+     "--overwrite applies to --out, which is not given: give --out, or leave --overwrite out"),
+    (["analyze", "--reference", "a={folder}", "--runs", "b={folder}", "--out", "{new}", "--core",
+      "batch=1,4"],
+     "--core applies to --grid, which is not given: give --grid, or leave --core out")])
+def test_an_option_that_would_do_nothing_is_refused(argv, message, tmp_path, capsys):
+    """`mde --overwrite` without --card, `recommend --overwrite` without --out and `analyze
+    --core` without --grid were accepted and ignored without a word (trial 8)."""
+    places = {"new": tmp_path / "new", "folder": tmp_path}
+    line = _refused([a.format(**places) for a in argv], capsys)
+    assert line == f"lm-eval-ext: error: {message}"
+    assert not places["new"].exists()

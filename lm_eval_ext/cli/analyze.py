@@ -13,6 +13,7 @@ from lm_eval_ext.cli.options import (
     add_resampling_options,
     folder,
     positive_float,
+    refuse_unused,
 )
 from lm_eval_ext.errors import ConfigError, LmEvalExtError
 
@@ -81,6 +82,7 @@ def run(args: argparse.Namespace) -> int:
     if not (args.reference and args.runs):
         raise ConfigError("analyze needs --reference and --runs (to compare harnesses: "
                           "lm-eval-ext compare-harness HARNESS=PATH ...)")
+    refuse_unused("--core", args.core, "--grid", args.grid)
     result, paths = analyze_to_folder(
         args.reference, args.runs, args.out, overwrite=args.overwrite, grid=args.grid,
         core=parse_core(args.core), intersection=args.intersection, n_resamples=args.bootstrap,

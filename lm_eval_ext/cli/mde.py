@@ -12,6 +12,7 @@ from lm_eval_ext.cli.options import (
     positive_int,
     probability,
     refuse_replacing,
+    refuse_unused,
     share,
 )
 from lm_eval_ext.errors import LmEvalExtError
@@ -45,6 +46,7 @@ def run(args: argparse.Namespace) -> int:
     )
 
     m, rho_d, deff, bounded = args.m, args.rho_d, args.design_effect, False
+    refuse_unused("--overwrite", args.overwrite, "--card", args.card)
     check_power_above_alpha("mde", args.power, args.alpha, f"--power {args.power:g}",
                             "give a power above alpha (0.8 is usual)")
     if args.card and not Path(args.card).parent.is_dir():

@@ -168,6 +168,13 @@ class GivenOnce(argparse.Action):
         setattr(namespace, self.dest, values)
 
 
+def refuse_unused(option: str, given: object, needs: str, needed: object) -> None:
+    """``option`` given without ``needs``, which it applies to: one line, not silently ignored."""
+    if given and not needed:
+        raise LmEvalExtError(f"{option} applies to {needs}, which is not given: give {needs}, "
+                             f"or leave {option} out")
+
+
 def refuse_replacing(option: str, path: str | Path, overwrite: bool, why: str) -> None:
     """An existing file at ``path`` is kept unless ``--overwrite``: one line, ``why`` and the fix."""
     if Path(path).is_file() and not overwrite:

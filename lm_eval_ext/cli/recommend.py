@@ -12,6 +12,7 @@ from lm_eval_ext.cli.options import (
     folder,
     non_negative_int,
     probability,
+    refuse_unused,
 )
 from lm_eval_ext.errors import ConfigError
 from lm_eval_ext.files import probe_writable, write_files_atomic
@@ -84,6 +85,7 @@ def run(args: argparse.Namespace) -> int:
         recommend_from_pilots,
     )
 
+    refuse_unused("--overwrite", args.overwrite, "--out", args.out)
     try:
         sizes = ([int(s) for s in args.sizes.split(",") if s.strip()] if args.sizes
                  else list(INSTRUMENT_SIZES_UNITS))

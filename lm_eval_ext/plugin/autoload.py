@@ -84,22 +84,35 @@ class _HookedLoader:
         return getattr(self._loader, name)
 
 
-def _stock_command() -> bool:
-    """:func:`lm_eval_ext.errors.stock_lm_eval_command`, read before the package is imported."""
+#: the packages whose first import starts each command (``import lm_eval`` for the stock
+#: ``lm_eval``, ``import lm_eval_ext`` for ``lm-eval-ext``), and the names it is run by
+COMMANDS = {"lm_eval": ("lm_eval", "lm-eval"), "lm_eval_ext": ("lm-eval-ext",)}
+
+
+def _command_starting(package: str) -> str | None:
+    """The command (``lm_eval``, ``lm-eval-ext``) that importing ``package`` starts, if any.
+
+    As :func:`lm_eval_ext.errors.stock_lm_eval_command`, read before the package is imported.
+    """
     program = sys.argv[0] if getattr(sys, "argv", None) else ""
-    return (os.path.basename(program) in {"lm_eval", "lm-eval"}
-            or program.endswith(os.path.join("lm_eval", "__main__.py")))
+    name = os.path.basename(program)
+    if name in COMMANDS.get(package, ()):
+        return name
+    if package == "lm_eval" and program.endswith(os.path.join("lm_eval", "__main__.py")):
+        return "lm_eval"
+    return None
 
 
 def _interrupted_early(signum, frame) -> None:
-    """Ctrl-C as the stock ``lm_eval`` starts, before its one-line handling: one line, 130.
+    """Ctrl-C as a command starts, before its one-line handling: one line, exit 130.
 
     Nothing has run, nothing is open; nothing is imported here (a module may be half-imported
     at this moment).
     """
     _signal.signal(_signal.SIGINT, _signal.SIG_IGN)
-    os.write(2, b"\nlm_eval: interrupted (Ctrl-C) while starting: nothing ran; run the "
-                b"command again\n")
+    command = _command_starting("lm_eval") or _command_starting("lm_eval_ext") or "python"
+    os.write(2, f"\n{command}: interrupted (Ctrl-C) while starting: nothing ran; run the "
+                "command again\n".encode())
     os._exit(130)
 
 
@@ -107,13 +120,13 @@ def _interrupted_early(signum, frame) -> None:
 _interrupted_early.lm_eval_ext_early = True
 
 
-def _catch_early_interrupts() -> None:
-    """In the stock command's main thread, with Python's own SIGINT handler: ours, at once.
+def _catch_early_interrupts(package: str) -> None:
+    """As a command's package starts importing (main thread, Python's handler): ours, at once.
 
     Through ``_signal``, the module ``signal`` wraps: ``import signal`` imports ``enum``
     (about 18 ms), the very window this closes.
     """
-    if not _stock_command() or _signal.getsignal(_signal.SIGINT) is not \
+    if _command_starting(package) is None or _signal.getsignal(_signal.SIGINT) is not \
             _signal.default_int_handler:
         return
     try:
@@ -126,10 +139,10 @@ class PostImportFinder:
     """Meta-path finder that wraps the loaders of the modules :data:`INSTALLS` names."""
 
     def find_spec(self, fullname, path, target=None):  # noqa: D102
+        if fullname in COMMANDS:
+            _catch_early_interrupts(fullname)
         if fullname not in TRIGGERS:
             return None
-        if fullname == "lm_eval":
-            _catch_early_interrupts()
         _run_safely(fullname, BEFORE)
         for finder in sys.meta_path:
             if finder is self or not hasattr(finder, "find_spec"):

@@ -194,4 +194,4 @@ def boundary_level(z_boundary: float) -> float:
 
 def final_mde(plan: SequentialPlan, se_full: float) -> float:
     """Smallest effect the last look's boundary detects with power ``1 - beta`` (metric units)."""
-    return float((plan.boundaries()[-1] + stats.norm.ppf(1 - plan.beta)) * se_full)
+    return float((plan.boundaries()[-1] + stats.norm.isf(plan.beta)) * se_full)

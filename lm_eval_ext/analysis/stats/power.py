@@ -22,7 +22,8 @@ from scipy import stats
 def _z_sum(alpha: float, power: float) -> float:
     if not 0 < alpha < 1 or not 0 < power < 1:
         raise ValueError(f"alpha and power must be in (0, 1); got alpha={alpha}, power={power}")
-    return float(stats.norm.ppf(1 - alpha / 2) + stats.norm.ppf(power))
+    # isf(alpha / 2), not ppf(1 - alpha / 2): 1 - 1e-17 rounds to 1, an infinite quantile
+    return float(stats.norm.isf(alpha / 2) + stats.norm.ppf(power))
 
 
 def paired_mde(m: int, rho_d: float, alpha: float = 0.05, power: float = 0.8,

@@ -175,7 +175,7 @@ def se_from_interval(low: float, high: float, level: float = 0.95) -> float:
 def level_mde_pp(level_se_pp: float, n_pilot_units: int, n_units: int, alpha: float = 0.05,
                  power: float = 0.8) -> float:
     """The MDE of a contrast measured on ``n_units`` (points)."""
-    z = stats.norm.ppf(1 - alpha / 2) + stats.norm.ppf(power)
+    z = stats.norm.isf(alpha / 2) + stats.norm.ppf(power)  # isf: 1 - tiny alpha rounds to 1
     return float(z * level_se_pp * math.sqrt(n_pilot_units / n_units))
 
 
