@@ -57,7 +57,10 @@ def _refused(argv: list[str], capsys) -> str:
     (["campaign", "--preset", "paper-stress-test", "--out", "{new}", "--mc-draws", "5"],
      "argument --mc-draws: 5 must be at least 10"),
     (["analyze", "--reference", "a", "--runs", "b", "--out", "{new}", "--level", "95"],
-     "argument --level: 95 is not a probability"),
+     "argument --level: 95 is not a confidence level; use a value in [0.5, 1), e.g. 0.95"),
+    # trial 8: compare-harness took --level 0.3 (a 30% interval), which analyze refuses
+    (["compare-harness", "lm_eval=a", "lm_eval:b=b", "--out", "{new}", "--level", "0.3"],
+     "argument --level: 0.3 is not a confidence level; use a value in [0.5, 1), e.g. 0.95"),
     (["compare-harness", "lm_eval=a", "--out", "{file}"], "argument --out: {file} is a file"),
     # trial 7: inf reached math.ceil ("unexpected OverflowError"); a negative seed numpy's words
     (["mde", "--m", "500", "--rho-d", "0.1", "--design-effect", "inf"],

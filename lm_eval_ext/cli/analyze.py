@@ -82,10 +82,11 @@ def run(args: argparse.Namespace) -> int:
     if not (args.reference and args.runs):
         raise ConfigError("analyze needs --reference and --runs (to compare harnesses: "
                           "lm-eval-ext compare-harness HARNESS=PATH ...)")
+    core = parse_core(args.core)
     refuse_unused("--core", args.core, "--grid", args.grid)
     result, paths = analyze_to_folder(
         args.reference, args.runs, args.out, overwrite=args.overwrite, grid=args.grid,
-        core=parse_core(args.core), intersection=args.intersection, n_resamples=args.bootstrap,
+        core=core, intersection=args.intersection, n_resamples=args.bootstrap,
         mc_draws=args.mc_draws, seed=args.seed, level=args.level,
         template_sd_pp=args.template_sd, progress=not args.no_progress, labels=args.label,
         cluster=args.cluster)

@@ -63,6 +63,15 @@ def probability(text: str) -> float:
     return value
 
 
+def confidence_level(text: str) -> float:
+    """A confidence level in [0.5, 1) (analysis/pipeline.py check_settings: the same bounds)."""
+    value = _number(text, float)
+    if not 0.5 <= value < 1:
+        raise argparse.ArgumentTypeError(f"{text} is not a confidence level; use a value in "
+                                         "[0.5, 1), e.g. 0.95")
+    return value
+
+
 def share(text: str) -> float:
     """A float above 0 and at most 1 (a rate such as rho_d)."""
     value = _number(text, float)
@@ -187,7 +196,7 @@ def add_resampling_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--bootstrap", type=RESAMPLES, default=10_000, help="resamples")
     parser.add_argument("--seed", type=non_negative_int, default=0,
                         help="random seed of the resampling")
-    parser.add_argument("--level", type=probability, default=0.95,
+    parser.add_argument("--level", type=confidence_level, default=0.95,
                         help="confidence level of the intervals")
     parser.add_argument("--overwrite", action="store_true",
                         help="replace an earlier analysis in --out (never mixed with it)")
