@@ -467,6 +467,30 @@ def test_a_campaign_derives_a_subset_cell_and_measure_all_measures_it(tmp_path, 
     assert table["energy_derived"].tolist() == [False, True]
 
 
+@pytest.mark.slow
+def test_a_subset_run_that_also_differs_in_precision_is_named(tmp_path, embedded_checkpoint):
+    """docs/campaigns.md's example gave M0 precision=bf16 and M4 no model args: on a CPU M4 ran
+    in fp32, and subsets.csv reported the difference as the subset's alone (trial 8)."""
+    campaign = {**DERIVING_CAMPAIGN, "name": "confounded", "conditions": {
+        "M0": {"model_args": "precision=bf16", "batch_size": 1, "limit": 32,
+               "tasks": ["bbq_instrument_loglik"]},
+        "M4": {"batch_size": 1, "limit": 24, "tasks": ["bbq_subset_75pct_loglik"]},
+        "M4_same": {"model_args": "precision=bf16", "batch_size": 1, "limit": 24,
+                    "tasks": ["bbq_subset_75pct_loglik"]}},
+        "subsets": {"reference": "M0", "runs": ["M4", "M4_same"]}}
+    spec_path = tmp_path / "confounded.yaml"
+    spec_path.write_text(yaml.safe_dump(campaign))
+    done = run_cli(["lm-eval-ext", "campaign", str(spec_path), "--out", str(tmp_path / "out"),
+                    "--quiet", "--measure-all", *QUICK_ANALYSIS])
+    assert done.returncode == 0, done.stdout + done.stderr
+    analysis = tmp_path / "out" / "analysis" / "smollm2"
+    table = pd.read_csv(analysis / "subsets.csv", keep_default_na=False)
+    assert dict(zip(table["condition"], table["also_differs"], strict=True)) == {
+        "M0": "", "M4": "precision", "M4_same": ""}
+    summary = json.loads((analysis / "subsets.json").read_text())
+    assert summary["confounded_conditions"] == {"M4": "precision"}
+
+
 def test_a_cells_end_line_says_whether_it_was_derived():
     from lm_eval_ext.campaign.derivation import outcome_note
 

@@ -2,7 +2,9 @@
 
 Outputs ``OUT/analysis/<model>/subsets.csv`` + ``subsets.json``: each subset run's metrics
 against the reference's full-set estimate, energy against items with R^2, and the spread of
-the memberships at the smallest size.
+the memberships at the smallest size. A subset run that differs from the reference in more than
+its items (``also_differs``: e.g. precision, where a condition lacks the reference's model
+args) is listed under ``confounded_conditions``: its difference is not the subset's alone.
 
 A cell whose answers were taken from its parent has derived energy (the parent's joules per
 item x items): proportional to items by construction. The energy fit is over measured cells
@@ -20,6 +22,7 @@ import pandas as pd
 
 from lm_eval_ext.campaign.spec import CampaignSpec
 from lm_eval_ext.campaign.store import CampaignFolder
+from lm_eval_ext.cards import differing_factors
 from lm_eval_ext.errors import ConfigError
 from lm_eval_ext.metering.derived import DERIVED_FLAG
 
@@ -80,6 +83,7 @@ def subset_summary(spec: CampaignSpec, records: dict[str, dict[str, Any]],
         raise ConfigError(f"campaign analysis: cell {ref_cell.cell_id} is not done; run the "
                           "campaign (or its missing shards) first")
     ref_run = load_run(Path(results[ref_cell.cell_id]), ref_cell.condition)
+    ref_card = ref_run.cards.get(ref_cell.task, {})
     specs = metrics_for(ref_run.items)
     ref_values = {m.name: m.compute(ref_run.items) for m in specs}
     ref_answers = ref_run.items.set_index("item_key")["answer"]
@@ -99,6 +103,10 @@ def subset_summary(spec: CampaignSpec, records: dict[str, dict[str, Any]],
             "derived_from": record.get("derived_from"),
             "inference_seconds": record.get("inference_seconds"),
             "answers_equal_reference": float((answers[shared] == ref_answers[shared]).mean()),
+            # a subset run differs from its reference in its items only; anything else too
+            # (precision: a condition without the reference's model args) confounds the size
+            "also_differs": ", ".join(f for f in differing_factors(
+                ref_card, run.cards.get(cell.task, {})) if f != "items"),
         }
         for metric in specs:
             value = metric.compute(run.items)
@@ -120,6 +128,8 @@ def subset_summary(spec: CampaignSpec, records: dict[str, dict[str, Any]],
                "idle_corrected_energy_vs_items": _fit(
                    numeric["n_items"], numeric["energy_joules_idle_corrected"], measured),
                "derived_energy_conditions": table.loc[~measured, "condition"].tolist(),
+               "confounded_conditions": {row["condition"]: row["also_differs"] for row in rows
+                                         if row["also_differs"]},
                "smallest_size": int(table["n_items"].min()), "spread_at_smallest": spread,
                "gpu_uuids": sorted({u for c in [ref_cell, *subset_cells] if c.cell_id in records
                                     for u in records[c.cell_id].get("gpu_uuids") or []}),
