@@ -260,6 +260,28 @@ def model_args_of(values: Sequence[str] | None) -> dict:
         return {}
 
 
+def _needs_pretrained(model: str) -> bool:
+    """Whether lm-eval's model ``model`` takes a ``pretrained`` argument without a default."""
+    import inspect
+
+    from lm_eval.api.registry import get_model
+
+    try:
+        parameter = inspect.signature(get_model(model).__init__).parameters.get("pretrained")
+    except Exception:  # an unknown name or a model that cannot be imported here: lm-eval says
+        return False
+    return parameter is not None and parameter.default is inspect.Parameter.empty
+
+
+def check_verbosity(value: str) -> None:
+    """``--verbosity`` as lm-eval's logging reads it (upper-cased): a level name."""
+    import logging
+
+    if not isinstance(logging.getLevelName(value.upper()), int):
+        raise PreflightError(f"--verbosity {value}: give a log level: DEBUG, INFO, WARNING, "
+                             "ERROR or CRITICAL")
+
+
 def check_stock_pretrained(model: str, model_args: Mapping[str, object]) -> None:
     """``pretrained=`` of lm-eval's own models (``--model hf``), checked before loading.
 
@@ -271,7 +293,13 @@ def check_stock_pretrained(model: str, model_args: Mapping[str, object]) -> None
     from lm_eval_ext.backends.model_args import check_pretrained
 
     pretrained = model_args.get("pretrained")
-    if model in MODELS or not isinstance(pretrained, str):
+    if model in MODELS:
+        return
+    if pretrained is None and _needs_pretrained(model):
+        raise PreflightError(f"--model {model} needs --model_args pretrained=... (a model folder "
+                             "or hub id); or run --model hf-metered, whose default is the "
+                             "embedded model")
+    if not isinstance(pretrained, str):
         return
     ours = {"embedded": embedded_model.checkpoint_dir(),
             **{name: m.checkpoint_dir() for name, m in packaged_models.PACKAGED.items()}}
@@ -370,6 +398,7 @@ def _arguments(argv: Sequence[str]) -> argparse.Namespace:
     parser.add_argument("--config", "-C")
     parser.add_argument("--include_path")
     parser.add_argument("--seed")
+    parser.add_argument("--verbosity", "-v")
     return parser.parse_known_args(list(argv))[0]
 
 
@@ -422,6 +451,8 @@ def check_command_line(argv: Sequence[str]) -> None:
         check_output_path(from_file["output_path"], "--config's output_path")
     if args.device is not None:
         check_device(args.device)
+    if args.verbosity is not None:
+        check_verbosity(args.verbosity)
     if (args.model or args.config) and not args.tasks and not from_file.get("tasks"):
         where = f" (and --config {args.config} names none)" if args.config else ""
         raise PreflightError(f"--tasks is missing{where}: name the tasks to run (e.g. --tasks "

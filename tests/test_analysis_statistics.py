@@ -471,3 +471,7 @@ def test_mde_quantile_holds_for_tiny_alpha_against_mpmath(alpha):
     expected = (z_alpha + stats.norm.ppf(0.8)) * math.sqrt(0.1 / 500)
     assert paired_mde(500, 0.1, alpha, 0.8) == pytest.approx(expected, rel=1e-12)
     assert math.isfinite(required_items(0.05, 0.1, alpha, 0.8))
+    from lm_eval_ext.analysis.stats.recommend import level_mde_pp  # recommend's own (a nan card)
+
+    z_sum = z_alpha + stats.norm.ppf(0.8)
+    assert level_mde_pp(2.0, 50, 200, alpha, 0.8) == pytest.approx(z_sum * 2.0 * 0.5, rel=1e-12)

@@ -486,3 +486,27 @@ def test_a_closed_output_or_a_deleted_folder_is_one_line_and_an_odd_encoding_esc
                        PYTHONIOENCODING="ascii")
     assert ascii_out.returncode == 0 and (tmp_path / "cä.md").is_file()
     assert ascii_out.stdout.splitlines()[-1] == "wrote c\\xe4.md"
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--model", "hf", "--tasks", "bbq_subset_25pct"],
+     "--model hf needs --model_args pretrained=... (a model folder or hub id); or run --model "
+     "hf-metered, whose default is the embedded model"),
+    (["--model", "hf-metered", "--tasks", "bbq_subset_25pct", "--verbosity", "LOUD"],
+     "--verbosity LOUD: give a log level: DEBUG, INFO, WARNING, ERROR or CRITICAL")])
+def test_what_lm_eval_would_crash_on_after_loading_is_one_line(argv, message):
+    """`run --model hf` without pretrained= and `--verbosity LOUD` were lm-eval tracebacks
+    (trial 8)."""
+    from lm_eval_ext.command_preflight import PreflightError, check_command_line
+
+    with pytest.raises(PreflightError) as error:
+        check_command_line(argv)
+    assert str(error.value) == message
+    check_command_line(["--model", "hf-metered", "--tasks", "bbq_subset_25pct", "--verbosity",
+                        "debug"])  # followed: hf-metered, and a level (in any case)
+
+
+def test_every_command_starts_under_python_oo(tmp_path):
+    """PYTHONOPTIMIZE=2 strips docstrings: building the parser from __doc__ failed (trial 8)."""
+    proc = _shell("{cli} mde --m 500 --rho-d 0.1", tmp_path, PYTHONOPTIMIZE="2")
+    assert proc.returncode == 0 and proc.stdout.startswith("paired MDE = 3.96 pp"), proc.stderr

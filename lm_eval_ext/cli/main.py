@@ -49,7 +49,7 @@ COMMANDS = (run, data, model, analyze, compare_harness, mde, recommend, sequenti
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of ``lm-eval-ext``."""
-    parser = CommandParser(prog="lm-eval-ext", description=__doc__.split("\n")[0],
+    parser = CommandParser(prog="lm-eval-ext", description=(__doc__ or "lm-eval-ext").split("\n")[0],
                            formatter_class=argparse.HelpFormatter)
     parser.add_argument("--version", action="version",
                         version=f"lm-eval-ext {importlib.metadata.version('lm-eval-ext')}")
