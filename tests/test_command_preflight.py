@@ -195,12 +195,13 @@ def test_a_campaign_file_with_bad_gen_kwargs_is_refused_when_read():
                   "vllm-metered or hf-multimodal-metered?"),
     ("zzz", "--model 'zzz' is not an lm-eval model; did you mean hf-metered?"),
 ])
-def test_a_misspelt_model_is_one_line_before_anything_loads(model, message):
+def test_a_misspelt_model_is_one_line_before_anything_loads(model, message, embedded_checkpoint):
     """`--model hf-metred` ended in lm-eval's registry traceback (tasks had did-you-mean)."""
     with pytest.raises(PreflightError) as caught:
         check_command_line(["--model", model, "--tasks", "bbq_subset_25pct_loglik"])
     assert str(caught.value) == message
-    check_command_line(["--model", "hf", "--tasks", "bbq_subset_25pct_loglik"])  # lm-eval's own
+    check_command_line(["--model", "hf", "--model_args", f"pretrained={embedded_checkpoint}",
+                        "--tasks", "bbq_subset_25pct_loglik"])  # lm-eval's own
 
 
 def test_our_model_names_pass_before_anything_registered_them():
