@@ -399,7 +399,38 @@ def _arguments(argv: Sequence[str]) -> argparse.Namespace:
     parser.add_argument("--include_path")
     parser.add_argument("--seed")
     parser.add_argument("--verbosity", "-v")
+    parser.add_argument("--fewshot_as_multiturn", nargs="?", const="true")
+    parser.add_argument("--apply_chat_template", nargs="?", const="true")
+    parser.add_argument("--wandb_args", nargs="+")
+    parser.add_argument("--hf_hub_log_args", nargs="+")
     return parser.parse_known_args(list(argv))[0]
+
+
+def check_lm_eval_options(args: argparse.Namespace) -> None:
+    """lm-eval's options that it refuses (or crashes on) only after the model has loaded."""
+    import importlib.util
+
+    from lm_eval_ext.backends.model_args import hub_offline
+
+    multiturn = str(args.fewshot_as_multiturn).lower() in ("true", "1", "yes")
+    if multiturn and args.apply_chat_template is None:
+        raise PreflightError("--fewshot_as_multiturn needs --apply_chat_template (lm-eval's rule):"
+                             " add it, or leave --fewshot_as_multiturn out")
+    if args.wandb_args is not None and importlib.util.find_spec("wandb") is None:
+        raise PreflightError("--wandb_args needs the wandb package, which is not installed: "
+                             "pip install wandb, or leave --wandb_args out")
+    hub = ",".join(args.hf_hub_log_args or [])
+    if re.search(r"push_(results|samples)_to_hub=(true|1|yes)\b", hub, re.IGNORECASE):
+        from huggingface_hub import get_token
+
+        if hub_offline():
+            raise PreflightError("--hf_hub_log_args pushes to the Hugging Face hub, and "
+                                 "HF_HUB_OFFLINE is set: unset it where the hub can be reached, "
+                                 "or leave push_results_to_hub/push_samples_to_hub out")
+        if get_token() is None:
+            raise PreflightError("--hf_hub_log_args pushes to the Hugging Face hub without a "
+                                 "token: set HF_TOKEN (or `hf auth login`), or leave "
+                                 "push_results_to_hub/push_samples_to_hub out")
 
 
 def check_arguments_lm_eval_parses(argv: Sequence[str]) -> None:
@@ -453,6 +484,7 @@ def check_command_line(argv: Sequence[str]) -> None:
         check_device(args.device)
     if args.verbosity is not None:
         check_verbosity(args.verbosity)
+    check_lm_eval_options(args)
     if (args.model or args.config) and not args.tasks and not from_file.get("tasks"):
         where = f" (and --config {args.config} names none)" if args.config else ""
         raise PreflightError(f"--tasks is missing{where}: name the tasks to run (e.g. --tasks "

@@ -39,7 +39,7 @@ def _refused(argv: list[str], capsys) -> str:
      "lm-eval-ext sequential: error: argument --alpha: 1.2 is not a probability strictly "
      "between 0 and 1 (see lm-eval-ext sequential --help)"),
     ([*SEQUENTIAL, "--out", "{new}", "--margin", "-2"],
-     "argument --margin: -2 must be a finite number above 0"),
+     "argument --margin: -2 is not in percentage points above 0 and at most 100"),
     ([*SEQUENTIAL, "--out", "{new}", "--beta", "1"], "argument --beta: 1 is not a probability"),
     ([*SEQUENTIAL, "--out", "{file}"], "argument --out: {file} is a file; name a folder"),
     (["judge", "{new}", "--limit", "0"], "argument --limit: 0 must be at least 1"),
@@ -65,7 +65,14 @@ def _refused(argv: list[str], capsys) -> str:
     # trial 7: inf reached math.ceil ("unexpected OverflowError"); a negative seed numpy's words
     (["mde", "--m", "500", "--rho-d", "0.1", "--design-effect", "inf"],
      "argument --design-effect: inf must be a finite number above 0"),
-    ([*SEQUENTIAL, "--out", "{new}", "--margin", "nan"], "argument --margin: nan must be a finite"),
+    ([*SEQUENTIAL, "--out", "{new}", "--margin", "nan"], "argument --margin: nan is not in "),
+    # trial 9: floating-point extremes reached the statistics (inf quantiles, OverflowError)
+    (["mde", "--m", "500", "--rho-d", "0.1", "--alpha", "5e-324"],
+     "argument --alpha: 5e-324 is below 1e-300, where normal quantiles are infinite"),
+    (["mde", "--m", "1" + "0" * 400, "--rho-d", "0.1"],
+     "argument --m: 10000000000000000000... is too large (above 1e+15)"),
+    (["analyze", "--reference", "a", "--runs", "b", "--out", "{new}", "--template-sd", "1e300"],
+     "argument --template-sd: 1e300 is not in percentage points above 0 and at most 100"),
     (["recommend", "{folder}", "--claim", "accuracy=2", "--seed", "-3"],
      "argument --seed: -3 must be 0 or more"),
     (["analyze", "--reference", "a", "--runs", "b", "--out", "{new}", "--seed", "-1"],

@@ -510,3 +510,43 @@ def test_every_command_starts_under_python_oo(tmp_path):
     """PYTHONOPTIMIZE=2 strips docstrings: building the parser from __doc__ failed (trial 8)."""
     proc = _shell("{cli} mde --m 500 --rho-d 0.1", tmp_path, PYTHONOPTIMIZE="2")
     assert proc.returncode == 0 and proc.stdout.startswith("paired MDE = 3.96 pp"), proc.stderr
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--num_fewshot", "1", "--fewshot_as_multiturn"],
+     "--fewshot_as_multiturn needs --apply_chat_template (lm-eval's rule): add it, or leave "
+     "--fewshot_as_multiturn out"),
+    (["--wandb_args", "project=x"],
+     "--wandb_args needs the wandb package, which is not installed: pip install wandb, or "
+     "leave --wandb_args out"),
+    (["--hf_hub_log_args", "hub_results_org=x,push_results_to_hub=True"],
+     "--hf_hub_log_args pushes to the Hugging Face hub, and HF_HUB_OFFLINE is set: unset it "
+     "where the hub can be reached, or leave push_results_to_hub/push_samples_to_hub out")])
+def test_lm_evals_options_it_refuses_after_loading_are_one_line_first(argv, message):
+    """--fewshot_as_multiturn without --apply_chat_template, --wandb_args without wandb and a
+    hub push offline were lm-eval tracebacks after the model had loaded (trial 9)."""
+    import importlib.util
+
+    from lm_eval_ext.command_preflight import PreflightError, check_command_line
+
+    assert importlib.util.find_spec("wandb") is None  # as in the package's own environment
+    base = ["--model", "hf-metered", "--tasks", "bbq_subset_25pct"]
+    with pytest.raises(PreflightError) as error:
+        check_command_line([*base, *argv])
+    assert str(error.value) == message
+    check_command_line([*base, "--num_fewshot", "1", "--fewshot_as_multiturn",
+                        "--apply_chat_template"])  # followed
+    check_command_line([*base, "--hf_hub_log_args", "push_results_to_hub=False"])
+
+
+def test_a_subnormal_or_infinite_weight_is_refused():
+    """--weights b4=5e-324 normalised the weights through inf, with numpy's warning (trial 9)."""
+    from lm_eval_ext.analysis.errors import AnalysisInputError
+    from lm_eval_ext.cli.recommend import _weights
+
+    for value in ("5e-324", "inf", "nan"):
+        with pytest.raises(AnalysisInputError) as error:
+            _weights(f"b4={value}")
+        assert str(error.value) == (f"recommend: --weights entry 'b4={value}': a weight is a "
+                                    "finite number of at least 1e-300 (e.g. 0.8)")
+    assert _weights("b4=0.8,nf4=1e300") == {"b4": 0.8, "nf4": 1e300}

@@ -101,7 +101,7 @@ def check_pretrained(model: str, pretrained: Any, aliases: Sequence[str] = ()) -
         if not path.exists():
             raise ConfigError(f"{model}: pretrained={pretrained!r}: the local path {path} does "
                               "not exist; pass an existing model folder or a hub id")
-    elif _offline() and not Path(pretrained).expanduser().is_dir() \
+    elif hub_offline() and not Path(pretrained).expanduser().is_dir() \
             and pretrained not in aliases and not _in_hub_cache(pretrained):
         close = difflib.get_close_matches(pretrained, list(aliases), n=1)
         named = (f" or a packaged model ({', '.join(aliases)}), or leave pretrained= out for "
@@ -114,7 +114,7 @@ def check_pretrained(model: str, pretrained: Any, aliases: Sequence[str] = ()) -
                f"; pass a model folder{named}"))
 
 
-def _offline() -> bool:
+def hub_offline() -> bool:
     """Whether the Hugging Face hub is switched off (``HF_HUB_OFFLINE``, as huggingface_hub reads it)."""
     return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "on", "yes", "true")
 

@@ -12,7 +12,7 @@ from lm_eval_ext.cli.options import (
     GivenOnce,
     add_resampling_options,
     folder,
-    positive_float,
+    points,
     refuse_unused,
 )
 from lm_eval_ext.errors import ConfigError, LmEvalExtError
@@ -43,7 +43,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                               "several units); the other is reported beside it")
     add_resampling_options(analyze)
     analyze.add_argument("--mc-draws", type=DRAWS, default=1_000, help="draws per size")
-    analyze.add_argument("--template-sd", type=positive_float, help="prompt-template SD (pp) for QRI")
+    analyze.add_argument("--template-sd", type=points, help="prompt-template SD (pp) for QRI")
     analyze.add_argument("--no-progress", action="store_true", help="no progress bars")
     analyze.add_argument("--compare-harness", nargs="+", metavar="HARNESS=PATH",
                          help="deprecated: use `lm-eval-ext compare-harness`")

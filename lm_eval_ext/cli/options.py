@@ -55,11 +55,28 @@ def _number(text: str, kind: type) -> float | int:
         raise argparse.ArgumentTypeError(f"{text!r} is not {name}") from None
 
 
+#: the smallest probability taken: below it, normal quantiles of alpha / 2 are infinite
+#: (subnormal floats), so no test or MDE has a meaning there
+SMALLEST_PROBABILITY = 1e-300
+
+
 def probability(text: str) -> float:
-    """A float strictly between 0 and 1 (alpha, beta, power, level)."""
+    """A float strictly between 0 and 1 (alpha, beta, power, level), at least 1e-300."""
     value = _number(text, float)
     if not 0 < value < 1:
         raise argparse.ArgumentTypeError(f"{text} is not a probability strictly between 0 and 1")
+    if value < SMALLEST_PROBABILITY:
+        raise argparse.ArgumentTypeError(f"{text} is below {SMALLEST_PROBABILITY:g}, where "
+                                         "normal quantiles are infinite; give at least 1e-300")
+    return value
+
+
+def points(text: str) -> float:
+    """Percentage points: a float above 0 and at most 100 (a margin, an SD of a rate)."""
+    value = _number(text, float)
+    if not 0 < value <= 100:
+        raise argparse.ArgumentTypeError(f"{text} is not in percentage points above 0 and at "
+                                         "most 100")
     return value
 
 
@@ -88,12 +105,19 @@ def positive_float(text: str) -> float:
     return value
 
 
+#: the largest count taken (items, resamples, draws): above it a float loses whole numbers
+LARGEST_COUNT = 10**15
+
+
 def at_least(minimum: int) -> Callable[[str], int]:
     """An argparse type: an integer of at least ``minimum``."""
     def parse(text: str) -> int:
         value = _number(text, int)
         if value < minimum:
             raise argparse.ArgumentTypeError(f"{text} must be at least {minimum}")
+        if value > LARGEST_COUNT:
+            raise argparse.ArgumentTypeError(f"{text[:20]}{'...' if len(text) > 20 else ''} is "
+                                             f"too large (above {LARGEST_COUNT:.0e})")
         return value
 
     parse.__name__ = f"at_least_{minimum}"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 from pathlib import Path
 
 from lm_eval_ext.cli.options import (
@@ -71,6 +72,9 @@ def _weights(text: str | None) -> dict[str, float]:
         except ValueError:
             raise AnalysisInputError(f"recommend: --weights entry {entry!r} is not RUN=WEIGHT "
                                      "(e.g. --weights int8_b1=0.8,nf4_b1=0.2)") from None
+        if not math.isfinite(out[name.strip()]) or 0 < abs(out[name.strip()]) < 1e-300:
+            raise AnalysisInputError(f"recommend: --weights entry {entry!r}: a weight is a "
+                                     "finite number of at least 1e-300 (e.g. 0.8)")
     return out
 
 

@@ -10,7 +10,7 @@ from lm_eval_ext.cli.options import (
     batch_size,
     check_power_above_alpha,
     folder,
-    positive_float,
+    points,
     probability,
 )
 
@@ -27,7 +27,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                      help="lm-eval --batch_size of the candidate")
     seq.add_argument("--metric", default="accuracy", choices=("accuracy", "bias_s_dis", "bias_s_amb"),
                      help="the pre-registered metric")
-    seq.add_argument("--margin", type=positive_float, default=2.0,
+    seq.add_argument("--margin", type=points, default=2.0,
                      help="equivalence margin in percentage points")
     seq.add_argument("--alpha", type=probability, default=0.05, help="total type-I error")
     seq.add_argument("--beta", type=probability, default=0.2, help="type-II error (1 - power)")
