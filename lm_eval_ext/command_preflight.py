@@ -446,6 +446,7 @@ def check_arguments_lm_eval_parses(argv: Sequence[str]) -> None:
                or from_file.get("predict_only"))
     if samples and args.output_path is None and not from_file.get("output_path"):
         raise PreflightError(SAMPLES_NEED_OUTPUT_PATH)
+    check_lm_eval_options(args)
 
 
 def check_command_line(argv: Sequence[str]) -> None:
@@ -484,7 +485,6 @@ def check_command_line(argv: Sequence[str]) -> None:
         check_device(args.device)
     if args.verbosity is not None:
         check_verbosity(args.verbosity)
-    check_lm_eval_options(args)
     if (args.model or args.config) and not args.tasks and not from_file.get("tasks"):
         where = f" (and --config {args.config} names none)" if args.config else ""
         raise PreflightError(f"--tasks is missing{where}: name the tasks to run (e.g. --tasks "

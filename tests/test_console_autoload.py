@@ -218,7 +218,10 @@ def test_ctrl_c_during_a_run_is_one_line_and_leaves_no_folder(command, tmp_path)
     (["--log_samples"], "--log_samples and --predict_only need --output_path (the folder for "
                         "the samples), e.g. --output_path results"),
     (["--seed", "abc"], "--seed abc: give one integer for all four seeds (e.g. --seed 42) or "
-                        "four integers or None, comma-separated (e.g. --seed 0,None,8,52)")])
+                        "four integers or None, comma-separated (e.g. --seed 0,None,8,52)"),
+    (["--num_fewshot", "1", "--fewshot_as_multiturn"],  # lm-eval's ValueError (trial 9)
+     "--fewshot_as_multiturn needs --apply_chat_template (lm-eval's rule): add it, or leave "
+     "--fewshot_as_multiturn out")])
 def test_lm_evals_own_parsing_rules_are_one_line_exit_2(option, message, tmp_path):
     """`lm_eval ... --log_samples` without --output_path: lm-eval's ValueError traceback, then
     exit 1; `--seed abc`: a functools.partial repr (trials 3-5)."""
