@@ -550,3 +550,21 @@ def test_a_subnormal_or_infinite_weight_is_refused():
         assert str(error.value) == (f"recommend: --weights entry 'b4={value}': a weight is a "
                                     "finite number of at least 1e-300 (e.g. 0.8)")
     assert _weights("b4=0.8,nf4=1e300") == {"b4": 0.8, "nf4": 1e300}
+
+
+def test_a_hub_push_without_a_token_is_one_line(monkeypatch, tmp_path):
+    """Online but with no token, lm-eval's tracker raised its ValueError after the run."""
+    from lm_eval_ext.command_preflight import PreflightError, check_command_line
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "0")
+    monkeypatch.delenv("HF_TOKEN", raising=False)
+    monkeypatch.setenv("HF_TOKEN_PATH", str(tmp_path / "no_token"))  # no stored token either
+    with pytest.raises(PreflightError) as error:
+        check_command_line(["--model", "hf-metered", "--tasks", "bbq_subset_25pct",
+                            "--hf_hub_log_args", "push_samples_to_hub=true"])
+    assert str(error.value) == (
+        "--hf_hub_log_args pushes to the Hugging Face hub without a token: set HF_TOKEN (or "
+        "`hf auth login`), or leave push_results_to_hub/push_samples_to_hub out")
+    monkeypatch.setenv("HF_TOKEN", "hf_x")  # followed: a token (not checked against the hub)
+    check_command_line(["--model", "hf-metered", "--tasks", "bbq_subset_25pct",
+                        "--hf_hub_log_args", "push_samples_to_hub=true"])
