@@ -51,6 +51,9 @@ def check_limit(value: object, where: str = "--limit") -> None:
     if limit > 1 and limit != int(limit):
         raise PreflightError(f"{where} {value}: above 1 it counts items and must be whole "
                              f"(e.g. {int(limit)}); a fraction must be below 1")
+    if limit > 10**15:  # lm-eval's islice takes at most sys.maxsize; no task is this large
+        raise PreflightError(f"{where} {value}: more items than any task holds; leave {where} "
+                             "out for every item")
 
 
 def check_seed(value: str) -> None:

@@ -568,3 +568,14 @@ def test_a_hub_push_without_a_token_is_one_line(monkeypatch, tmp_path):
     monkeypatch.setenv("HF_TOKEN", "hf_x")  # followed: a token (not checked against the hub)
     check_command_line(["--model", "hf-metered", "--tasks", "bbq_subset_25pct",
                         "--hf_hub_log_args", "push_samples_to_hub=true"])
+
+
+def test_a_limit_beyond_any_task_is_one_line():
+    """`--limit 1e300` was lm-eval's islice ValueError traceback (trial 9)."""
+    from lm_eval_ext.command_preflight import PreflightError, check_limit
+
+    with pytest.raises(PreflightError) as error:
+        check_limit("1e300")
+    assert str(error.value) == ("--limit 1e300: more items than any task holds; leave --limit "
+                                "out for every item")
+    check_limit("1000000")  # a large count that lm-eval cuts to the task's size

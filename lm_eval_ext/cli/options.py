@@ -72,11 +72,11 @@ def probability(text: str) -> float:
 
 
 def points(text: str) -> float:
-    """Percentage points: a float above 0 and at most 100 (a margin, an SD of a rate)."""
+    """Percentage points from 1e-6 to 100 (a margin, an SD of a rate)."""
     value = _number(text, float)
-    if not 0 < value <= 100:
-        raise argparse.ArgumentTypeError(f"{text} is not in percentage points above 0 and at "
-                                         "most 100")
+    if not 1e-6 <= value <= 100:
+        raise argparse.ArgumentTypeError(f"{text} is not in percentage points from 1e-06 to "
+                                         "100")
     return value
 
 
@@ -109,15 +109,15 @@ def positive_float(text: str) -> float:
 LARGEST_COUNT = 10**15
 
 
-def at_least(minimum: int) -> Callable[[str], int]:
-    """An argparse type: an integer of at least ``minimum``."""
+def at_least(minimum: int, maximum: int = LARGEST_COUNT) -> Callable[[str], int]:
+    """An argparse type: an integer of at least ``minimum`` and at most ``maximum``."""
     def parse(text: str) -> int:
         value = _number(text, int)
         if value < minimum:
             raise argparse.ArgumentTypeError(f"{text} must be at least {minimum}")
-        if value > LARGEST_COUNT:
+        if value > maximum:
             raise argparse.ArgumentTypeError(f"{text[:20]}{'...' if len(text) > 20 else ''} is "
-                                             f"too large (above {LARGEST_COUNT:.0e})")
+                                             f"too large (above {maximum:.0e})")
         return value
 
     parse.__name__ = f"at_least_{minimum}"
@@ -127,7 +127,7 @@ def at_least(minimum: int) -> Callable[[str], int]:
 #: an integer of at least 1
 positive_int = at_least(1)
 #: the analysis' floors (analysis/pipeline.py check_settings): --bootstrap and --mc-draws
-RESAMPLES, DRAWS = at_least(100), at_least(10)
+RESAMPLES, DRAWS = at_least(100, 10**7), at_least(10, 10**7)  # above: beyond any memory
 
 
 def non_negative_int(text: str) -> int:
