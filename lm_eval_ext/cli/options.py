@@ -67,7 +67,8 @@ def probability(text: str) -> float:
         raise argparse.ArgumentTypeError(f"{text} is not a probability strictly between 0 and 1")
     if value < SMALLEST_PROBABILITY:
         raise argparse.ArgumentTypeError(f"{text} is below {SMALLEST_PROBABILITY:g}, where "
-                                         "normal quantiles are infinite; give at least 1e-300")
+                                         "normal quantiles are infinite; give at least "
+                                         f"{SMALLEST_PROBABILITY:g}")
     return value
 
 

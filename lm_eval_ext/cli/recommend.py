@@ -68,13 +68,14 @@ def _weights(text: str | None) -> dict[str, float]:
     for entry in _names(text):
         name, _, value = entry.partition("=")
         try:
-            out[name.strip()] = float(value)
+            weight = float(value)
         except ValueError:
             raise AnalysisInputError(f"recommend: --weights entry {entry!r} is not RUN=WEIGHT "
                                      "(e.g. --weights int8_b1=0.8,nf4_b1=0.2)") from None
-        if not math.isfinite(out[name.strip()]) or 0 < abs(out[name.strip()]) < 1e-300:
+        if not math.isfinite(weight) or 0 < abs(weight) < 1e-300:  # 1 / weight is finite
             raise AnalysisInputError(f"recommend: --weights entry {entry!r}: a weight is a "
                                      "finite number of at least 1e-300 (e.g. 0.8)")
+        out[name.strip()] = weight
     return out
 
 
