@@ -436,10 +436,11 @@ def check_lm_eval_options(args: argparse.Namespace) -> None:
                                  "push_results_to_hub/push_samples_to_hub out")
 
 
-def check_arguments_lm_eval_parses(argv: Sequence[str]) -> None:
+def check_arguments_lm_eval_parses(argv: Sequence[str]) -> tuple[argparse.Namespace, dict]:
     """What lm-eval's own parsing refuses in poor words, checked before it parses.
 
     A bad ``--seed`` shows a ``functools.partial`` repr; samples without a folder a traceback.
+    Returns the arguments read and the ``--config`` file's options, for further checks.
     """
     args = _arguments(argv)
     if args.seed is not None:
@@ -450,13 +451,12 @@ def check_arguments_lm_eval_parses(argv: Sequence[str]) -> None:
     if samples and args.output_path is None and not from_file.get("output_path"):
         raise PreflightError(SAMPLES_NEED_OUTPUT_PATH)
     check_lm_eval_options(args)
+    return args, from_file
 
 
 def check_command_line(argv: Sequence[str]) -> None:
     """Every check above on an lm-eval command line (``lm_eval [run] ...`` arguments)."""
-    check_arguments_lm_eval_parses(argv)
-    args = _arguments(argv)
-    from_file = check_config_of(argv)
+    args, from_file = check_arguments_lm_eval_parses(argv)
     if args.include_path is not None and not Path(args.include_path).exists():
         raise PreflightError(f"--include_path {args.include_path}: no such folder (lm-eval "
                              "would go on without its tasks); give the folder of your task YAMLs")

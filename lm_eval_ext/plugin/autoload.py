@@ -70,7 +70,7 @@ class _HookedLoader:
     every interpreter start about 80 ms, and widen the window in which Ctrl-C breaks it).
     """
 
-    def __init__(self, loader: importlib.abc.Loader):
+    def __init__(self, loader) -> None:  # any loader with exec_module
         self._loader = loader
 
     def create_module(self, spec):  # noqa: D102
