@@ -134,6 +134,25 @@ def check_output_path(value: str, where: str = "--output_path") -> None:
                 break
 
 
+def check_cache_path(value: str, where: str = "--use_cache") -> None:
+    """lm-eval's response cache, ``<value>_rank<N>.db``: a name it can make, in a folder it can.
+
+    lm-eval creates the folder and opens the SQLite file only as the model starts answering.
+    """
+    fix = f"e.g. {where} cache/responses (lm-eval adds _rank0.db)"
+    if not value.strip() or value.endswith(("/", os.sep)):
+        raise PreflightError(f"{where} {value!r}: give the start of a file name, {fix}")
+    check_path_text(value + "_rank0", where)
+    database = Path(value + "_rank0.db")
+    if database.is_dir():
+        raise PreflightError(f"{where} {value}: {database} is a folder; give another name, {fix}")
+    folder = database.parent
+    if folder.is_file():
+        raise PreflightError(f"{where} {value}: {folder} is a file, so no cache can be made "
+                             f"under it; {fix}")
+    check_output_path(str(folder), where)
+
+
 #: the longest file name lm-eval writes for ``--output_path X.json``: ``X_<stamp>.json``
 _STAMPED = len("_2026-12-05T18-34-11.100552.json")
 
@@ -201,7 +220,7 @@ def check_batch_size(value: str, where: str = "--batch_size") -> None:
     try:
         model_rule("lm_eval", value)
     except ConfigError:
-        raise PreflightError(f"{where} {value}: give a positive number, auto or auto:N "
+        raise PreflightError(f"{where} {value}: give a positive whole number, auto or auto:N "
                              "(e.g. --batch_size 8)") from None
 
 
@@ -393,7 +412,6 @@ def _arguments(argv: Sequence[str]) -> argparse.Namespace:
     parser.add_argument("--samples", "-E")
     parser.add_argument("--num_fewshot", "-f")
     parser.add_argument("--batch_size", "-b")
-    parser.add_argument("--gen_kwargs")
     parser.add_argument("--output_path", "-o")
     parser.add_argument("--log_samples", "-s", action="store_true")
     parser.add_argument("--predict_only", "-x", action="store_true")
@@ -404,24 +422,83 @@ def _arguments(argv: Sequence[str]) -> argparse.Namespace:
     parser.add_argument("--verbosity", "-v")
     parser.add_argument("--fewshot_as_multiturn", nargs="?", const="true")
     parser.add_argument("--apply_chat_template", nargs="?", const="true")
-    parser.add_argument("--wandb_args", nargs="+")
-    parser.add_argument("--hf_hub_log_args", nargs="+")
+    for option in _DICT_OPTIONS:
+        parser.add_argument(option, nargs="+")
+    parser.add_argument("--max_batch_size")
+    parser.add_argument("--use_cache", "-c")
+    parser.add_argument("--check_integrity", action="store_true")
     return parser.parse_known_args(list(argv))[0]
+
+
+#: lm-eval's options read as one JSON object or ``key=value`` words (its ``MergeDictAction``)
+_DICT_OPTIONS = ("--gen_kwargs", "--wandb_args", "--wandb_config_args", "--trackio_args",
+                 "--hf_hub_log_args", "--metadata")
+
+
+def _json_object(text: str) -> dict | None:
+    """A JSON object written as one argument, else None (lm-eval then reads ``key=value``)."""
+    try:
+        parsed = json.loads(text)
+    except ValueError:
+        return None
+    return parsed if isinstance(parsed, dict) else None
+
+
+def check_dict_options(args: argparse.Namespace) -> None:
+    """lm-eval's ``key=value``-or-JSON options: text holding ``{`` must be valid JSON.
+
+    lm-eval reads the first value as JSON and, where that fails and the text holds a ``{``,
+    raises a ValueError from inside its argument parser (a traceback).
+    """
+    for option in ("--model_args", *_DICT_OPTIONS):
+        values = getattr(args, option.removeprefix("--"))
+        if not values or "{" not in values[0]:
+            continue
+        try:
+            json.loads(values[0])
+        except ValueError as exc:
+            raise PreflightError(
+                f"{option} {values[0]}: lm-eval reads a value holding {{ as JSON, and this is "
+                f"not valid JSON ({exc.msg} at character {exc.pos + 1}); "
+                f"write a JSON object with double quotes (e.g. {option} '{{\"key\": 1}}') or "
+                f"key=value pairs (e.g. {option} key=1)") from None
+
+
+def _optional_package(option: str, values: object, package: str) -> None:
+    """An option that imports ``package`` once the evaluation is done: installed, or one line."""
+    import importlib.util
+
+    if values is not None and importlib.util.find_spec(package) is None:
+        raise PreflightError(f"{option} needs the {package} package, which is not installed: "
+                             f"pip install {package}, or leave {option} out")
 
 
 def check_lm_eval_options(args: argparse.Namespace) -> None:
     """lm-eval's options that it refuses (or crashes on) only after the model has loaded."""
-    import importlib.util
-
     from lm_eval_ext.backends.model_args import hub_offline
 
+    check_dict_options(args)
     multiturn = str(args.fewshot_as_multiturn).lower() in ("true", "1", "yes")
     if multiturn and args.apply_chat_template is None:
         raise PreflightError("--fewshot_as_multiturn needs --apply_chat_template (lm-eval's rule):"
                              " add it, or leave --fewshot_as_multiturn out")
-    if args.wandb_args is not None and importlib.util.find_spec("wandb") is None:
-        raise PreflightError("--wandb_args needs the wandb package, which is not installed: "
-                             "pip install wandb, or leave --wandb_args out")
+    _optional_package("--wandb_args", args.wandb_args, "wandb")
+    _optional_package("--trackio_args", args.trackio_args, "trackio")
+    if args.check_integrity:
+        import lm_eval.evaluator_utils as evaluator_utils
+
+        try:
+            evaluator_utils.find_test_root(Path(evaluator_utils.__file__))
+        except FileNotFoundError:
+            raise PreflightError("--check_integrity runs lm-eval's own test suite, which an "
+                                 "installed lm-eval does not ship; run it from a clone of "
+                                 "lm-evaluation-harness, or leave --check_integrity out") from None
+    if args.max_batch_size is not None and not (
+            args.max_batch_size.lstrip("+").isdigit() and int(args.max_batch_size) > 0):
+        raise PreflightError(f"--max_batch_size {args.max_batch_size}: give a positive whole "
+                             "number (the largest batch --batch_size auto tries, e.g. 64)")
+    if args.use_cache is not None:
+        check_cache_path(args.use_cache)
     hub = ",".join(args.hf_hub_log_args or [])
     if re.search(r"push_(results|samples)_to_hub=(true|1|yes)\b", hub, re.IGNORECASE):
         from huggingface_hub import get_token
@@ -476,7 +553,7 @@ def check_command_line(argv: Sequence[str]) -> None:
     if args.batch_size is not None:
         check_batch_size(args.batch_size)
     if args.gen_kwargs:
-        check_gen_kwargs(args.gen_kwargs)
+        check_gen_kwargs(_json_object(args.gen_kwargs[0]) or ",".join(args.gen_kwargs))
     if args.num_fewshot is not None:
         check_num_fewshot(args.num_fewshot)
         check_fewshot_pools(args.tasks or [], int(args.num_fewshot))

@@ -127,17 +127,18 @@ def test_the_subset_advice_names_a_task_that_runs():
             "bbq_subset_50pct_r2"} <= our_task_names()
 
 
-def test_sequential_batch_sizes_are_checked_as_the_flag_is_read(tmp_path, capsys):
+@pytest.mark.parametrize("size", ["0", "1e300"])
+def test_sequential_batch_sizes_are_checked_as_the_flag_is_read(size, tmp_path, capsys):
     """`--reference-batch 0` ran the reference for 50 s, then suggested `--batch_size 8`, a flag
-    `sequential` does not have."""
+    `sequential` does not have; `1e300` failed in the first look's lm-eval (trial 9)."""
     from lm_eval_ext.cli import main as cli_main
 
     with pytest.raises(SystemExit) as exit_info:
         cli_main.main(["sequential", "--reference-args", "idle_seconds=0", "--candidate-args",
-                       "idle_seconds=0", "--reference-batch", "0", "--out", str(tmp_path / "o")])
+                       "idle_seconds=0", "--reference-batch", size, "--out", str(tmp_path / "o")])
     assert exit_info.value.code == 2
     assert capsys.readouterr().err.strip() == (
-        "lm-eval-ext sequential: error: argument --reference-batch: 0 is not a batch size; give "
+        f"lm-eval-ext sequential: error: argument --reference-batch: {size} is not a batch size; give "
         "a positive integer, auto or auto:N (e.g. 8) (see lm-eval-ext sequential --help)")
     assert not (tmp_path / "o").exists()
 

@@ -169,8 +169,8 @@ def test_sequential_keeps_another_pre_registration(tmp_path):
 
 @pytest.mark.parametrize(("argv", "message"), [
     (["--limit", "3", "--samples", '{"t": [0]}'], "--limit and --samples exclude each other"),
-    (["--batch_size", "0"], "--batch_size 0: give a positive number, auto or auto:N"),
-    (["--batch_size", "auto:0"], "--batch_size auto:0: give a positive number"),
+    (["--batch_size", "0"], "--batch_size 0: give a positive whole number, auto or auto:N"),
+    (["--batch_size", "auto:0"], "--batch_size auto:0: give a positive whole number"),
     (["--gen_kwargs", "max_gen_toks=-1"], "max_gen_toks must be a positive whole number"),
     (["--gen_kwargs", "temperature=-0.5,do_sample=true"], "temperature must be a number >= 0"),
     (["--gen_kwargs", "top_p=1.5"], "top_p must be a number in (0, 1]"),

@@ -60,11 +60,16 @@ def recheck_fraction(model: str, value: Any) -> float:
 
 
 def check_batch_size(model: str, value: Any) -> None:
-    """A positive int, ``auto`` or ``auto:N`` (lm-eval would send everything at once for <= 0)."""
+    """A positive int, ``auto`` or ``auto:N`` (lm-eval would send everything at once for <= 0).
+
+    Written as text (a flag, ``k=v`` model_args) it must be what ``int()`` reads, as lm-eval's
+    models convert it; a YAML number may be a whole float (``8.0``).
+    """
     text = str(value)
     if text == "auto" or (text.startswith("auto:") and _is_positive(text[5:])):
         return
-    if not _is_positive(text):
+    whole = _is_positive(text) and (not isinstance(value, str) or _reads_as_int(text))
+    if not whole:
         raise ConfigError(f"{model}: batch_size={value!r} is not valid; use a positive integer, "
                           "auto or auto:N (e.g. --batch_size 8)")
 
@@ -81,10 +86,18 @@ def explicit_batch_size(value: Any) -> int | None:
     return int(value)
 
 
+def _reads_as_int(text: str) -> bool:
+    try:
+        int(text)
+    except ValueError:
+        return False
+    return True
+
+
 def _is_positive(text: str) -> bool:
     try:
         return float(text) > 0 and float(text) == int(float(text))
-    except ValueError:
+    except (ValueError, OverflowError):  # not a number; inf
         return False
 
 
