@@ -281,6 +281,11 @@ def test_mde_says_when_no_effect_is_detectable_and_refuses_rho_d_with_runs(capsy
     assert main(["mde", "--m", "500", "--rho-d", "0.1", "--runs", str(tmp_path),
                  str(tmp_path)]) == 2
     assert "give --rho-d or --runs, not both" in capsys.readouterr().err
+    # trial 9: a --design-effect beside --runs was dropped for the runs' estimate
+    assert main(["mde", "--design-effect", "7", "--runs", str(tmp_path), str(tmp_path)]) == 2
+    assert capsys.readouterr().err.strip() == (
+        "lm-eval-ext: error: mde: give --design-effect or --runs, not both (--runs estimates "
+        "the design effect from the two runs)")
 
 
 def test_parse_failures_are_compared_only_between_runs_that_parse(instrument_rows, tmp_path):

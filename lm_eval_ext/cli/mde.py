@@ -26,9 +26,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     mde.add_argument("--rho-d", type=share, help="discordance rate (share of items that flip)")
     mde.add_argument("--alpha", type=probability, default=0.05, help="two-sided type-I error")
     mde.add_argument("--power", type=probability, default=0.8, help="power at the MDE")
-    mde.add_argument("--design-effect", type=positive_float, default=1.0,
-                     help="variance inflation of clustered items (natural units); --runs "
-                          "estimates it")
+    mde.add_argument("--design-effect", type=positive_float,
+                     help="variance inflation of clustered items (natural units; default 1); "
+                          "--runs estimates it")
     mde.add_argument("--runs", nargs=2, metavar=("REFERENCE", "RUN"),
                      help="estimate rho_d (and m) from two lm-eval outputs")
     mde.add_argument("--card", type=output_file, help="write a five-line Markdown pre-registration card here")
@@ -45,7 +45,8 @@ def run(args: argparse.Namespace) -> int:
         paired_inputs_from_runs,
     )
 
-    m, rho_d, deff, bounded = args.m, args.rho_d, args.design_effect, False
+    m, rho_d, bounded = args.m, args.rho_d, False
+    deff = 1.0 if args.design_effect is None else args.design_effect
     refuse_unused("--overwrite", args.overwrite, "--card", args.card)
     check_power_above_alpha("mde", args.power, args.alpha, f"--power {args.power:g}",
                             "give a power above alpha (0.8 is usual)")
@@ -60,6 +61,9 @@ def run(args: argparse.Namespace) -> int:
     if args.runs and args.rho_d is not None:
         raise LmEvalExtError("mde: give --rho-d or --runs, not both (--runs estimates rho_d "
                              "from the two runs)")
+    if args.runs and args.design_effect is not None:
+        raise LmEvalExtError("mde: give --design-effect or --runs, not both (--runs estimates "
+                             "the design effect from the two runs)")
     if args.runs:
         inputs = paired_inputs_from_runs(*args.runs)
         floored = (" (used as 1: an estimate below 1 is noise around independent items)"
