@@ -244,7 +244,14 @@ def test_the_preset_refuses_model_args_it_would_override(tmp_path, capsys):
      "give either CAMPAIGN.yaml or --preset, not both"),
     (["campaign"], "give CAMPAIGN.yaml or --preset paper-stress-test"),
     (["campaign", "{yaml}", "--limit", "5"],
-     "--limit belongs to --preset; in a campaign file set lm_eval: {{limit: N}}"),
+     "--limit belongs to --preset; in a campaign file set lm_eval: {{limit: N}} (edit {yaml}, "
+     "or leave --limit out)"),
+    (["campaign", "{yaml}", "--path", "generative", "--dry-run"],  # trial 9: ignored silently
+     "--path belongs to --preset; in a campaign file set its task names (bbq_instrument or "
+     "bbq_instrument_loglik) (edit {yaml}, or leave --path out)"),
+    (["campaign", "{yaml}", "--large-batch", "8"],
+     "--large-batch belongs to --preset; in a campaign file set each condition's batch_size "
+     "(edit {yaml}, or leave --large-batch out)"),
     (["campaign", "--preset", "paper-stress-test", "--tasks", "mmlu"],
      "--tasks 'mmlu': the paper-stress-test preset needs a benchmark with a frozen instrument "
      "and nested subset memberships; only bbq has them"),

@@ -27,7 +27,7 @@ def campaign_source(spec_path: str | None, *, grid: bool = False, preset: str | 
 
     from lm_eval_ext.errors import LmEvalExtError
 
-    options = dict(preset_options or {})
+    options = {k: v for k, v in (preset_options or {}).items() if v is not None}
     if grid:
         from lm_eval_ext.campaign.grid import grid_campaign
         from lm_eval_ext.campaign.yaml_file import read_yaml
@@ -43,9 +43,7 @@ def campaign_source(spec_path: str | None, *, grid: bool = False, preset: str | 
         return build_spec(raw), yaml.safe_dump(raw, sort_keys=False)
     if not spec_path:
         raise LmEvalExtError("give CAMPAIGN.yaml or --preset paper-stress-test")
-    if options.get("limit") is not None:
-        raise LmEvalExtError("--limit belongs to --preset; in a campaign file set lm_eval: "
-                             "{limit: N}")
+    _refuse_preset_options(spec_path, options)
     if options.get("execution"):
         from lm_eval_ext.campaign.yaml_file import read_yaml
 
@@ -62,6 +60,23 @@ def campaign_source(spec_path: str | None, *, grid: bool = False, preset: str | 
         except ConfigError as exc:
             raise ConfigError(f"{spec_path}: {exc}") from exc
     return load_spec(spec_path), Path(spec_path).read_text(encoding="utf-8")
+
+
+#: each preset-only option given with a campaign file, and where the file says it instead
+_IN_A_FILE = {"limit": "lm_eval: {limit: N}", "model_args": "models: {label: model_args}",
+              "tasks": "tasks: [...]", "path": "its task names (bbq_instrument or "
+              "bbq_instrument_loglik)", "large_batch": "each condition's batch_size"}
+
+
+def _refuse_preset_options(spec_path: str, options: dict[str, Any]) -> None:
+    """A ``--preset`` setting given with a campaign file: one line, never ignored."""
+    from lm_eval_ext.errors import LmEvalExtError
+
+    for key, where in _IN_A_FILE.items():
+        if key in options:
+            option = "--large-batch" if key == "large_batch" else f"--{key}"
+            raise LmEvalExtError(f"{option} belongs to --preset; in a campaign file set "
+                                 f"{where} (edit {spec_path}, or leave {option} out)")
 
 
 @dataclass(frozen=True)
@@ -178,6 +193,8 @@ def dry_run(spec: CampaignSpec, shard: str = "1/1", calibration_limit: int | Non
             echo: bool = False, out: str | Path | None = None,
             measure_all: bool = False) -> list[str]:
     """Lines: each cell of the shard with its items and estimated seconds (:func:`plan_dry_run`)."""
+    from lm_eval_ext.campaign.confounds import confounded_comparison_lines
+
     found = plan_dry_run(spec, shard, calibration_limit, echo, out, measure_all)
     lines, total, unknown = [], 0.0, 0
     for row in found.estimates:
@@ -199,7 +216,7 @@ def dry_run(spec: CampaignSpec, shard: str = "1/1", calibration_limit: int | Non
                  + (f" (calibrated on {calibration_limit} items per configuration; derived "
                     "cells at their re-check's cost, the model load once per loaded model)"
                     if calibration_limit else " (no calibration)"))
-    return lines
+    return lines + confounded_comparison_lines(spec)
 
 
 def status_lines(spec: CampaignSpec, out: str | Path) -> tuple[list[str], bool]:

@@ -194,19 +194,11 @@ class CampaignSpec:
         their shared items by design. Returns the jobs whose cells are all done, and one line
         per comparison skipped for cells not done.
         """
-        by_condition: dict[tuple[str, str], list[Cell]] = {}
-        for c in self.cells:
-            by_condition.setdefault((c.model_label, c.condition), []).append(c)
         jobs, skipped = [], []
         for model in self.model_labels:
             for comparison in self.comparisons:
-                refs = by_condition.get((model, comparison.reference), [])
-                for ref in refs:
-                    runs: list[Cell] = []
-                    for condition in comparison.runs:
-                        cells = by_condition.get((model, condition), [])
-                        runs += ([c for c in cells if c.task == ref.task]
-                                 or (cells if len(cells) == 1 else []))
+                pairs = self.compared_cells(model, comparison)
+                for ref, runs in pairs:
                     missing = [c.cell_id for c in (ref, *runs) if c.cell_id not in results]
                     if missing:
                         skipped.append(f"analysis {model}/{comparison.name} skipped: cells not "
@@ -216,9 +208,24 @@ class CampaignSpec:
                         jobs.append(AnalysisJob(
                             model, comparison.name, f"{ref.condition}={results[ref.cell_id]}",
                             tuple(f"{c.condition}={results[c.cell_id]}" for c in runs),
-                            out / ref.task if len({c.task for c in refs}) > 1 else out,
+                            out / ref.task if len(pairs) > 1 else out,
                             any(c.items() != ref.items() for c in runs)))
         return jobs, skipped
+
+    def compared_cells(self, model: str, comparison: Comparison) -> list[tuple[Cell, list[Cell]]]:
+        """Each reference cell of ``model`` with the run cells it is analysed against.
+
+        Per reference task, a run condition's cell on the same task, else its only cell.
+        """
+        pairs = []
+        for ref in self.cell(model, comparison.reference):
+            runs: list[Cell] = []
+            for condition in comparison.runs:
+                cells = self.cell(model, condition)
+                runs += ([c for c in cells if c.task == ref.task]
+                         or (cells if len(cells) == 1 else []))
+            pairs.append((ref, runs))
+        return pairs
 
     def resolved(self) -> dict[str, Any]:
         """Name and every cell's configuration: the campaign folder's identity."""

@@ -13,12 +13,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     campaign = sub.add_parser("campaign", help="models x conditions x tasks, resumable")
     campaign.add_argument("spec", nargs="?", help="CAMPAIGN.yaml (or use --preset)")
     campaign.add_argument("--preset", help="a built-in campaign: paper-stress-test")
-    campaign.add_argument("--model_args", default="", help="--preset: hf-metered model_args")
-    campaign.add_argument("--tasks", default="bbq", help="--preset: benchmark block (bbq)")
-    campaign.add_argument("--path", default="loglik", choices=("generative", "loglik"),
-                          help="--preset: scoring path")
-    campaign.add_argument("--large-batch", type=positive_int, default=32,
-                          help="--preset: the batch size of M1 and M5a")
+    campaign.add_argument("--model_args", help="--preset: hf-metered model_args (default: none)")
+    campaign.add_argument("--tasks", help="--preset: benchmark block (bbq, the default)")
+    campaign.add_argument("--path", choices=("generative", "loglik"),
+                          help="--preset: scoring path (default: loglik)")
+    campaign.add_argument("--large-batch", type=positive_int,
+                          help="--preset: the batch size of M1 and M5a (default: 32)")
     campaign.add_argument("--limit", type=positive_int, help="--preset: items per cell (smoke tests)")
     campaign.add_argument("--execution", choices=("fast", "lm-eval"),
                           help="every cell in this mode: fast (replayed scoring, the fast "
