@@ -56,6 +56,11 @@ def check_limit(value: object, where: str = "--limit") -> None:
                              "out for every item")
 
 
+#: lm-eval's four seeds in order, with the range each library takes (Python's random: any)
+_SEED_RANGES = (("python", None, None), ("numpy", 0, 2**32 - 1), ("torch", -(2**63), 2**64 - 1),
+                ("fewshot", None, None))
+
+
 def check_seed(value: str) -> None:
     """``--seed`` as lm-eval parses it: one integer for all four seeds, or 3-4 of int/None."""
     def whole_or_none(item: str) -> bool:
@@ -69,6 +74,14 @@ def check_seed(value: str) -> None:
 
     items = value.split(",")
     if len(items) in (1, 3, 4) and all(whole_or_none(item) for item in items):
+        seeds = items * 4 if len(items) == 1 else items  # one integer is all four
+        # three seeds: the fourth is lm-eval's default
+        for (name, low, high), item in zip(_SEED_RANGES, seeds, strict=False):
+            if low is not None and item.strip().lower() != "none" and \
+                    not low <= int(item) <= high:
+                raise PreflightError(f"--seed {value}: the {name} seed {int(item)} is outside "
+                                     f"the range {name} takes ({low} to {high}); give a seed "
+                                     "in it (e.g. --seed 42)")
         return
     raise PreflightError(f"--seed {value}: give one integer for all four seeds (e.g. --seed 42) "
                          "or four integers or None, comma-separated (e.g. --seed 0,None,8,52)")
@@ -181,6 +194,91 @@ def check_path_text(value: str, where: str = "--output_path") -> None:
             raise PreflightError(f"{where}: the name {name[:40]}... is {len(name.encode())} "
                                  f"bytes, and {kept} would be over the file system's 255-byte "
                                  "limit for one name; use a shorter name")
+
+
+_SAMPLES_SHAPE = ('a JSON object of task -> item indices, e.g. --samples \'{"bbq_subset_25pct": '
+                  '[0, 1, 2]}\', or the path of a JSON file holding one')
+
+
+def check_samples(value: str, tasks: Sequence[str], include_path: str | None = None) -> None:
+    """``--samples`` as lm-eval reads it: JSON text, else a JSON file; task -> indices >= 0.
+
+    lm-eval crashes on a missing file, a list or a non-integer index, reads ``[-1]`` as no
+    items (a traceback) and an empty list, or a task it does not run, as every item. An index
+    beyond a task's items is lm-eval's assertion, made one line when it is raised.
+    """
+    try:
+        samples = json.loads(value)
+    except ValueError:
+        if "{" in value:  # lm-eval's parser refuses it in its usage line
+            return
+        path = Path(value)
+        if not path.is_file():
+            raise PreflightError(f"--samples {value}: not JSON and no such file; give "
+                                 f"{_SAMPLES_SHAPE}") from None
+        try:
+            samples = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError) as exc:
+            raise path_error(path, exc, "read", not_text="save it as UTF-8") from None
+        except ValueError as exc:
+            raise PreflightError(f"--samples {value} is not valid JSON ({exc}); it must hold "
+                                 f"{_SAMPLES_SHAPE}") from None
+    if not isinstance(samples, dict) or not samples:
+        held = "no task" if samples == {} else f"{type(samples).__name__} {json.dumps(samples)}"
+        raise PreflightError(f"--samples {value}: holds {held[:50]}; give {_SAMPLES_SHAPE}")
+    for task, indices in samples.items():
+        if not isinstance(indices, list) or not indices or not all(
+                isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in indices):
+            raise PreflightError(f"--samples {value}: {task}: {json.dumps(indices)[:40]} is not "
+                                 "a list of item indices (whole numbers from 0; lm-eval would "
+                                 f"{'run every item' if indices == [] else 'fail'}); give "
+                                 f"{_SAMPLES_SHAPE}")
+    _check_samples_tasks(value, list(samples), tasks, include_path)
+
+
+def _check_samples_tasks(value: str, named: list[str], tasks: Sequence[str],
+                         include_path: str | None) -> None:
+    """Every task ``--samples`` names is one ``--tasks`` runs (checked where all are ours)."""
+    from lm_eval_ext.plugin.task_folders import narrow_task_manager
+
+    run = [name for given in tasks for name in given.split(",") if name]
+    manager = narrow_task_manager(run, [include_path] if include_path else [])
+    if manager is None or not all(name in manager.all_subtasks for name in run):
+        return  # a group or a task of lm-eval's own: its subtasks are not known here
+    stray = [name for name in named if name not in run]
+    if stray:
+        raise PreflightError(f"--samples {value}: names {', '.join(stray)}, which --tasks does "
+                             f"not run (it runs {', '.join(run)}); lm-eval would ignore the "
+                             "indices and run every item: name the tasks --tasks runs")
+
+
+def check_include_path(value: str, where: str = "--include_path") -> None:
+    """A folder whose task YAMLs lm-eval can read: it skips any other without a word.
+
+    lm-eval indexes ``**/*.yaml`` under the folder (a file holds none) and passes over a file
+    it cannot load at debug level, so its tasks are then "not found".
+    """
+    import yaml
+    from lm_eval.tasks._yaml_loader import load_yaml
+
+    path = Path(value)
+    if not path.exists():
+        raise PreflightError(f"{where} {value}: no such folder (lm-eval would go on without its "
+                             "tasks); give the folder of your task YAMLs")
+    if not path.is_dir():
+        raise PreflightError(f"{where} {value} is a file; lm-eval reads every .yaml file of a "
+                             f"folder (a file holds none): give {where} {path.parent}")
+    for task_file in sorted(path.glob("**/*.yaml")):
+        try:
+            load_yaml(task_file, resolve_func=False, recursive=True)
+        except yaml.YAMLError as exc:
+            raise PreflightError(f"{where} {value}: {task_file} {not_valid_yaml(exc)} (lm-eval "
+                                 "would skip it and its tasks without a word); fix the file"
+                                 ) from None
+        except (OSError, UnicodeDecodeError) as exc:
+            raise PreflightError(f"{where} {value}: {task_file} cannot be read ({exc}; lm-eval "
+                                 "would skip it and its tasks without a word); fix the file or "
+                                 "what it includes") from None
 
 
 def check_device(value: str, where: str = "--device") -> None:
@@ -404,7 +502,12 @@ def check_config_of(argv: Sequence[str]) -> dict:
 
 
 def _arguments(argv: Sequence[str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    """The options checked here, read as lm-eval's parser reads them.
+
+    A command line argparse cannot read (``--seed -5,0``: a value taken for an option) is left
+    to lm-eval's parser, which names it in its usage line: every option is then None here.
+    """
+    parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False, exit_on_error=False)
     parser.add_argument("--tasks", "-t", nargs="+")
     parser.add_argument("--model", "-m")
     parser.add_argument("--model_args", "-a", nargs="+")
@@ -427,7 +530,10 @@ def _arguments(argv: Sequence[str]) -> argparse.Namespace:
     parser.add_argument("--max_batch_size")
     parser.add_argument("--use_cache", "-c")
     parser.add_argument("--check_integrity", action="store_true")
-    return parser.parse_known_args(list(argv))[0]
+    try:
+        return parser.parse_known_args(list(argv))[0]
+    except argparse.ArgumentError:
+        return parser.parse_known_args([])[0]
 
 
 #: lm-eval's options read as one JSON object or ``key=value`` words (its ``MergeDictAction``)
@@ -482,6 +588,10 @@ def check_lm_eval_options(args: argparse.Namespace) -> None:
     if multiturn and args.apply_chat_template is None:
         raise PreflightError("--fewshot_as_multiturn needs --apply_chat_template (lm-eval's rule):"
                              " add it, or leave --fewshot_as_multiturn out")
+    if args.wandb_config_args is not None and args.wandb_args is None:  # lm-eval ignores it
+        raise PreflightError("--wandb_config_args applies to --wandb_args, which is not given: "
+                             "give --wandb_args (e.g. project=my-evals), or leave "
+                             "--wandb_config_args out")
     _optional_package("--wandb_args", args.wandb_args, "wandb")
     _optional_package("--trackio_args", args.trackio_args, "trackio")
     if args.check_integrity:
@@ -534,12 +644,13 @@ def check_arguments_lm_eval_parses(argv: Sequence[str]) -> tuple[argparse.Namesp
 def check_command_line(argv: Sequence[str]) -> None:
     """Every check above on an lm-eval command line (``lm_eval [run] ...`` arguments)."""
     args, from_file = check_arguments_lm_eval_parses(argv)
-    if args.include_path is not None and not Path(args.include_path).exists():
-        raise PreflightError(f"--include_path {args.include_path}: no such folder (lm-eval "
-                             "would go on without its tasks); give the folder of your task YAMLs")
+    if args.include_path is not None:
+        check_include_path(args.include_path)
     if args.limit is not None and args.samples is not None:
         raise PreflightError("--limit and --samples exclude each other: --samples names the "
                              "items to run, --limit cuts each task; pass one")
+    if args.samples is not None:
+        check_samples(args.samples, args.tasks or [], args.include_path)
     if args.model:
         check_model_name(args.model)
         model_args = model_args_of(args.model_args)

@@ -17,7 +17,7 @@ BASE = ["--model", "hf-metered", "--tasks", "bbq_subset_25pct_loglik"]
 
 
 @pytest.mark.parametrize("option", ["--model_args", "--gen_kwargs", "--metadata",
-                                    "--wandb_config_args", "--hf_hub_log_args"])
+                                    "--hf_hub_log_args"])
 @pytest.mark.parametrize("value", ["{bad", '{"a": 1', "{'a': 1}", '{"a": 1}', "a=1", "a={1}",
                                    '{"max_gen_toks": 4}', "[1, {2}]"])
 def test_json_options_are_refused_exactly_where_lm_evals_parser_fails(option, value):
@@ -146,3 +146,148 @@ def test_trackio_args_without_trackio_name_the_package():
         check_command_line([*BASE, "--trackio_args", "project=x"])
     assert str(caught.value) == ("--trackio_args needs the trackio package, which is not "
                                  "installed: pip install trackio, or leave --trackio_args out")
+
+
+@pytest.mark.parametrize("seed", ["-1", "0", "4294967296", "99999999999999999999999",
+                                  "0,-1,0,0", "0,0,-9223372036854775809", "0,0,18446744073709551615",
+                                  "0,0,18446744073709551616", "-5,0,0,-7", "None,None,None"])
+def test_seeds_are_refused_exactly_where_numpy_or_torch_would_raise(seed):
+    """`--seed -1` and `--seed 10^23` were numpy's "Seed must be between 0 and 2**32 - 1"
+    traceback once lm-eval set its seeds."""
+    import numpy as np
+    import torch
+
+    items = seed.split(",")
+    seeds = items * 4 if len(items) == 1 else items
+    try:  # what lm-eval's simple_evaluate does with the numpy and torch slots
+        if seeds[1] != "None":
+            np.random.seed(int(seeds[1]))
+        if seeds[2] != "None":
+            torch.manual_seed(int(seeds[2]))
+        libraries_raise = False
+    except (ValueError, RuntimeError, OverflowError):
+        libraries_raise = True
+    refused = True
+    try:
+        check_command_line([*BASE, f"--seed={seed}"])
+    except PreflightError as exc:
+        assert str(exc).startswith(f"--seed {seed}: the ") and "(e.g. --seed 42)" in str(exc)
+    else:
+        refused = False
+    assert refused == libraries_raise
+
+
+def test_an_include_path_lm_eval_would_skip_is_named(tmp_path):
+    """`--include_path FILE` and a folder with a broken task YAML ran on without the tasks
+    (lm-eval indexes *.yaml under a folder and skips what it cannot load, at debug level)."""
+    from lm_eval.tasks import TaskManager
+
+    (tmp_path / "ok.yaml").write_text("task: my_ok\ndataset_path: json\n")
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "bad.yaml").write_text("task: my_bad\ndataset_path: [json\n")
+    known = TaskManager(include_path=str(tmp_path), include_defaults=False).all_tasks
+    assert "my_ok" in known and "my_bad" not in known  # lm-eval's own silence
+    with pytest.raises(PreflightError) as caught:
+        check_command_line([*BASE, "--include_path", str(tmp_path)])
+    assert str(caught.value) == (
+        f"--include_path {tmp_path}: {tmp_path / 'sub' / 'bad.yaml'} is not valid YAML at line "
+        "3, column 1: did not find expected ',' or ']' (lm-eval would skip it and "
+        "its tasks without a word); fix the file")
+    (tmp_path / "sub" / "bad.yaml").unlink()
+    check_command_line([*BASE, "--include_path", str(tmp_path)])
+    with pytest.raises(PreflightError) as caught:
+        check_command_line([*BASE, "--include_path", str(tmp_path / "ok.yaml")])
+    assert str(caught.value) == (f"--include_path {tmp_path / 'ok.yaml'} is a file; lm-eval "
+                                 "reads every .yaml file of a folder (a file holds none): give "
+                                 f"--include_path {tmp_path}")
+
+
+def test_a_command_line_argparse_cannot_read_is_left_to_lm_evals_usage_line():
+    """`--seed -5,0,0,-7` (a value argparse takes for an option) exited through this module's
+    own parser with a usage line naming __main__.py and none of lm-eval's options."""
+    check_command_line([*BASE, "--seed", "-5,0,0,-7"])  # lm-eval's parser says it next
+
+
+@pytest.fixture(scope="module")
+def loglik_task():
+    """lm-eval's own Task object of bbq_subset_25pct_loglik (500 items, local data)."""
+    from lm_eval_ext.plugin.registration import activate
+    from lm_eval_ext.plugin.task_folders import our_task_manager
+
+    activate()
+    name = "bbq_subset_25pct_loglik"
+    return our_task_manager().load([name])["tasks"][name]
+
+
+def what_lm_eval_runs(task, samples) -> str:
+    """lm-eval's evaluator on ``samples``: ``samples.get(task)`` into the task's doc_iterator."""
+    if not isinstance(samples, dict):
+        return "fails"  # the evaluator logs samples.keys()
+    indices = samples.get(task.config.task)
+    try:
+        picked = [i for i, _ in task.doc_iterator(samples=indices)]
+    except (AssertionError, TypeError, AttributeError):
+        return "fails"
+    if not picked:
+        return "fails"  # build_all_requests: "did not find any docs!"
+    return "every item" if len(picked) == len(task.eval_docs) else "the items named"
+
+
+@pytest.mark.parametrize("samples", [
+    {"bbq_subset_25pct_loglik": [0, 3]}, {"bbq_subset_25pct_loglik": [-1]},
+    {"bbq_subset_25pct_loglik": []}, {"bbq_subset_25pct_loglik": "x"}, {"other_task": [0]},
+    {"bbq_subset_25pct_loglik": [0.5]}, [0, 1]])
+def test_samples_are_refused_exactly_where_lm_eval_fails_or_runs_every_item(samples, loglik_task):
+    """trial 10's probes: a list, [-1], "x" were tracebacks; [] and another task's name ran all
+    500 items without a word."""
+    import json
+
+    outcome = what_lm_eval_runs(loglik_task, samples)
+    refused = True
+    try:
+        check_command_line([*BASE, "--samples", json.dumps(samples)])
+    except PreflightError as exc:
+        assert str(exc).startswith(f"--samples {json.dumps(samples)}: ")
+        assert str(exc).endswith("or the path of a JSON file holding one") or \
+            str(exc).endswith("name the tasks --tasks runs")
+    else:
+        refused = False
+    assert refused == (outcome != "the items named"), outcome
+
+
+def test_samples_from_a_file_are_read_as_lm_eval_reads_them(tmp_path):
+    good, bad = tmp_path / "good.json", tmp_path / "bad.json"
+    good.write_text('{"bbq_subset_25pct_loglik": [0, 1]}')
+    bad.write_text("[1")
+    check_command_line([*BASE, "--samples", str(good)])
+    with pytest.raises(PreflightError) as caught:
+        check_command_line([*BASE, "--samples", str(bad)])
+    assert str(caught.value).startswith(f"--samples {bad} is not valid JSON (Expecting")
+    with pytest.raises(PreflightError) as caught:
+        check_command_line([*BASE, "--samples", str(tmp_path / "none.json")])
+    assert str(caught.value).startswith(f"--samples {tmp_path / 'none.json'}: not JSON and no "
+                                        "such file; give a JSON object of task -> item indices")
+
+
+def test_an_index_beyond_the_task_is_lm_evals_assertion_said_in_one_line(loglik_task):
+    from lm_eval_ext.plugin.lm_eval_cli import one_line_error
+
+    with pytest.raises(AssertionError) as caught:
+        list(loglik_task.doc_iterator(samples=[999999]))
+    assert str(one_line_error(caught.value)) == (
+        "--samples: an index is beyond a task's 500 items; give indices from 0 to 499")
+
+
+def test_wandb_config_args_without_wandb_args_are_refused():
+    """lm-eval builds its W&B logger only for --wandb_args: the config args ran to the end
+    unused, without a word."""
+    import inspect
+
+    from lm_eval._cli.run import Run
+
+    assert "if cfg.wandb_args:" in inspect.getsource(Run)  # lm-eval's only use of them
+    with pytest.raises(PreflightError) as caught:
+        check_command_line([*BASE, "--wandb_config_args", "a=1"])
+    assert str(caught.value) == (
+        "--wandb_config_args applies to --wandb_args, which is not given: give --wandb_args "
+        "(e.g. project=my-evals), or leave --wandb_config_args out")

@@ -9,6 +9,7 @@ hook checks the command line first and makes our errors one line.
 from __future__ import annotations
 
 import os
+import re
 import sys
 from collections.abc import Callable, Sequence
 
@@ -83,6 +84,13 @@ def one_line_error(error: BaseException) -> BaseException:
         from lm_eval_ext.command_preflight import SAMPLES_NEED_OUTPUT_PATH, PreflightError
 
         return PreflightError(SAMPLES_NEED_OUTPUT_PATH)
+    items = re.search(r"k=(\d+)", text) if isinstance(error, AssertionError) else None
+    if items is not None and text.startswith("Elements of --samples should "):
+        from lm_eval_ext.command_preflight import PreflightError
+
+        n = int(items.group(1))
+        return PreflightError(f"--samples: an index is beyond a task's {n} items; give "
+                              f"indices from 0 to {n - 1}")
     if isinstance(error, ValueError) and text.startswith("Tasks not found: "):
         from lm_eval_ext.command_preflight import PreflightError, unknown_task_message
         from lm_eval_ext.plugin.task_folders import COMMAND_LINE, full_task_index
