@@ -239,11 +239,14 @@ def check_samples(value: str, tasks: Sequence[str], include_path: str | None = N
 def _check_samples_tasks(value: str, named: list[str], tasks: Sequence[str],
                          include_path: str | None) -> None:
     """Every task ``--samples`` names is one ``--tasks`` runs (checked where all are ours)."""
-    from lm_eval_ext.plugin.task_folders import narrow_task_manager
+    from lm_eval.tasks import TaskManager
+
+    from lm_eval_ext.paths import task_include_paths
 
     run = [name for given in tasks for name in given.split(",") if name]
-    manager = narrow_task_manager(run, [include_path] if include_path else [])
-    if manager is None or not all(name in manager.all_subtasks for name in run):
+    folders = [str(p) for p in task_include_paths()] + ([include_path] if include_path else [])
+    leaves = TaskManager(include_path=folders, include_defaults=False).all_subtasks
+    if not run or not all(name in leaves for name in run):
         return  # a group or a task of lm-eval's own: its subtasks are not known here
     stray = [name for name in named if name not in run]
     if stray:

@@ -38,3 +38,8 @@ def user_tasks_dir() -> Path:
 def package_tasks_dir() -> Path:
     """Folder of the task YAMLs shipped with the package."""
     return Path(__file__).resolve().parent / "tasks"
+
+
+def task_include_paths() -> list[Path]:
+    """The package's task folder, plus the user-registered task folder when it exists."""
+    return [package_tasks_dir(), *(d for d in [user_tasks_dir()] if d.is_dir())]

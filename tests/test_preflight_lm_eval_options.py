@@ -291,3 +291,17 @@ def test_wandb_config_args_without_wandb_args_are_refused():
     assert str(caught.value) == (
         "--wandb_config_args applies to --wandb_args, which is not given: give --wandb_args "
         "(e.g. project=my-evals), or leave --wandb_config_args out")
+
+
+def test_the_seed_and_samples_messages_in_full():
+    with pytest.raises(PreflightError) as caught:
+        check_command_line([*BASE, "--seed", "-1"])
+    assert str(caught.value) == ("--seed -1: the numpy seed -1 is outside the range numpy takes "
+                                 "(0 to 4294967295); give a seed in it (e.g. --seed 42)")
+    with pytest.raises(PreflightError) as caught:
+        check_command_line([*BASE, "--samples", '{"bbq_subset_25pct_loglik": []}'])
+    assert str(caught.value) == (
+        '--samples {"bbq_subset_25pct_loglik": []}: bbq_subset_25pct_loglik: [] is not a list '
+        "of item indices (whole numbers from 0; lm-eval would run every item); give a JSON "
+        'object of task -> item indices, e.g. --samples \'{"bbq_subset_25pct": [0, 1, 2]}\', '
+        "or the path of a JSON file holding one")

@@ -12,16 +12,10 @@ import dataclasses
 import functools
 import inspect
 from collections.abc import Callable, Sequence
-from pathlib import Path
 
 from lm_eval_ext.errors import LmEvalExtError, ending_lm_eval_command
-from lm_eval_ext.paths import package_tasks_dir, user_tasks_dir
+from lm_eval_ext.paths import task_include_paths, user_tasks_dir
 from lm_eval_ext.plugin.wrapping import wrap_once
-
-
-def task_include_paths() -> list[Path]:
-    """The package's task folder, plus the user-registered task folder when it exists."""
-    return [package_tasks_dir(), *(d for d in [user_tasks_dir()] if d.is_dir())]
 
 
 def _merge_include_paths(user_value) -> list:
