@@ -182,7 +182,8 @@ def test_an_include_path_lm_eval_would_skip_is_named(tmp_path):
     (lm-eval indexes *.yaml under a folder and skips what it cannot load, at debug level)."""
     from lm_eval.tasks import TaskManager
 
-    (tmp_path / "ok.yaml").write_text("task: my_ok\ndataset_path: json\n")
+    (tmp_path / "ok.yaml").write_text("task: my_ok\ndataset_path: json\n"
+                                      "process_results: !function utils.process\n")
     (tmp_path / "sub").mkdir()
     (tmp_path / "sub" / "bad.yaml").write_text("task: my_bad\ndataset_path: [json\n")
     known = TaskManager(include_path=str(tmp_path), include_defaults=False).all_tasks
@@ -191,7 +192,7 @@ def test_an_include_path_lm_eval_would_skip_is_named(tmp_path):
         check_command_line([*BASE, "--include_path", str(tmp_path)])
     assert str(caught.value) == (
         f"--include_path {tmp_path}: {tmp_path / 'sub' / 'bad.yaml'} is not valid YAML at line "
-        "3, column 1: did not find expected ',' or ']' (lm-eval would skip it and "
+        "3, column 1: expected ',' or ']', but got '<stream end>' (lm-eval would skip it and "
         "its tasks without a word); fix the file")
     (tmp_path / "sub" / "bad.yaml").unlink()
     check_command_line([*BASE, "--include_path", str(tmp_path)])
