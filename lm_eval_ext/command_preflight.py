@@ -8,6 +8,7 @@ wrong and the fix; nothing is checked that lm-eval would accept and use correctl
 from __future__ import annotations
 
 import argparse
+import contextlib
 import difflib
 import json
 import math
@@ -629,27 +630,104 @@ def check_lm_eval_options(args: argparse.Namespace) -> None:
                                  "push_results_to_hub/push_samples_to_hub out")
 
 
+def config_as_arguments(options: Mapping[str, object]) -> list[str]:
+    """A ``--config`` file's options as the flags they stand for (lm-eval: the flags win).
+
+    A mapping is written as JSON, a list joined with commas, ``true`` as the bare flag;
+    ``false`` and ``null`` are left out.
+    """
+    flags = []
+    for key, value in options.items():
+        if key == "config" or value is None or value is False:
+            continue
+        if value is True:
+            flags.append(f"--{key}")
+        elif isinstance(value, Mapping):
+            flags.append(f"--{key}={json.dumps(dict(value), default=str)}")
+        elif isinstance(value, (list, tuple)):
+            flags.append(f"--{key}={','.join(str(v) for v in value)}")
+        else:
+            flags.append(f"--{key}={value}")
+    return flags
+
+
+def _check_config_dict_text(options: Mapping[str, object]) -> None:
+    """A key=value option of the file written as text holding ``{``: lm-eval reads it as pairs.
+
+    (lm-eval parses a file's text value of these options with its ``key=value`` reader only, so
+    ``metadata: '{"a": 1}'`` becomes one key named ``{"a": 1}``.)
+    """
+    for key in ("model_args", *(option.removeprefix("--") for option in _DICT_OPTIONS)):
+        value = options.get(key)
+        if isinstance(value, str) and "{" in value:
+            raise PreflightError(f"{key}: {value!r} is text, which lm-eval reads as key=value "
+                                 f"pairs (a key named {value.split(',')[0]!r}); write a YAML "
+                                 f"mapping ({key}: {{key: 1}}) or key=value text")
+
+
+def _with_config(argv: Sequence[str]) -> tuple[list[str], dict]:
+    """The command line with its ``--config`` file's options in front, and those options."""
+    from_file = check_config_of(argv)
+    return [*config_as_arguments(from_file), *argv], from_file
+
+
 def check_arguments_lm_eval_parses(argv: Sequence[str]) -> tuple[argparse.Namespace, dict]:
     """What lm-eval's own parsing refuses in poor words, checked before it parses.
 
     A bad ``--seed`` shows a ``functools.partial`` repr; samples without a folder a traceback.
-    Returns the arguments read and the ``--config`` file's options, for further checks.
+    The ``--config`` file's options count as their flags. Returns the arguments read (the
+    file's included) and the file's options, for further checks.
     """
-    args = _arguments(argv)
-    if args.seed is not None:
-        check_seed(args.seed)
-    from_file = check_config_of(argv)
-    samples = (args.log_samples or args.predict_only or from_file.get("log_samples")
-               or from_file.get("predict_only"))
-    if samples and args.output_path is None and not from_file.get("output_path"):
-        raise PreflightError(SAMPLES_NEED_OUTPUT_PATH)
-    check_lm_eval_options(args)
+    merged, from_file = _with_config(argv)
+    with _blaming_the_config(argv, from_file):
+        _check_config_dict_text(from_file)
+        args = _arguments(merged)
+        _check_parsed(args)
     return args, from_file
 
 
-def check_command_line(argv: Sequence[str]) -> None:
-    """Every check above on an lm-eval command line (``lm_eval [run] ...`` arguments)."""
+def _check_parsed(args: argparse.Namespace) -> None:
+    """What lm-eval's parsing (or its options after loading) would refuse in poor words."""
+    if args.seed is not None:
+        check_seed(args.seed)
+    if (args.log_samples or args.predict_only) and args.output_path is None:
+        raise PreflightError(SAMPLES_NEED_OUTPUT_PATH)
+    check_lm_eval_options(args)
+
+
+@contextlib.contextmanager
+def _blaming_the_config(argv: Sequence[str], from_file: Mapping[str, object]):
+    """A problem the command line alone does not have is the ``--config`` file's: named so."""
+    try:
+        yield
+    except PreflightError as exc:
+        if not from_file:
+            raise
+        try:
+            check_command_line(argv, with_config=False)
+        except PreflightError as alone:
+            if str(alone) == str(exc):
+                raise exc from None
+        raise PreflightError(f"--config {_arguments(argv).config}: {exc}") from None
+
+
+def check_command_line(argv: Sequence[str], with_config: bool = True) -> None:
+    """Every check above on an lm-eval command line (``lm_eval [run] ...`` arguments).
+
+    ``with_config``: the ``--config`` file's options count as their flags.
+    """
+    if not with_config:
+        args, from_file = _arguments(argv), {}
+        _check_parsed(args)
+        _check_options(args, from_file)
+        return
     args, from_file = check_arguments_lm_eval_parses(argv)
+    with _blaming_the_config(argv, from_file):
+        _check_options(args, from_file)
+
+
+def _check_options(args: argparse.Namespace, from_file: Mapping[str, object]) -> None:
+    """The checks that need the model, the tasks or the file system."""
     if args.include_path is not None:
         check_include_path(args.include_path)
     if args.limit is not None and args.samples is not None:
@@ -676,8 +754,6 @@ def check_command_line(argv: Sequence[str]) -> None:
         check_fewshot_pools(args.tasks or [], int(args.num_fewshot))
     if args.output_path is not None:
         check_output_path(args.output_path)
-    elif isinstance(from_file.get("output_path"), str):  # lm-eval takes the file's otherwise
-        check_output_path(from_file["output_path"], "--config's output_path")
     if args.device is not None:
         check_device(args.device)
     if args.verbosity is not None:

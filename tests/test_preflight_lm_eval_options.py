@@ -306,3 +306,34 @@ def test_the_seed_and_samples_messages_in_full():
         "of item indices (whole numbers from 0; lm-eval would run every item); give a JSON "
         'object of task -> item indices, e.g. --samples \'{"bbq_subset_25pct": [0, 1, 2]}\', '
         "or the path of a JSON file holding one")
+
+
+@pytest.mark.parametrize(("lines", "message"), [
+    ("limit: 1e300\n", "--limit 1e300: more items than any task holds"),
+    ("limit: 2\nfewshot_as_multiturn: true\nnum_fewshot: 1\n",
+     "--fewshot_as_multiturn needs --apply_chat_template (lm-eval's rule)"),
+    ("limit: 2\nbatch_size: auto\nmax_batch_size: -1\n", "--max_batch_size -1: give a positive"),
+    ("limit: 2\nseed: -1\n", "--seed -1: the numpy seed -1 is outside the range numpy takes"),
+    ("limit: 2\nwandb_config_args: {a: 1}\n", "--wandb_config_args applies to --wandb_args"),
+    ("limit: 2\nmetadata: '{bad'\n", "metadata: '{bad' is text, which lm-eval reads as key=value "
+                                      "pairs (a key named '{bad'); write a YAML mapping"),
+    ("samples: {bbq_subset_25pct_loglik: []}\n",
+     '--samples {"bbq_subset_25pct_loglik": []}: bbq_subset_25pct_loglik: [] is not a list'),
+])
+def test_a_config_files_options_are_checked_as_their_flags_are(lines, message, tmp_path):
+    """trial 10: `limit: 1e300`, `seed: -1`, `max_batch_size: -1` and more in a --config file
+    were tracebacks after the model loaded (the flags get one line); `metadata: '{bad'` became a
+    key named '{bad' without a word."""
+    config = tmp_path / "run.yaml"
+    config.write_text("model: hf-metered\nmodel_args: idle_seconds=0\n"
+                      f"tasks: bbq_subset_25pct_loglik\n{lines}")
+    with pytest.raises(PreflightError) as caught:
+        check_command_line(["--config", str(config), "--output_path", str(tmp_path / "o")])
+    assert str(caught.value).startswith(f"--config {config}: {message}")
+
+
+def test_a_config_file_whose_flag_replaces_the_bad_value_passes(tmp_path):
+    config = tmp_path / "run.yaml"
+    config.write_text("model: hf-metered\nmodel_args: idle_seconds=0\n"
+                      "tasks: bbq_subset_25pct_loglik\nlimit: 1e300\nseed: -1\n")
+    check_command_line(["--config", str(config), "--limit", "2", "--seed", "3"])

@@ -327,8 +327,9 @@ def test_a_config_files_output_path_is_checked_before_the_run(tmp_path):
 
     config = tmp_path / "run.yaml"
     config.write_text("model: hf-metered\ntasks: [bbq_subset_25pct]\noutput_path: /proc/x/out\n")
-    with pytest.raises(PreflightError, match="^--config's output_path: cannot write /proc/x/out"):
+    with pytest.raises(PreflightError) as error:
         check_command_line(["--config", str(config)])
+    assert str(error.value).startswith(f"--config {config}: --output_path: cannot write /proc/x/out")
     config.write_text(f"model: hf-metered\ntasks: [bbq_subset_25pct]\noutput_path: {tmp_path}\n")
     check_command_line(["--config", str(config)])  # followed
 
@@ -372,10 +373,11 @@ def test_the_samples_rule_counts_a_config_files_output_path(tmp_path):
     config.write_text(f"model: hf-metered\ntasks: [bbq_subset_25pct]\noutput_path: {tmp_path}\n")
     check_arguments_lm_eval_parses(["--config", str(config), "--log_samples"])
     config.write_text("model: hf-metered\ntasks: [bbq_subset_25pct]\nlog_samples: true\n")
-    for argv in (["--config", str(config)], ["--tasks", "bbq_subset_25pct", "--predict_only"]):
+    for argv, where in ((["--config", str(config)], f"--config {config}: "),
+                        (["--tasks", "bbq_subset_25pct", "--predict_only"], "")):
         with pytest.raises(PreflightError) as error:
             check_arguments_lm_eval_parses(argv)
-        assert str(error.value) == SAMPLES_NEED_OUTPUT_PATH
+        assert str(error.value) == where + SAMPLES_NEED_OUTPUT_PATH
     check_arguments_lm_eval_parses(["--config", str(config), "--output_path", str(tmp_path)])
 
 
