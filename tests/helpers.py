@@ -111,11 +111,12 @@ def save_lm_eval_run(lm, task: str, limit: int, out_dir: Path, *, model_args: st
 
 
 def write_pilot(folder: Path, joules: dict[str, float], *, task: str = "bbq_instrument_loglik",
-                membership: str = "instrument") -> Path:
+                membership: str = "instrument", context: str | None = None) -> Path:
     """A pilot analysis (``analyze --out``) of runs with one set of simulated answers.
 
     ``joules`` maps each run's name to its energy, the reference first; the runs are the
-    first 500 items of ``membership`` under ``task``. Returns the analysis folder.
+    first 500 items of ``membership`` under ``task`` (``context``: of that context condition
+    only, ``ambig`` or ``disambig``). Returns the analysis folder.
     """
     import numpy as np
 
@@ -124,7 +125,8 @@ def write_pilot(folder: Path, joules: dict[str, float], *, task: str = "bbq_inst
     from lm_eval_ext.analysis.synthetic import simulate_predictions, write_run
     from lm_eval_ext.data.instrument import load_membership
 
-    rows = load_membership(membership).rows[:500]
+    rows = [row for row in load_membership(membership).rows
+            if context in (None, row["context_condition"])][:500]
     answers = simulate_predictions(rows, 0.6, np.random.default_rng(3))
     for name, energy in joules.items():
         write_run(folder / name, task, rows, answers, model="m", precision=name,

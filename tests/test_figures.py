@@ -159,6 +159,22 @@ def test_heatmap_scales_are_symmetric_and_significant_cells_marked(paper_scale):
     plt.close(fig)
 
 
+def test_a_metric_undefined_in_every_subgroup_has_no_panel(paper_scale):
+    """An analysis of ambiguous items only (bias_s_dis undefined everywhere) leaked
+    matplotlib's "identical low and high xlims" warning from an empty panel."""
+    import warnings
+
+    undefined = paper_scale.deltas.copy()
+    undefined.loc[undefined["metric"] == "bias_s_dis", "delta_pp"] = np.nan
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        fig = figures.delta_heatmap(undefined, "category")
+    images = [a for ax in fig.axes for a in ax.get_children() if isinstance(a, AxesImage)]
+    assert len(images) == paper_scale.deltas["metric"].nunique() - 1
+    assert not any("bias_s_dis" in ax.get_title() for ax in fig.axes)
+    plt.close(fig)
+
+
 def test_one_category_is_a_table_not_a_block(small_scale):
     one = small_scale.deltas.assign(subgroup_type="category", subgroup="Age")
     one = one.drop_duplicates(["run", "metric"])

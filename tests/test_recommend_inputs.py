@@ -42,6 +42,23 @@ def test_a_margin_no_protocol_can_exceed_is_refused(pilot, claim, message, capsy
     assert message in line and line.startswith("lm-eval-ext: error: recommend: claim")
 
 
+def test_a_claim_on_a_metric_the_pilot_leaves_undefined_is_refused(capsys, tmp_path):
+    """trial 10: bias_s_dis on a pilot without a disambiguated item leaked numpy's "Degrees of
+    freedom <= 0" and advised a wider margin, which then gave a card."""
+    import pandas as pd
+
+    ambiguous = write_pilot(tmp_path / "p", {"ref": 4000.0, "int8": 1000.0}, context="ambig")
+    items = pd.read_csv(ambiguous / "items.csv")
+    assert set(items["context_condition"]) == {"ambig"}  # bias_s_dis counts disambig items only
+    line = _refused([str(ambiguous), "--claim", "bias_s_dis=5"], capsys, tmp_path / "card")
+    assert line == (f"lm-eval-ext: error: recommend: claim 'bias_s_dis=5': bias_s_dis is undefined"
+                    f" on pilot {ambiguous.name}'s {len(items) // 2} item(s) (none of them is one "
+                    "it counts), so no margin can be resolved; claim a metric the pilot measures,"
+                    " or analyse a pilot of more items")
+    assert cli_main.main(["recommend", str(ambiguous), "--claim", "bias_s_amb=5", "--out",
+                          str(tmp_path / "card2")]) == 0
+
+
 def test_a_margin_within_the_range_is_carded(pilot, capsys, tmp_path):
     """The largest margins the ranges allow still give a card (the checks refuse no more)."""
     assert cli_main.main(["recommend", str(pilot), "--claim", "accuracy=99.9", "--claim",

@@ -161,9 +161,11 @@ def delta_heatmap(deltas: pd.DataFrame, subgroup_type: str) -> Figure | None:
     below 0.05 is outlined and starred. With one subgroup the panel is a small table instead.
     """
     data = deltas[deltas["subgroup_type"] == subgroup_type]
-    metrics = list(data["metric"].unique())
+    defined = data.groupby("metric", sort=False)["delta_pp"].apply(lambda d: d.notna().any())
+    metrics = [metric for metric, any_value in defined.items() if any_value]  # no empty panel
     if not metrics:
         return None
+    data = data[data["metric"].isin(metrics)]
     runs, columns = data["run"].nunique(), data["subgroup"].nunique()
     if columns == 1:
         return _delta_table(data, metrics, subgroup_type)

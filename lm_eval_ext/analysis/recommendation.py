@@ -204,6 +204,7 @@ def parse_claims(texts: Sequence[str], pilots: dict[str, Pilot]) -> list[Claim]:
         if metric not in metrics:
             raise AnalysisInputError(f"recommend: claim {text!r}: the pilot has no metric "
                                      f"{metric!r}; it has {', '.join(metrics)}")
+        _check_defined(text, metric, pilots)
         if at:
             parts = _contrast(contrast, names)
             if parts is None or len(set(parts)) < len(parts):
@@ -219,6 +220,17 @@ def parse_claims(texts: Sequence[str], pilots: dict[str, Pilot]) -> list[Claim]:
         else:
             claims.append(Claim(metric, value))
     return claims
+
+
+def _check_defined(text: str, metric: str, pilots: dict[str, Pilot]) -> None:
+    """A claim's metric has a value on each pilot's reference items (a denominator above 0)."""
+    for name, pilot in pilots.items():
+        items = pilot.items[pilot.reference]
+        if not math.isfinite(pilot.metrics[metric].compute(items)):
+            raise AnalysisInputError(
+                f"recommend: claim {text!r}: {metric} is undefined on pilot {name}'s "
+                f"{len(items)} item(s) (none of them is one it counts), so no margin can be "
+                "resolved; claim a metric the pilot measures, or analyse a pilot of more items")
 
 
 def pilot_candidates(pilots: dict[str, Pilot], claims: Sequence[Claim], *,
