@@ -408,10 +408,13 @@ def test_a_derived_cell_changes_its_command_not_its_configuration(tmp_path):
     assert parent_answers(folder, plan, child, versions).not_derived == (
         "the parent cell was not done when this cell started (another shard or worker has it, "
         "or it failed): measured in full")
-    (folder.cells_dir / parent.cell_id).mkdir(parents=True)
+    (folder.cells_dir / parent.cell_id / "output" / "m").mkdir(parents=True)
     record = {"output_path": f"cells/{parent.cell_id}/output/m/results_1.json",
               "packages": {"lm_eval": "0.4.12"}}
     (folder.cells_dir / parent.cell_id / "cell.json").write_text(json.dumps(record))
+    assert parent_answers(folder, plan, child, versions).not_derived.startswith(
+        "the parent cell is damaged (")  # its results file is missing
+    (tmp_path / "c" / record["output_path"]).write_text("{}")
     assert "other package versions" in parent_answers(folder, plan, child, versions).not_derived
     record["packages"] = versions
     (folder.cells_dir / parent.cell_id / "cell.json").write_text(json.dumps(record))

@@ -249,6 +249,25 @@ def test_the_preset_refuses_model_args_it_would_override(tmp_path, capsys):
     (["campaign", "{yaml}", "--path", "generative", "--dry-run"],  # trial 9: ignored silently
      "--path belongs to --preset; in a campaign file set its task names (bbq_instrument or "
      "bbq_instrument_loglik) (edit {yaml}, or leave --path out)"),
+    # trial 10: each was accepted and did nothing (or one mode silently won)
+    (["campaign", "{yaml}", "--no-analyze", "--bootstrap", "200"],
+     "--bootstrap does nothing with --no-analyze: leave it out, or drop --no-analyze"),
+    (["campaign", "{yaml}", "--status", "--mc-draws", "20"],
+     "--mc-draws does nothing with --status: leave it out, or drop --status"),
+    (["campaign", "{yaml}", "--analyze-only", "--measure-all"],
+     "--measure-all does nothing with --analyze-only: leave it out, or drop --analyze-only"),
+    (["campaign", "{yaml}", "--calibration-limit", "4"],
+     "--calibration-limit applies to --dry-run's timing, which is not asked for: give "
+     "--dry-run, or leave --calibration-limit out"),
+    (["campaign", "{yaml}", "--status", "--judge"],
+     "--judge does nothing with --status: leave it out, or drop --status"),
+    (["campaign", "{yaml}", "--dry-run", "--analyze-only"],
+     "--dry-run and --analyze-only exclude each other (each is a mode of its own); give one of "
+     "them"),
+    (["campaign", "{yaml}", "--status", "--dry-run"],
+     "--status and --dry-run exclude each other (each is a mode of its own); give one of them"),
+    (["grid", "{yaml}", "--dry-run", "--seed", "3"],
+     "--seed does nothing with --dry-run: leave it out, or drop --dry-run"),
     (["campaign", "{yaml}", "--large-batch", "8"],
      "--large-batch belongs to --preset; in a campaign file set each condition's batch_size "
      "(edit {yaml}, or leave --large-batch out)"),
@@ -344,7 +363,9 @@ def test_dry_run_checks_the_folder_and_lists_finished_cells_as_done(tmp_path, ca
     mine.bind(spec, "")
     first = spec.cells[0]
     mine.cell_dir(first).mkdir(parents=True)
-    (mine.cell_dir(first) / "cell.json").write_text(json.dumps({"status": "done"}))
+    (mine.cell_dir(first) / "results.json").write_text("{}")  # a record lists its results file
+    (mine.cell_dir(first) / "cell.json").write_text(json.dumps(
+        {"status": "done", "output_path": f"cells/{first.cell_id}/results.json"}))
     assert cli_main.main(["campaign", str(spec_path), "--out", str(mine.root), *dry]) == 0
     out = capsys.readouterr().out.splitlines()
     assert f"{first.cell_id}" in out[-2] and "done (in" in out[-2]

@@ -226,9 +226,12 @@ def status_lines(spec: CampaignSpec, out: str | Path) -> tuple[list[str], bool]:
         return [f"{out} holds no campaign (no campaign.json)"], False
     folder.bind(spec, "")  # the same campaign? (raises with the differing keys if not)
     manifest = folder.write_manifest(spec)
+    notes = {"failed": lambda row: f" (exit {row.get('returncode')}, see "
+                                   f"failed/{row['cell_id']}.log)",
+             "damaged": lambda row: f" ({row['damage']}; the next run of its shard runs it "
+                                    "again)"}
     lines = [f"{row['cell_id']}: {row['status']}"
-             + (f" (exit {row.get('returncode')}, see failed/{row['cell_id']}.log)"
-                if row["status"] == "failed" else "")
+             + notes.get(row["status"], lambda row: "")(row)
              for row in manifest["cells"] if row["status"] != "done"]
     counts = ", ".join(f"{n} {s}" for s, n in sorted(manifest["counts"].items()))
     lines.append(f"{spec.name}: {len(manifest['cells'])} cells: {counts}"

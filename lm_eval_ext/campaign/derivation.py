@@ -167,12 +167,12 @@ def parent_answers(folder: CampaignFolder, plan: Mapping[str, str], cell: Cell,
     parent_id = plan.get(cell.cell_id)
     if parent_id is None:
         return None
-    path = folder.cells_dir / parent_id / "cell.json"
-    if not path.is_file():
+    record, damage = folder.read_record_of(parent_id)
+    if record is None:
         return ParentAnswers(parent_id, None, "the parent cell was not done when this cell "
                              "started (another shard or worker has it, or it failed): measured "
-                             "in full")
-    record = json.loads(path.read_text(encoding="utf-8"))
+                             "in full" if damage is None else f"the parent cell is damaged "
+                             f"({damage}): measured in full")
     if record.get("packages") != dict(versions):
         return ParentAnswers(parent_id, None, f"the parent ran other package versions "
                                               f"({record.get('packages')})")

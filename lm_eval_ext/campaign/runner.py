@@ -28,6 +28,7 @@ from lm_eval_ext.campaign.spec import CampaignSpec, Cell
 from lm_eval_ext.campaign.store import HOST, CampaignFolder, _now
 from lm_eval_ext.campaign.worker import Worker, die_with_parent
 from lm_eval_ext.cards import CARD_FILE, task_card
+from lm_eval_ext.data.store import sha256_of
 
 #: the fields of ``config.metering`` each cell's record keeps
 RECORDED_METERING = ("energy_joules", "energy_joules_se", "energy_joules_idle_corrected",
@@ -74,8 +75,9 @@ def describe_cell(cell: Cell, folder: Path) -> tuple[dict[str, Any], dict[str, A
         raise RuntimeError(f"expected one results_*.json under {folder}, found {len(found)}")
     results_path = found[0]
     results = read_json(results_path)
-    samples = {task: read_samples(samples_path(results_path, task))
-               for task in sorted(results.get("configs") or {})}  # a group: its subtasks
+    files = {task: samples_path(results_path, task)
+             for task in sorted(results.get("configs") or {})}  # a group: its subtasks
+    samples = {task: read_samples(path) for task, path in files.items()}
     card = {"model_label": cell.model_label, "condition": cell.condition,
             "tasks": {task: task_card(results, task, rows) for task, rows in samples.items()}}
     metering = (results.get("config") or {}).get("metering") or {}
@@ -87,6 +89,9 @@ def describe_cell(cell: Cell, folder: Path) -> tuple[dict[str, Any], dict[str, A
         "gpu_uuids": [g.get("uuid") for g in metering.get("gpus") or []],
         **{key: metering.get(key) for key in RECORDED_METERING},
         "energy_flags": metering.get("flags"),
+        # lm-eval's files of the cell, each with its SHA-256 (a later damage is found)
+        "files": {str(path.relative_to(folder)): sha256_of(path)
+                  for path in (results_path, *files.values())},
     }
     return card, summary
 
@@ -138,7 +143,14 @@ def run_cells(spec: CampaignSpec, folder: CampaignFolder, cells: Sequence[Cell],
     ``derive``: child cell id -> parent cell id (:func:`derivation.plan_derivations`).
     """
     outcome: dict[str, list[str]] = {"done": [], "skipped": [], "failed": [], "busy": []}
-    todo = by_loaded_model([c for c in cells if folder.record(c) is None])
+    waiting = []
+    for cell in cells:
+        record, damage = folder.read_record(cell)
+        if damage:
+            print(f"[campaign] {cell.cell_id}: damaged ({damage}); running it again", flush=True)
+        if record is None:
+            waiting.append(cell)
+    todo = by_loaded_model(waiting)
     outcome["skipped"] = [c.cell_id for c in cells if c not in todo]
     for cell_id in outcome["skipped"]:
         print(f"[campaign] {cell_id}: already done, skipped", flush=True)
@@ -217,8 +229,10 @@ class _CampaignRun:
             return
         card_path = (inflight / "output" / summary["results_path"]).parent / CARD_FILE
         card_path.write_text(json.dumps(card, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-        record.update(summary, output_path=f"cells/{cell.cell_id}/output/"
-                      f"{summary['results_path']}", status="done", **derivation.record_fields(
+        where = f"cells/{cell.cell_id}/output/"
+        summary["files"] = {where + name: digest for name, digest in summary["files"].items()}
+        record.update(summary, output_path=where + summary["results_path"], status="done",
+                      **derivation.record_fields(
                           parent, inflight / "output" / summary["results_path"], cell.task))
         self.folder.finish(cell, inflight, record)
         self.progress.report(index, self.count, cell, "done", summary["n_items"], elapsed,

@@ -32,6 +32,7 @@ from lm_eval_ext.analysis.stats.linearised import linearised_delta
 from lm_eval_ext.campaign.preflight import check_model_args
 from lm_eval_ext.campaign.runner import run_lm_eval
 from lm_eval_ext.campaign.spec import parse_model_args
+from lm_eval_ext.campaign.store import read_json_file
 from lm_eval_ext.errors import ConfigError
 from lm_eval_ext.files import staging_folder, swap_in
 
@@ -194,7 +195,7 @@ def run_sequential(out: str | Path, reference: Arm, candidate: Arm, *, metric: s
     spec: MetricSpec = METRICS[metric]
     arms = {"reference": reference, "candidate": candidate}
     card = preregistration(plan, looks, arms, path)
-    if card_path.exists() and json.loads(card_path.read_text()) != card:
+    if card_path.exists() and read_json_file(card_path) != card:
         raise ConfigError(f"{card_path} holds another pre-registration; use a new --out")
     card_path.write_text(json.dumps(card, indent=2) + "\n")
     results: list[dict[str, Any]] = []

@@ -10,9 +10,11 @@ Layout (documented in the README)::
     OUT/.locks/<cell_id>.lock    who runs a cell now (host, pid, start time)
     OUT/manifest.json            cell -> status, config, output path, versions, GPUs, times
 
-A cell is done exactly when ``cells/<cell_id>/cell.json`` exists: the folder appears by one
-``rename`` after lm-eval finished, so a kill loses at most the cell in flight. Every process
-rewrites ``manifest.json`` from the folder's state, so shards never lose each other's cells.
+A cell is done exactly when ``cells/<cell_id>/cell.json`` exists and holds its record, and
+the lm-eval files it lists are there unchanged (SHA-256): the folder appears by one ``rename``
+after lm-eval finished, so a kill loses at most the cell in flight; a damaged cell (its record
+or files cut, edited or deleted) is run again. Every process rewrites ``manifest.json`` from the
+folder's state, so shards never lose each other's cells.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from lm_eval_ext.campaign.spec import CampaignSpec, Cell
+from lm_eval_ext.data.store import sha256_of
 from lm_eval_ext.errors import ConfigError
 from lm_eval_ext.files import pid_alive, probe_writable, write_text_atomic
 
@@ -85,6 +88,7 @@ class CampaignFolder:
         self.locks_dir = self.root / ".locks"
         self.identity_path = self.root / "campaign.json"
         self.manifest_path = self.root / "manifest.json"
+        self._digests: dict[tuple[str, int, int], str] = {}
 
     # -- identity -------------------------------------------------------------------------
     def check(self, spec: CampaignSpec) -> None:
@@ -105,7 +109,11 @@ class CampaignFolder:
                                   "--out folder")
             probe_writable(self.root)  # a dry run meets an unwritable --out as the run would
             return
-        stored = json.loads(self.identity_path.read_text(encoding="utf-8"))
+        stored = read_json_file(self.identity_path)
+        if not isinstance(stored, dict) or not isinstance(stored.get("campaign"), dict):
+            raise ConfigError(f"{self.identity_path} is damaged (it holds no campaign "
+                              "configuration); it names the campaign the folder holds: restore "
+                              "it from a copy, or use a new --out folder")
         differences = config_differences(stored.get("campaign", {}), spec.resolved())
         if differences:
             shown = "\n  ".join(differences[:20])
@@ -157,9 +165,51 @@ class CampaignFolder:
         return self.cells_dir / cell.cell_id
 
     def record(self, cell: Cell) -> dict[str, Any] | None:
-        """A finished cell's ``cell.json``, or None when it is not done."""
-        path = self.cell_dir(cell) / "cell.json"
-        return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
+        """A finished cell's ``cell.json``, or None when it is not done (or damaged)."""
+        record, damage = self.read_record(cell)
+        return None if damage else record
+
+    def read_record(self, cell: Cell) -> tuple[dict[str, Any] | None, str | None]:
+        """``cell.json`` and what is damaged (None: nothing; a record of None: not done).
+
+        Damaged: a record that is not one (cut, edited), or an lm-eval file it lists that is
+        missing or changed since the cell finished (older records list only the results file,
+        which must then still read as JSON).
+        """
+        return self.read_record_of(cell.cell_id)
+
+    def read_record_of(self, cell_id: str) -> tuple[dict[str, Any] | None, str | None]:
+        """:meth:`read_record` by cell id."""
+        path = self.cells_dir / cell_id / "cell.json"
+        if not path.is_file():
+            return None, None
+        try:
+            record = read_json_file(path)
+        except ConfigError as exc:
+            return None, str(exc)
+        if not isinstance(record, dict) or not isinstance(record.get("output_path"), str):
+            return None, f"{path} holds no cell record"
+        files = record.get("files") or {record["output_path"]: None}
+        for relative, digest in files.items():
+            lm_eval_file = self.root / relative
+            if not lm_eval_file.is_file():
+                return None, f"{lm_eval_file} is missing"
+            if digest is None:
+                try:
+                    read_json_file(lm_eval_file)
+                except ConfigError as exc:
+                    return None, str(exc)
+            elif self._sha256(lm_eval_file) != digest:
+                return None, f"{lm_eval_file} changed since the cell finished (its SHA-256)"
+        return record, None
+
+    def _sha256(self, path: Path) -> str:
+        """A file's SHA-256, hashed again only when its size or modification time changed."""
+        stat = path.stat()
+        key = (str(path), stat.st_size, stat.st_mtime_ns)
+        if key not in self._digests:
+            self._digests[key] = sha256_of(path)
+        return self._digests[key]
 
     def records(self, spec: CampaignSpec) -> dict[str, dict[str, Any]]:
         """Every finished cell's ``cell.json``, by cell id (each read once)."""
@@ -242,16 +292,22 @@ class CampaignFolder:
         """
         rows = []
         for position, cell in enumerate(spec.cells):
-            record = self.record(cell)
+            record, damage = self.read_record(cell)
             holder = self.holder(cell)
             failed = self.failed_dir / f"{cell.cell_id}.json"
             if record is not None:
                 status = "done"
             elif holder is not None:
                 status = "running" if holder["alive"] else "interrupted"
+            elif damage is not None:
+                status, record = "damaged", {"damage": damage}
             elif failed.is_file():
                 status = "failed"
-                record = json.loads(failed.read_text(encoding="utf-8"))
+                try:
+                    record = read_json_file(failed)
+                except ConfigError as exc:
+                    record = {"error": str(exc)}
+                record = record if isinstance(record, dict) else {}
             else:
                 status = "pending"
             rows.append({"position": position, "cell_id": cell.cell_id, "status": status,
@@ -270,6 +326,15 @@ class CampaignFolder:
                     "cells": rows}
         write_json_atomic(self.manifest_path, manifest)
         return manifest
+
+
+def read_json_file(path: Path) -> Any:
+    """A JSON file of the campaign folder; one line naming it when it cannot be read."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) else f"not valid JSON: {exc}"
+        raise ConfigError(f"{path} cannot be read ({reason})") from None
 
 
 def _now() -> str:

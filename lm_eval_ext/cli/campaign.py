@@ -30,9 +30,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                                "paper-stress-test --path generative, else off)")
     campaign.add_argument("--judge-limit", type=positive_int,
                           help="judge the first N items of each cell (default: every item)")
-    campaign.add_argument("--judge-model", default="hf-metered", help="any lm-eval model name")
-    campaign.add_argument("--judge-model-args", default="",
-                          help="its model_args (empty: the embedded model)")
+    campaign.add_argument("--judge-model",
+                          help="any lm-eval model name (default: hf-metered)")
+    campaign.add_argument("--judge-model-args",
+                          help="its model_args (default: none, the embedded model)")
     _add_cell_options(campaign)
     grid = sub.add_parser("grid", help="models x configuration axes, then rank flips")
     grid.add_argument("spec", help="GRID.yaml")
@@ -44,16 +45,18 @@ def _add_cell_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--shard", default="1/1", help="run every N-th cell: I/N")
     parser.add_argument("--dry-run", action="store_true",
                         help="list the cells and an estimated device time; run nothing")
-    parser.add_argument("--calibration-limit", type=non_negative_int, default=8,
-                        help="items per configuration for --dry-run's timing (0: none)")
+    parser.add_argument("--calibration-limit", type=non_negative_int,
+                        help="items per configuration for --dry-run's timing (0: none; "
+                             "default 8)")
     parser.add_argument("--status", action="store_true",
                         help="completeness across all shards (exit 1 while cells are missing)")
     parser.add_argument("--no-analyze", action="store_true", help="skip the analysis")
     parser.add_argument("--analyze-only", action="store_true",
                         help="run no cell; analyse every comparison whose cells are done")
-    parser.add_argument("--bootstrap", type=RESAMPLES, default=10_000, help="analysis resamples")
-    parser.add_argument("--mc-draws", type=DRAWS, default=1_000, help="analysis draws per size")
-    parser.add_argument("--seed", type=non_negative_int, default=0, help="analysis seed")
+    parser.add_argument("--bootstrap", type=RESAMPLES,
+                        help="analysis resamples (default 10000)")
+    parser.add_argument("--mc-draws", type=DRAWS, help="analysis draws per size (default 1000)")
+    parser.add_argument("--seed", type=non_negative_int, help="analysis seed (default 0)")
     parser.add_argument("--quiet", action="store_true", help="no lm-eval output, one line per cell")
     parser.add_argument("--measure-all", action="store_true",
                         help="run every cell for real (default: a batch-1 log-likelihood or "
@@ -67,6 +70,7 @@ def run(args: argparse.Namespace) -> int:
     from lm_eval_ext.analysis.errors import DegenerateDataWarning
     from lm_eval_ext.campaign import campaign_source, dry_run, run_campaign, status_lines
 
+    _refuse_unused_options(args)
     spec, source = campaign_source(
         args.spec, grid=args.command == "grid", preset=getattr(args, "preset", None),
         preset_options={k: getattr(args, k, None) for k in
@@ -76,7 +80,8 @@ def run(args: argparse.Namespace) -> int:
         print("\n".join(lines))
         return 0 if complete else 1
     if args.dry_run:
-        print("\n".join(dry_run(spec, args.shard, args.calibration_limit or None, out=args.out,
+        calibration = 8 if args.calibration_limit is None else args.calibration_limit
+        print("\n".join(dry_run(spec, args.shard, calibration or None, out=args.out,
                                 measure_all=args.measure_all)))
         return 0
     with warnings.catch_warnings():
@@ -85,8 +90,9 @@ def run(args: argparse.Namespace) -> int:
             warnings.simplefilter("default", DegenerateDataWarning)
         outcome = run_campaign(
             spec, args.out, source, shard=args.shard, analyze=not args.no_analyze,
-            analysis_settings={"n_resamples": args.bootstrap, "mc_draws": args.mc_draws,
-                               "seed": args.seed, "progress": not args.quiet},
+            analysis_settings={"n_resamples": _given(args.bootstrap, 10_000),
+                               "mc_draws": _given(args.mc_draws, 1_000),
+                               "seed": _given(args.seed, 0), "progress": not args.quiet},
             echo=not args.quiet, grid=args.command == "grid", analyze_only=args.analyze_only,
             measure_all=args.measure_all, judge=_judge(args))
     print(f"{args.command}: {len(outcome.done)} cells run, {len(outcome.skipped)} already done, "
@@ -111,5 +117,43 @@ def _judge(args: argparse.Namespace):
         wanted = getattr(args, "preset", None) == "paper-stress-test" and args.path == "generative"
     if not wanted:
         return None
-    return JudgeSettings(model=args.judge_model, model_args=args.judge_model_args,
-                         limit=args.judge_limit)
+    return JudgeSettings(model=_given(args.judge_model, "hf-metered"),
+                         model_args=_given(args.judge_model_args, ""), limit=args.judge_limit)
+
+
+def _given(value, default):
+    return default if value is None else value
+
+
+#: each option that acts in some modes only, and the modes in which it does nothing
+_IDLE_IN = {"--bootstrap": ("--status", "--dry-run", "--no-analyze"),
+            "--mc-draws": ("--status", "--dry-run", "--no-analyze"),
+            "--seed": ("--status", "--dry-run", "--no-analyze"),
+            "--judge": ("--status", "--dry-run", "--no-analyze"),
+            "--judge-limit": ("--status", "--dry-run", "--no-analyze"),
+            "--judge-model": ("--status", "--dry-run", "--no-analyze"),
+            "--judge-model-args": ("--status", "--dry-run", "--no-analyze"),
+            "--measure-all": ("--status", "--analyze-only"),
+            "--no-analyze": ("--status", "--dry-run", "--analyze-only")}
+
+
+def _refuse_unused_options(args: argparse.Namespace) -> None:
+    """One mode at a time, and no option that does nothing in it (never ignored silently)."""
+    from lm_eval_ext.errors import LmEvalExtError
+
+    def given(option: str) -> bool:
+        value = getattr(args, option.removeprefix("--").replace("-", "_"), None)
+        return value is not None and value is not False
+
+    modes = [mode for mode in ("--status", "--dry-run", "--analyze-only") if given(mode)]
+    if len(modes) > 1:
+        raise LmEvalExtError(f"{modes[0]} and {modes[1]} exclude each other (each is a mode of "
+                             f"its own); give one of them")
+    if given("--calibration-limit") and not given("--dry-run"):
+        raise LmEvalExtError("--calibration-limit applies to --dry-run's timing, which is not "
+                             "asked for: give --dry-run, or leave --calibration-limit out")
+    for option, idle in _IDLE_IN.items():
+        mode = next((m for m in idle if given(m)), None)
+        if given(option) and mode is not None:
+            raise LmEvalExtError(f"{option} does nothing with {mode}: leave it out, or drop "
+                                 f"{mode}")
