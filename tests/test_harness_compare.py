@@ -349,3 +349,27 @@ def test_an_unscored_inspect_log_gets_the_inspect_score_command_that_scores_it(
     with pytest.raises(AnalysisInputError) as error:  # its folder: the log itself suggested
         read_inspect_log("inspect", log.parent)
     assert str(error.value).endswith(f"pass one Inspect log file in it (e.g. {log.name})")
+
+
+@pytest.mark.parametrize(("items", "line"), [
+    ((slice(0, 1), slice(0, 1)), "share 1 item(s), every item the smaller run holds; a paired "
+                                 "comparison needs 2 or more: run on more items (e.g. a larger "
+                                 "--limit)"),
+    ((slice(0, 2), slice(1, 3)), "share 1 item(s); run them on the same items (`lm-eval-ext "
+                                 "data manifest` writes a run's item list)"),
+])
+def test_too_few_items_is_told_apart_from_other_items(items, line, tmp_path, capsys):
+    """trial 10: two --limit 1 runs of the one same item were told to run on the same items."""
+    import numpy as np
+
+    from lm_eval_ext.analysis.synthetic import simulate_predictions, write_run
+    from lm_eval_ext.data.instrument import load_membership
+
+    rows = load_membership("instrument").rows
+    answers = simulate_predictions(rows[:3], 0.6, np.random.default_rng(0))
+    for name, part in zip(("a", "b"), items, strict=True):
+        write_run(tmp_path / name, "bbq_instrument_loglik", rows[part], answers[part])
+    code = main(["compare-harness", f"lm_eval={tmp_path / 'a'}", f"lm_eval:b={tmp_path / 'b'}",
+                 "--out", str(tmp_path / "out")])
+    assert code == 2 and capsys.readouterr().err.strip() == (
+        f"lm-eval-ext: error: bbq: b and lm_eval {line}")

@@ -173,6 +173,11 @@ def _pair(ref_run: HarnessRun, run: HarnessRun, benchmark: str, ref_all: pd.Data
           other_all: pd.DataFrame, n_resamples: int, seed: int, level: float
           ) -> tuple[list[dict], list[dict]]:
     ref_c, other_c = _common(ref_all, other_all)
+    if len(ref_c) < 2 and len(ref_c) == min(len(ref_all), len(other_all)):
+        raise AnalysisInputError(
+            f"{benchmark}: {run.name} and {ref_run.name} share {len(ref_c)} item(s), every "
+            "item the smaller run holds; a paired comparison needs 2 or more: run on more "
+            "items (e.g. a larger --limit)")
     if len(ref_c) < 2:
         raise AnalysisInputError(
             f"{benchmark}: {run.name} and {ref_run.name} share {len(ref_c)} item(s); run them on "
