@@ -287,6 +287,12 @@ def test_the_preset_refuses_model_args_it_would_override(tmp_path, capsys):
      "--core 'template_tier': use FACTOR=LEVEL1,LEVEL2 (e.g. template_tier=minimal,detailed)"),
     (["analyze", "--reference", "a", "--compare-harness", "lm_eval=a", "inspect=b"],
      "analyze: --compare-harness replaces --reference/--runs; give one or the other"),
+    (["analyze", "--compare-harness", "lm_eval=a", "inspect=b", "--template-sd", "3"],
+     "analyze: --template-sd does nothing with --compare-harness (a comparison of harnesses); "
+     "leave it out, or compare runs with --reference/--runs"),
+    (["analyze", "--compare-harness", "lm_eval=a", "inspect=b", "--cluster", "template"],
+     "analyze: --cluster does nothing with --compare-harness (a comparison of harnesses); "
+     "leave it out, or compare runs with --reference/--runs"),
     (["campaign", "--preset", "paper-stress-test", "--out", "{foreign}"],
      "{foreign} exists and is not a campaign folder (it holds a.txt); choose an empty or new "
      "--out folder"),

@@ -37,12 +37,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                          help="core sub-envelope of the grid, e.g. template_tier=minimal,detailed")
     analyze.add_argument("--intersection", action="store_true",
                          help="compare the items all runs share (size is reported)")
-    analyze.add_argument("--cluster", choices=("unit", "template"), default="unit",
+    analyze.add_argument("--cluster", choices=("unit", "template"),
                          help="resampling unit of the intervals and tests: BBQ's natural unit "
-                              "(4 rows) or its template (category x question_index, shared by "
-                              "several units); the other is reported beside it")
+                              "(4 rows, the default) or its template (category x "
+                              "question_index, shared by several units); the other is "
+                              "reported beside it")
     add_resampling_options(analyze)
-    analyze.add_argument("--mc-draws", type=DRAWS, default=1_000, help="draws per size")
+    analyze.add_argument("--mc-draws", type=DRAWS, help="draws per size (default: 1000)")
     analyze.add_argument("--template-sd", type=points, help="prompt-template SD (pp) for QRI")
     analyze.add_argument("--no-progress", action="store_true", help="no progress bars")
     analyze.add_argument("--compare-harness", nargs="+", metavar="HARNESS=PATH",
@@ -72,6 +73,15 @@ def run(args: argparse.Namespace) -> int:
         if args.reference or args.runs:
             raise ConfigError("analyze: --compare-harness replaces --reference/--runs; give "
                               "one or the other")
+        unused = [option for option, value in (
+            ("--label", args.label), ("--grid", args.grid), ("--core", args.core),
+            ("--intersection", args.intersection), ("--cluster", args.cluster),
+            ("--mc-draws", args.mc_draws), ("--template-sd", args.template_sd))
+            if value is not None and value is not False]
+        if unused:  # compare-harness has none of them: they would do nothing
+            raise ConfigError(f"analyze: {unused[0]} does nothing with --compare-harness (a "
+                              "comparison of harnesses); leave it out, or compare runs with "
+                              "--reference/--runs")
         from lm_eval_ext.cli import compare_harness
 
         print("lm-eval-ext: analyze --compare-harness is deprecated; use `lm-eval-ext "
@@ -87,9 +97,9 @@ def run(args: argparse.Namespace) -> int:
     result, paths = analyze_to_folder(
         args.reference, args.runs, args.out, overwrite=args.overwrite, grid=args.grid,
         core=core, intersection=args.intersection, n_resamples=args.bootstrap,
-        mc_draws=args.mc_draws, seed=args.seed, level=args.level,
-        template_sd_pp=args.template_sd, progress=not args.no_progress, labels=args.label,
-        cluster=args.cluster)
+        mc_draws=1_000 if args.mc_draws is None else args.mc_draws, seed=args.seed,
+        level=args.level, template_sd_pp=args.template_sd, progress=not args.no_progress,
+        labels=args.label, cluster=args.cluster or "unit")
     overall = result.deltas[result.deltas["subgroup_type"] == "all"]
     for _, row in overall.iterrows():
         print(delta_line(row, args.level))
