@@ -104,3 +104,21 @@ def test_a_record_without_file_digests_still_needs_a_readable_results_file(finis
     (folder.root / record["output_path"]).write_text('{"res')
     _, damage = folder.read_record(spec.cells[0])
     assert damage.startswith(f"{folder.root / record['output_path']} cannot be read (not valid")
+
+
+def test_analyze_only_with_a_damaged_cell_exits_1(finished, capsys, tmp_path):
+    """trial 11: --analyze-only skipped the comparison of a damaged cell and exited 0."""
+    spec, folder = finished
+    _cell_file(folder, spec, "cell.json").write_text("[]")
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump(CAMPAIGN))
+    assert cli_main.main(["campaign", str(path), "--analyze-only", "--quiet", "--out",
+                          str(folder.root)]) == 1
+    captured = capsys.readouterr()
+    assert "analysis m/all skipped: cells not done: m__M0__bbq_subset_12p5pct_loglik" in \
+        captured.out + captured.err
+    assert captured.err.strip().splitlines()[-1] == (
+        f"not every cell is done (`lm-eval-ext campaign {path} --out {folder.root} --status` "
+        "lists them); the comparisons whose cells are not done were not analysed")
+    assert cli_main.main(["campaign", str(path), "--out", str(folder.root), "--status"]) == 1
+    assert "m__M0__bbq_subset_12p5pct_loglik: damaged (" in capsys.readouterr().out  # followed

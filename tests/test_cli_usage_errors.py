@@ -266,6 +266,10 @@ def test_the_preset_refuses_model_args_it_would_override(tmp_path, capsys):
      "them"),
     (["campaign", "{yaml}", "--status", "--dry-run"],
      "--status and --dry-run exclude each other (each is a mode of its own); give one of them"),
+    (["campaign", "{yaml}", "--status", "--shard", "1/2"],  # trial 11
+     "--shard does nothing with --status: leave it out, or drop --status"),
+    (["campaign", "{yaml}", "--status", "--quiet"],
+     "--quiet does nothing with --status: leave it out, or drop --status"),
     (["grid", "{yaml}", "--dry-run", "--seed", "3"],
      "--seed does nothing with --dry-run: leave it out, or drop --dry-run"),
     (["campaign", "{yaml}", "--large-batch", "8"],

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 import warnings
 
 from lm_eval_ext.cli.options import DRAWS, RESAMPLES, folder, non_negative_int, positive_int
@@ -42,7 +43,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def _add_cell_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", required=True, type=folder, help="campaign folder (created, or resumed)")
-    parser.add_argument("--shard", default="1/1", help="run every N-th cell: I/N")
+    parser.add_argument("--shard", help="run every N-th cell: I/N (default: 1/1, every cell)")
     parser.add_argument("--dry-run", action="store_true",
                         help="list the cells and an estimated device time; run nothing")
     parser.add_argument("--calibration-limit", type=non_negative_int,
@@ -81,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
         return 0 if complete else 1
     if args.dry_run:
         calibration = 8 if args.calibration_limit is None else args.calibration_limit
-        print("\n".join(dry_run(spec, args.shard, calibration or None, out=args.out,
+        print("\n".join(dry_run(spec, args.shard or "1/1", calibration or None, out=args.out,
                                 measure_all=args.measure_all)))
         return 0
     with warnings.catch_warnings():
@@ -89,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
             warnings.simplefilter("ignore")
             warnings.simplefilter("default", DegenerateDataWarning)
         outcome = run_campaign(
-            spec, args.out, source, shard=args.shard, analyze=not args.no_analyze,
+            spec, args.out, source, shard=args.shard or "1/1", analyze=not args.no_analyze,
             analysis_settings={"n_resamples": _given(args.bootstrap, 10_000),
                                "mc_draws": _given(args.mc_draws, 1_000),
                                "seed": _given(args.seed, 0), "progress": not args.quiet},
@@ -100,6 +101,12 @@ def run(args: argparse.Namespace) -> int:
           f"{'complete' if outcome.complete else 'incomplete'}: {args.out}/manifest.json")
     for report in outcome.reports:
         print(f"report: {report}")
+    if args.analyze_only and not outcome.complete:  # a comparison was left out
+        source = args.spec or f"--preset {args.preset}"
+        print(f"not every cell is done (`lm-eval-ext {args.command} {source} --out {args.out} "
+              "--status` lists them); the comparisons whose cells are not done were not "
+              "analysed", file=sys.stderr)
+        return 1
     if outcome.failed:
         print(f"failed cells (logs under {args.out}/failed/): {', '.join(outcome.failed)}; "
               "each one's error is on its line above: where it names an option of the campaign "
@@ -134,6 +141,8 @@ _IDLE_IN = {"--bootstrap": ("--status", "--dry-run", "--no-analyze"),
             "--judge-model": ("--status", "--dry-run", "--no-analyze"),
             "--judge-model-args": ("--status", "--dry-run", "--no-analyze"),
             "--measure-all": ("--status", "--analyze-only"),
+            "--shard": ("--status",),  # the status of every shard
+            "--quiet": ("--status", "--dry-run"),
             "--no-analyze": ("--status", "--dry-run", "--analyze-only")}
 
 
