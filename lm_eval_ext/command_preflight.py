@@ -19,6 +19,7 @@ from pathlib import Path
 
 from lm_eval_ext.errors import ConfigError, EnvironmentProblem, LmEvalExtError
 from lm_eval_ext.files import not_valid_yaml, path_error, probe_writable, unexpanded_home
+from lm_eval_ext.strict_yaml import UniqueKeyLoader
 
 #: lm-eval's rule, said as ours (its own message is a ValueError traceback in the stock command)
 SAMPLES_NEED_OUTPUT_PATH = ("--log_samples and --predict_only need --output_path (the folder "
@@ -201,6 +202,18 @@ _SAMPLES_SHAPE = ('a JSON object of task -> item indices, e.g. --samples \'{"bbq
                   '[0, 1, 2]}\', or the path of a JSON file holding one')
 
 
+class _RepeatedKey(ValueError):
+    """A JSON object naming one key twice (the key is the message)."""
+
+
+def _unique_keys(pairs: list[tuple[str, object]]) -> dict:
+    keys = [key for key, _ in pairs]
+    repeated = next((key for key in keys if keys.count(key) > 1), None)
+    if repeated is not None:
+        raise _RepeatedKey(repeated)
+    return dict(pairs)
+
+
 def check_samples(value: str, tasks: Sequence[str], include_path: str | None = None) -> None:
     """``--samples`` as lm-eval reads it: JSON text, else a JSON file; task -> indices >= 0.
 
@@ -209,7 +222,10 @@ def check_samples(value: str, tasks: Sequence[str], include_path: str | None = N
     beyond a task's items is lm-eval's assertion, made one line when it is raised.
     """
     try:
-        samples = json.loads(value)
+        samples = json.loads(value, object_pairs_hook=_unique_keys)
+    except _RepeatedKey as exc:
+        raise PreflightError(f"--samples {value}: names {exc} twice (JSON keeps the second "
+                             "list only); give each task once, with all its indices") from None
     except ValueError:
         if "{" in value:  # lm-eval's parser refuses it in its usage line
             return
@@ -218,7 +234,10 @@ def check_samples(value: str, tasks: Sequence[str], include_path: str | None = N
             raise PreflightError(f"--samples {value}: not JSON and no such file; give "
                                  f"{_SAMPLES_SHAPE}") from None
         try:
-            samples = json.loads(path.read_text(encoding="utf-8"))
+            samples = json.loads(path.read_text(encoding="utf-8"), object_pairs_hook=_unique_keys)
+        except _RepeatedKey as exc:
+            raise PreflightError(f"--samples {value}: names {exc} twice (JSON keeps the second "
+                                 "list only); give each task once, with all its indices") from None
         except (OSError, UnicodeDecodeError) as exc:
             raise path_error(path, exc, "read", not_text="save it as UTF-8") from None
         except ValueError as exc:
@@ -262,12 +281,6 @@ def check_include_path(value: str, where: str = "--include_path") -> None:
     lm-eval indexes ``**/*.yaml`` under the folder (a file holds none) and passes over a file
     it cannot load at debug level, so its tasks are then "not found".
     """
-    import yaml
-
-    class TaskYamlLoader(yaml.SafeLoader):
-        """YAML as lm-eval reads a task file: safe, with its ``!function`` tag."""
-
-    TaskYamlLoader.add_constructor("!function", lambda loader, node: loader.construct_scalar(node))
     path = Path(value)
     if not path.exists():
         raise PreflightError(f"{where} {value}: no such folder (lm-eval would go on without its "
@@ -276,16 +289,27 @@ def check_include_path(value: str, where: str = "--include_path") -> None:
         raise PreflightError(f"{where} {value} is a file; lm-eval reads every .yaml file of a "
                              f"folder (a file holds none): give {where} {path.parent}")
     for task_file in sorted(path.glob("**/*.yaml")):
-        try:
-            yaml.load(task_file.read_text(encoding="utf-8"), Loader=TaskYamlLoader)  # noqa: S506
-        except yaml.YAMLError as exc:
-            raise PreflightError(f"{where} {value}: {task_file} {not_valid_yaml(exc)} (lm-eval "
-                                 "would skip it and its tasks without a word); fix the file"
-                                 ) from None
-        except (OSError, UnicodeDecodeError) as exc:
-            raise PreflightError(f"{where} {value}: {task_file} cannot be read ({exc}; lm-eval "
-                                 "would skip it and its tasks without a word); fix the file"
-                                 ) from None
+        problem = task_file_problem(task_file)
+        if problem is not None:
+            raise PreflightError(f"{where} {value}: {task_file} {problem} (lm-eval would skip it "
+                                 "and its tasks without a word); fix the file")
+
+
+def task_file_problem(task_file: Path) -> str | None:
+    """Why lm-eval cannot read a task YAML file (None: it can), as the end of a sentence."""
+    import yaml
+
+    class TaskYamlLoader(yaml.SafeLoader):
+        """YAML as lm-eval reads a task file: safe, with its ``!function`` tag."""
+
+    TaskYamlLoader.add_constructor("!function", lambda loader, node: loader.construct_scalar(node))
+    try:
+        yaml.load(task_file.read_text(encoding="utf-8"), Loader=TaskYamlLoader)  # noqa: S506
+    except yaml.YAMLError as exc:
+        return not_valid_yaml(exc)
+    except (OSError, UnicodeDecodeError) as exc:
+        return f"cannot be read ({exc})"
+    return None
 
 
 def check_device(value: str, where: str = "--device") -> None:
@@ -456,6 +480,11 @@ def check_task_list(values: Sequence[str], where: str = "--tasks") -> None:
     if spaced is not None:
         raise PreflightError(f"{where} {given}: the name '{spaced}' holds a space (lm-eval "
                              f"splits only at commas); write {where} {fixed}")
+    for name in names:  # lm-eval also takes the path of a task YAML file
+        if name.endswith((".yaml", ".yml")) and Path(name).is_file():
+            problem = task_file_problem(Path(name))
+            if problem is not None:
+                raise PreflightError(f"{where} {name} {problem}; fix the file")
 
 
 def check_config_file(value: str, where: str = "--config") -> dict:
@@ -469,11 +498,13 @@ def check_config_file(value: str, where: str = "--config") -> dict:
     if not path.is_file():
         raise PreflightError(f"{where} {value}: no such file; {fix}")
     try:
-        options = yaml.safe_load(path.read_text(encoding="utf-8"))
+        options = yaml.load(path.read_text(encoding="utf-8"), Loader=UniqueKeyLoader)  # noqa: S506
     except (OSError, UnicodeDecodeError) as exc:
         raise path_error(path, exc, "read", not_text="save it as UTF-8") from None
     except yaml.YAMLError as exc:
         raise PreflightError(f"{where} {value} {not_valid_yaml(exc)}") from None
+    except ConfigError as exc:  # a repeated key: YAML would keep the second silently
+        raise PreflightError(f"{where} {value}: {exc}") from None
     if not isinstance(options, dict):
         held = "nothing" if options is None else f"a {type(options).__name__}"
         raise PreflightError(f"{where} {value} holds {held}, not a mapping of lm-eval's "

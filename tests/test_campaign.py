@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -193,6 +194,11 @@ def test_killed_sharded_campaign_resumes_and_equals_an_uninterrupted_run(tmp_pat
     first_cell = "smollm2__M0__bbq_subset_12p5pct_loglik"
     assert sorted(p.name for p in (out / "cells").iterdir()) == [first_cell]
     first = json.loads((out / "cells" / first_cell / "cell.json").read_text())
+    # the record lists the cell's results, samples and card with their SHA-256 (damage found)
+    listed = {Path(name).name.split("_")[0]: digest for name, digest in first["files"].items()}
+    assert sorted(listed) == ["card.json", "results", "samples"]
+    assert all(hashlib.sha256((out / name).read_bytes()).hexdigest() == digest
+               for name, digest in first["files"].items())
     # (the light commands run in process: the console script's own function)
     assert main(["campaign", str(spec_path), "--out", str(out), "--status"]) == 1
     status = capsys.readouterr().out

@@ -122,3 +122,4 @@ def test_analyze_only_with_a_damaged_cell_exits_1(finished, capsys, tmp_path):
         "lists them); the comparisons whose cells are not done were not analysed")
     assert cli_main.main(["campaign", str(path), "--out", str(folder.root), "--status"]) == 1
     assert "m__M0__bbq_subset_12p5pct_loglik: damaged (" in capsys.readouterr().out  # followed
+

@@ -14,7 +14,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "lm_eval_ext"
 
 #: lowest first; a module may import its own layer and the ones below
 LAYERS = (
-    ("__init__", "errors", "paths", "cards", "files", "answers", "outputs"),
+    ("__init__", "errors", "paths", "cards", "files", "strict_yaml", "answers", "outputs"),
     ("data",),
     ("tasks",),
     ("generation", "metering"),  # decoding (public transformers APIs); energy, backend-free

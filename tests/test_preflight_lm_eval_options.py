@@ -337,3 +337,52 @@ def test_a_config_file_whose_flag_replaces_the_bad_value_passes(tmp_path):
     config.write_text("model: hf-metered\nmodel_args: idle_seconds=0\n"
                       "tasks: bbq_subset_25pct_loglik\nlimit: 1e300\nseed: -1\n")
     check_command_line(["--config", str(config), "--limit", "2", "--seed", "3"])
+
+
+def test_a_task_repeated_in_samples_or_an_option_repeated_in_a_config_file_is_refused(tmp_path):
+    """trial 11: JSON and YAML keep the second of two equal keys, so 3 of 4 chosen items and
+    the first `limit:` were dropped without a word."""
+    import json
+
+    twice = '{"bbq_subset_25pct_loglik": [0, 1, 2], "bbq_subset_25pct_loglik": [3]}'
+    assert json.loads(twice) == {"bbq_subset_25pct_loglik": [3]}  # what lm-eval would read
+    with pytest.raises(PreflightError) as caught:
+        check_command_line([*BASE, "--samples", twice])
+    assert str(caught.value) == (f"--samples {twice}: names bbq_subset_25pct_loglik twice (JSON "
+                                 "keeps the second list only); give each task once, with all "
+                                 "its indices")
+    config = tmp_path / "run.yaml"
+    config.write_text("model: hf-metered\ntasks: bbq_subset_25pct_loglik\nlimit: 2\nlimit: 3\n")
+    with pytest.raises(PreflightError) as caught:
+        check_command_line(["--config", str(config)])
+    assert str(caught.value) == (f"--config {config}: key 'limit' appears twice in one mapping "
+                                 "(lines 3 and 4); YAML would keep only the second: give each "
+                                 "its own name, or remove one")
+
+
+def test_a_task_yaml_given_by_path_is_read_first(tmp_path):
+    """trial 11: `--tasks bad.yaml` (lm-eval takes a task file's path) was PyYAML's traceback."""
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("task: [unclosed\n")
+    with pytest.raises(PreflightError) as caught:
+        check_command_line(["--model", "hf-metered", "--tasks", str(bad)])
+    assert str(caught.value).startswith(f"--tasks {bad} is not valid YAML at line 2, column 1: ")
+    assert str(caught.value).endswith("; fix the file")
+
+
+def test_auto_batch_schedules_beyond_the_requests_are_one_line():
+    """trial 11: `--batch_size auto:1e300` passed the check and ended in lm-eval's
+    ZeroDivisionError from HFLM._batch_scheduler: int(len(requests) / N) is 0 for N above the
+    requests."""
+    from lm_eval.models.huggingface import HFLM
+
+    from lm_eval_ext.plugin.lm_eval_cli import one_line_error
+
+    model = HFLM.__new__(HFLM)  # lm-eval's own scheduler, on a bare instance
+    model.batch_schedule, model.batch_sizes = 1e300, {}
+    with pytest.raises(ZeroDivisionError) as caught:
+        HFLM._batch_scheduler(model, 0, list(range(6)))
+    assert str(one_line_error(caught.value)) == (
+        "--batch_size auto:N asks lm-eval to find the batch size N times, more often than this "
+        "run has requests (lm-eval then divides by zero): give a smaller N (e.g. auto:2) or auto")
+    assert one_line_error(ZeroDivisionError("elsewhere")).args == ("elsewhere",)  # others kept

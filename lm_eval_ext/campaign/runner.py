@@ -89,7 +89,7 @@ def describe_cell(cell: Cell, folder: Path) -> tuple[dict[str, Any], dict[str, A
         "gpu_uuids": [g.get("uuid") for g in metering.get("gpus") or []],
         **{key: metering.get(key) for key in RECORDED_METERING},
         "energy_flags": metering.get("flags"),
-        # lm-eval's files of the cell, each with its SHA-256 (a later damage is found)
+        # lm-eval's files of the cell (the card joins them), each with its SHA-256
         "files": {str(path.relative_to(folder)): sha256_of(path)
                   for path in (results_path, *files.values())},
     }
@@ -229,6 +229,7 @@ class _CampaignRun:
             return
         card_path = (inflight / "output" / summary["results_path"]).parent / CARD_FILE
         card_path.write_text(json.dumps(card, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+        summary["files"][str(card_path.relative_to(inflight / "output"))] = sha256_of(card_path)
         where = f"cells/{cell.cell_id}/output/"
         summary["files"] = {where + name: digest for name, digest in summary["files"].items()}
         record.update(summary, output_path=where + summary["results_path"], status="done",

@@ -172,9 +172,9 @@ class CampaignFolder:
     def read_record(self, cell: Cell) -> tuple[dict[str, Any] | None, str | None]:
         """``cell.json`` and what is damaged (None: nothing; a record of None: not done).
 
-        Damaged: a record that is not one (cut, edited), or an lm-eval file it lists that is
-        missing or changed since the cell finished (older records list only the results file,
-        which must then still read as JSON).
+        Damaged: a record that is not one (cut, edited), or a file it lists (lm-eval's results
+        and samples, the card) that is missing or changed since the cell finished (older records
+        list only the results file, which must then still read as JSON).
         """
         return self.read_record_of(cell.cell_id)
 

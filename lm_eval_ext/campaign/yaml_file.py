@@ -13,23 +13,7 @@ import yaml
 
 from lm_eval_ext.errors import ConfigError
 from lm_eval_ext.files import not_valid_yaml, path_error
-
-
-class _UniqueKeyLoader(yaml.SafeLoader):
-    """PyYAML's safe loader, refusing a key that a mapping already holds."""
-
-    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
-        """Build the mapping; a repeated key raises one error with both line numbers."""
-        first: dict[Any, int] = {}
-        for key_node, _ in node.value:
-            key = self.construct_object(key_node, deep=True)
-            line = key_node.start_mark.line + 1
-            if key in first:
-                raise ConfigError(f"key {key!r} appears twice in one mapping (lines "
-                                  f"{first[key]} and {line}); YAML would keep only the "
-                                  "second: give each its own name, or remove one")
-            first[key] = line
-        return super().construct_mapping(node, deep=deep)
+from lm_eval_ext.strict_yaml import UniqueKeyLoader
 
 
 def read_yaml(path: str | Path, what: str = "campaign") -> Any:
@@ -42,7 +26,7 @@ def read_yaml(path: str | Path, what: str = "campaign") -> Any:
     if not path.is_file():
         raise ConfigError(f"{what} file {path} does not exist")
     try:
-        return yaml.load(path.read_text(encoding="utf-8"), Loader=_UniqueKeyLoader)
+        return yaml.load(path.read_text(encoding="utf-8"), Loader=UniqueKeyLoader)
     except (OSError, UnicodeDecodeError) as exc:
         raise path_error(path, exc, "read", not_text="save it as UTF-8") from None
     except ConfigError as exc:

@@ -48,6 +48,7 @@ def run(args: argparse.Namespace) -> int:
     # "lm_eval: error:", the exit code from main)
     try:
         run_lm_eval_cli(argv, "lm-eval-ext")
-    except (ValueError, ConnectionError, FileNotFoundError, AssertionError) as exc:
+    except (ValueError, ConnectionError, FileNotFoundError, AssertionError,
+            ZeroDivisionError) as exc:
         raise one_line_error(exc) from None
     return 0

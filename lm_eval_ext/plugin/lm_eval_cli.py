@@ -84,6 +84,12 @@ def one_line_error(error: BaseException) -> BaseException:
         from lm_eval_ext.command_preflight import SAMPLES_NEED_OUTPUT_PATH, PreflightError
 
         return PreflightError(SAMPLES_NEED_OUTPUT_PATH)
+    if isinstance(error, ZeroDivisionError) and _raised_in(error, "_batch_scheduler"):
+        from lm_eval_ext.command_preflight import PreflightError
+
+        return PreflightError("--batch_size auto:N asks lm-eval to find the batch size N times, "
+                              "more often than this run has requests (lm-eval then divides by "
+                              "zero): give a smaller N (e.g. auto:2) or auto")
     items = re.search(r"k=(\d+)", text) if isinstance(error, AssertionError) else None
     if items is not None and text.startswith("Elements of --samples should "):
         from lm_eval_ext.command_preflight import PreflightError
@@ -99,6 +105,16 @@ def one_line_error(error: BaseException) -> BaseException:
             text.removeprefix("Tasks not found: "),
             list(full_task_index(COMMAND_LINE.include_path))))
     return error
+
+
+def _raised_in(error: BaseException, function: str) -> bool:
+    """Whether ``error``'s traceback passes through a function of that name."""
+    frame = error.__traceback__
+    while frame is not None:
+        if frame.tb_frame.f_code.co_name == function:
+            return True
+        frame = frame.tb_next
+    return False
 
 
 @wrap_once("sys", "excepthook")
