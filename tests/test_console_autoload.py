@@ -18,7 +18,20 @@ def test_wheel_installed_the_startup_hook():
     purelib = Path(sysconfig.get_paths()["purelib"])
     pth = purelib / "lm_eval_ext_autoload.pth"
     assert pth.is_file(), "install the package non-editable: pip install ."
-    assert pth.read_text().strip() == "import _lm_eval_ext_autoload"
+    assert pth.read_text() == (Path(__file__).parents[1] / "lm_eval_ext" / "plugin" /
+                               "autoload.pth").read_text()
+
+
+def test_ctrl_c_while_the_hook_imports_exits_as_interrupted(tmp_path):
+    """trial 11: a Ctrl-C landing in the hook's import during `site` was "Fatal Python error:
+    init_import_site" with a traceback through _lm_eval_ext_autoload.py. The .pth line, run
+    as site runs it (exec), with a stand-in hook that is interrupted."""
+    (tmp_path / "_lm_eval_ext_autoload.py").write_text("raise KeyboardInterrupt\n")
+    line = (Path(sysconfig.get_paths()["purelib"]) / "lm_eval_ext_autoload.pth").read_text()
+    proc = subprocess.run([sys.executable, "-S", "-c", f"import sys; sys.path.insert(0, "
+                           f"{str(tmp_path)!r}); exec({line!r}); print('went on')"],
+                          capture_output=True, text=True)
+    assert (proc.returncode, proc.stdout, proc.stderr) == (130, "", "")
 
 
 def _python(code: str, **env) -> subprocess.CompletedProcess:
