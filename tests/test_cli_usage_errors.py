@@ -270,6 +270,11 @@ def test_the_preset_refuses_model_args_it_would_override(tmp_path, capsys):
      "--shard does nothing with --status: leave it out, or drop --status"),
     (["campaign", "{yaml}", "--status", "--quiet"],
      "--quiet does nothing with --status: leave it out, or drop --status"),
+    (["campaign", "{yaml}", "--judge-limit", "5", "--no-analyze"],
+     "--judge-limit does nothing with --no-analyze: leave it out, or drop --no-analyze"),
+    (["campaign", "{yaml}", "--judge-limit", "5"],
+     "--judge-limit applies to the judge, which is off for this campaign: add --judge, or leave "
+     "it out"),
     (["grid", "{yaml}", "--dry-run", "--seed", "3"],
      "--seed does nothing with --dry-run: leave it out, or drop --dry-run"),
     (["campaign", "{yaml}", "--large-batch", "8"],

@@ -119,27 +119,31 @@ def _judge(args: argparse.Namespace):
     """The campaign's judge settings, or None (``--judge``; on for the generative preset)."""
     from lm_eval_ext.campaign.judging import JudgeSettings
 
-    wanted = getattr(args, "judge", None)
-    if wanted is None:
-        wanted = getattr(args, "preset", None) == "paper-stress-test" and args.path == "generative"
-    if not wanted:
+    if not _judging(args):
         return None
     return JudgeSettings(model=_given(args.judge_model, "hf-metered"),
                          model_args=_given(args.judge_model_args, ""), limit=args.judge_limit)
+
+
+def _judging(args: argparse.Namespace) -> bool:
+    """Whether the campaign judges its cells: ``--judge``, else on for the generative preset."""
+    wanted = getattr(args, "judge", None)
+    if wanted is None:
+        return getattr(args, "preset", None) == "paper-stress-test" and args.path == "generative"
+    return wanted
 
 
 def _given(value, default):
     return default if value is None else value
 
 
+#: the modes in which no analysis (and no judging before it) runs
+_NO_ANALYSIS = ("--status", "--dry-run", "--no-analyze")
+#: the judge's own settings (they need the judge on)
+_JUDGE_SETTINGS = ("--judge-limit", "--judge-model", "--judge-model-args")
 #: each option that acts in some modes only, and the modes in which it does nothing
-_IDLE_IN = {"--bootstrap": ("--status", "--dry-run", "--no-analyze"),
-            "--mc-draws": ("--status", "--dry-run", "--no-analyze"),
-            "--seed": ("--status", "--dry-run", "--no-analyze"),
-            "--judge": ("--status", "--dry-run", "--no-analyze"),
-            "--judge-limit": ("--status", "--dry-run", "--no-analyze"),
-            "--judge-model": ("--status", "--dry-run", "--no-analyze"),
-            "--judge-model-args": ("--status", "--dry-run", "--no-analyze"),
+_IDLE_IN = {**dict.fromkeys(("--bootstrap", "--mc-draws", "--seed", "--judge",
+                             *_JUDGE_SETTINGS), _NO_ANALYSIS),
             "--measure-all": ("--status", "--analyze-only"),
             "--shard": ("--status",),  # the status of every shard
             "--quiet": ("--status", "--dry-run"),
@@ -166,3 +170,7 @@ def _refuse_unused_options(args: argparse.Namespace) -> None:
         if given(option) and mode is not None:
             raise LmEvalExtError(f"{option} does nothing with {mode}: leave it out, or drop "
                                  f"{mode}")
+    setting = next((option for option in _JUDGE_SETTINGS if given(option)), None)
+    if setting is not None and not _judging(args):
+        raise LmEvalExtError(f"{setting} applies to the judge, which is off for this campaign: "
+                             "add --judge, or leave it out")
