@@ -155,7 +155,16 @@ def _task_setting(results: dict[str, Any], task: str) -> dict[str, Any]:
 def campaign_card(results_path: Path) -> dict[str, Any]:
     """The ``card.json`` a campaign wrote beside this results file ({} for other runs)."""
     path = results_path.parent / CARD_FILE
-    return read_json(path) if path.is_file() else {}
+    if not path.is_file():
+        return {}
+    try:
+        card = read_json(path)
+    except AnalysisInputError:
+        card = None
+    if not isinstance(card, dict):
+        raise AnalysisInputError(f"{path} (the campaign's card of this cell) is damaged: rerun "
+                                 "the campaign, which runs a damaged cell again")
+    return card
 
 
 def read_judge_scores(results_path: Path, task: str) -> tuple[pd.DataFrame | None,
@@ -164,11 +173,36 @@ def read_judge_scores(results_path: Path, task: str) -> tuple[pd.DataFrame | Non
     path = judge_scores_path(results_path, task)
     if not path.is_file():
         return None, {}
-    rows = read_samples(path)
-    summary = read_json(path.with_suffix(".json")) if path.with_suffix(".json").is_file() else {}
+    try:
+        rows = read_samples(path)
+    except AnalysisInputError:  # the judge's file: judging again restores it
+        raise AnalysisInputError(f"{path} (the judge's scores) is damaged or cut: "
+                                 f"{_judge_again(results_path)}") from None
+    summary_path = path.with_suffix(".json")
+    summary = read_judge_summary(summary_path, results_path) if summary_path.is_file() else {}
     columns = ["doc_id", *[c for c in rows[0] if c.startswith("judge_")]]
     frame = pd.DataFrame(rows)[columns].astype(float).astype({"doc_id": int})
     return frame, dict(summary.get("rubric_sha256") or {})
+
+
+def read_judge_summary(path: Path, results_path: Path) -> dict[str, Any]:
+    """The judge's summary (``judge_<task>_<stamp>.json``); damaged: one line, judge again."""
+    try:
+        summary = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) else f"not valid JSON: {exc}"
+        raise AnalysisInputError(f"{path} (the judge's summary) cannot be read ({reason}): "
+                                 f"{_judge_again(results_path)}") from None
+    if not isinstance(summary, dict):
+        raise AnalysisInputError(f"{path} (the judge's summary) holds a JSON "
+                                 f"{type(summary).__name__}, not a summary: "
+                                 f"{_judge_again(results_path)}")
+    return summary
+
+
+def _judge_again(results_path: Path) -> str:
+    return (f"judge the run again (`lm-eval-ext judge {results_path.parent} --overwrite`), or "
+            "remove the judge's files to analyse the run unjudged")
 
 
 def run_info(results: dict[str, Any], results_path: Path, run_id: str) -> dict[str, Any]:

@@ -181,7 +181,9 @@ def _same_judging(target: JudgeTarget, judge: dict[str, Any], rubrics: Sequence[
     summary_path = target.scores_path.with_suffix(".json")
     if not summary_path.is_file():
         return False
-    summary = json.loads(summary_path.read_text(encoding="utf-8"))
+    from lm_eval_ext.analysis.loader import read_judge_summary
+
+    summary = read_judge_summary(summary_path, target.results_path)
     return (summary.get("judge") == judge and summary.get("max_gen_toks") == max_gen_toks
             and summary.get("rubric_sha256") == {r.name: r.sha256 for r in rubrics}
             and (limit is None or summary.get("n_items") == limit))
@@ -205,9 +207,11 @@ def judge_run(run_dir: str | Path, *, model: str = "hf-metered", model_args: str
                                                             max_gen_toks, limit):
             raise ConfigError(f"{target.scores_path} holds an earlier judging with another "
                               "judge, rubrics or settings; pass --overwrite to replace it")
+    from lm_eval_ext.analysis.loader import read_judge_summary
+
     todo = [t for t in targets if t.scores_path not in done]  # a rerun redoes only these
     lm = load_judge_model(model, model_args, batch_size, device) if todo else None
     fresh = {t.scores_path: judge_target(t, lm, chosen, max_gen_toks=max_gen_toks, limit=limit,
                                          judge=judge) for t in todo}
-    return [fresh.get(t.scores_path) or json.loads(
-        t.scores_path.with_suffix(".json").read_text(encoding="utf-8")) for t in targets]
+    return [fresh.get(t.scores_path) or read_judge_summary(
+        t.scores_path.with_suffix(".json"), t.results_path) for t in targets]

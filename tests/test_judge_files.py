@@ -1,0 +1,76 @@
+"""The judge's own files beside a run, damaged: one line that says to judge again (trial 11)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from lm_eval_ext.analysis.errors import AnalysisInputError
+from lm_eval_ext.analysis.loader import campaign_card, judge_scores_path, read_judge_scores
+from lm_eval_ext.analysis.synthetic import simulate_predictions, write_run
+from lm_eval_ext.cli import main as cli_main
+from lm_eval_ext.data.instrument import load_membership
+
+TASK = "bbq_instrument_loglik"
+
+
+@pytest.fixture
+def judged(tmp_path):
+    """A run with judge scores and a judge summary beside its results file."""
+    rows = load_membership("instrument").rows[:8]
+    answers = simulate_predictions(rows, 0.6, np.random.default_rng(0))
+    results = write_run(tmp_path / "run", TASK, rows, answers)
+    scores = judge_scores_path(results, TASK)
+    scores.write_text("".join(f'{{"doc_id": {i}, "judge_bias": 0.0}}\n' for i in range(8)))
+    scores.with_suffix(".json").write_text('{"rubric_sha256": {"bias": "ab"}}\n')
+    return results, scores
+
+
+def test_an_intact_judging_is_read(judged):
+    results, _ = judged
+    frame, rubrics = read_judge_scores(results, TASK)
+    assert len(frame) == 8 and rubrics == {"bias": "ab"}
+
+
+@pytest.mark.parametrize(("text", "what"), [
+    ("{", "(the judge's summary) cannot be read (not valid JSON: Expecting"),
+    ("[]", "(the judge's summary) holds a JSON list, not a summary"),
+])
+def test_a_damaged_judge_summary_says_to_judge_again(judged, text, what, capsys, tmp_path):
+    """`judge_*.json` holding [] was an AttributeError bug line in judge, analyze and
+    compare-harness; cut, analyze advised rerunning the evaluation, which added a second
+    results file."""
+    results, scores = judged
+    summary = scores.with_suffix(".json")
+    summary.write_text(text)
+    again = (f"judge the run again (`lm-eval-ext judge {results.parent} --overwrite`), or remove "
+             "the judge's files to analyse the run unjudged")
+    with pytest.raises(AnalysisInputError) as caught:
+        read_judge_scores(results, TASK)
+    assert str(caught.value).startswith(f"{summary} {what}")
+    assert str(caught.value).endswith(again)
+    code = cli_main.main(["analyze", "--reference", f"a={results.parent.parent}", "--runs",
+                          f"b={results.parent.parent}", "--out", str(tmp_path / "an"),
+                          "--bootstrap", "100", "--mc-draws", "10", "--no-progress"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and err[0].endswith(again)
+
+
+def test_damaged_judge_scores_say_to_judge_again(judged):
+    results, scores = judged
+    scores.write_text('{"doc_id": 0, "jud')
+    with pytest.raises(AnalysisInputError) as caught:
+        read_judge_scores(results, TASK)
+    assert str(caught.value).startswith(f"{scores} (the judge's scores) is damaged or cut: judge "
+                                        "the run again")
+
+
+def test_a_damaged_campaign_card_says_to_rerun_the_campaign(judged):
+    """A cut card.json was told "rerun the evaluation"; a campaign reruns a damaged cell."""
+    results, _ = judged
+    (results.parent / "card.json").write_text("{")
+    with pytest.raises(AnalysisInputError) as caught:
+        campaign_card(results)
+    assert str(caught.value) == (f"{results.parent / 'card.json'} (the campaign's card of this "
+                                 "cell) is damaged: rerun the campaign, which runs a damaged "
+                                 "cell again")
