@@ -358,8 +358,18 @@ def check_gen_kwargs(value: str | Mapping[str, object], where: str = "--gen_kwar
 
     ``value`` is lm-eval's ``k=v,k=v`` text or (in a campaign file) a mapping.
     """
+    if isinstance(value, Mapping):  # a file's values: numbers must be numbers (YAML reads
+        for key in ("max_gen_toks", "temperature", "top_p"):  # 1e300 as text)
+            if key in value and (isinstance(value[key], (str, bool))):
+                raise PreflightError(f"{where} {key}={value[key]!r}: {key} must be a number, "
+                                     "not text (YAML reads 1e300 as text; write 1.0e+300)")
     pairs = ({str(k): str(v) for k, v in value.items()} if isinstance(value, Mapping) else
              dict(item.partition("=")[::2] for item in str(value).split(",") if "=" in item))
+    sampling = pairs.get("do_sample", "").strip().lower() == "true"
+    if sampling and "temperature" in pairs and not _number(pairs["temperature"]) > 0:
+        raise PreflightError(f"{where} do_sample=True,temperature={pairs['temperature']}: "
+                             "sampling needs a temperature above 0; give one (e.g. 0.7), or "
+                             "greedy decoding: do_sample=False")
     checks = {"max_gen_toks": (lambda v: v.isdigit() and int(v) > 0, "a positive whole number"),
               "temperature": (lambda v: _number(v) >= 0, "a number >= 0"),
               "top_p": (lambda v: 0 < _number(v) <= 1, "a number in (0, 1]")}
@@ -579,6 +589,17 @@ _DICT_OPTIONS = ("--gen_kwargs", "--wandb_args", "--wandb_config_args", "--track
                  "--hf_hub_log_args", "--metadata")
 
 
+def check_max_batch_size(value: object, batch_size: object, where: str = "--max_batch_size",
+                         auto: str = "--batch_size auto") -> None:
+    """A positive whole number, with an automatic batch size (lm-eval ignores it otherwise)."""
+    if not (str(value).lstrip("+").isdigit() and int(str(value)) > 0):
+        raise PreflightError(f"{where} {value}: give a positive whole number (the largest batch "
+                             f"{auto} tries, e.g. 64)")
+    if not str(batch_size).startswith("auto"):
+        raise PreflightError(f"{where} {value} applies to {auto}, which is not given (the batch "
+                             f"size is {batch_size or 1}): give {auto}, or leave {where} out")
+
+
 def _json_object(text: str) -> dict | None:
     """A JSON object written as one argument, else None (lm-eval then reads ``key=value``)."""
     try:
@@ -641,10 +662,8 @@ def check_lm_eval_options(args: argparse.Namespace) -> None:
             raise PreflightError("--check_integrity runs lm-eval's own test suite, which an "
                                  "installed lm-eval does not ship; run it from a clone of "
                                  "lm-evaluation-harness, or leave --check_integrity out") from None
-    if args.max_batch_size is not None and not (
-            args.max_batch_size.lstrip("+").isdigit() and int(args.max_batch_size) > 0):
-        raise PreflightError(f"--max_batch_size {args.max_batch_size}: give a positive whole "
-                             "number (the largest batch --batch_size auto tries, e.g. 64)")
+    if args.max_batch_size is not None:
+        check_max_batch_size(args.max_batch_size, args.batch_size)
     if args.use_cache is not None:
         check_cache_path(args.use_cache)
     hub = ",".join(args.hf_hub_log_args or [])

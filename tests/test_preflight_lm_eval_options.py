@@ -12,6 +12,7 @@ import types
 import pytest
 
 from lm_eval_ext.command_preflight import PreflightError, check_command_line
+from lm_eval_ext.errors import ConfigError
 
 BASE = ["--model", "hf-metered", "--tasks", "bbq_subset_25pct_loglik"]
 
@@ -386,3 +387,51 @@ def test_auto_batch_schedules_beyond_the_requests_are_one_line():
         "--batch_size auto:N asks lm-eval to find the batch size N times, more often than this "
         "run has requests (lm-eval then divides by zero): give a smaller N (e.g. auto:2) or auto")
     assert one_line_error(ZeroDivisionError("elsewhere")).args == ("elsewhere",)  # others kept
+
+
+def test_max_batch_size_without_an_automatic_batch_size_is_refused(tmp_path):
+    """trial 11: `--max_batch_size 8` with a fixed batch size ran and did nothing (lm-eval's
+    HFLM and our generation read it only for --batch_size auto)."""
+    import inspect
+
+    from lm_eval.models.huggingface import HFLM
+
+    assert 'if str(batch_size).startswith("auto")' in inspect.getsource(HFLM.__init__)
+    for argv in (["--batch_size", "4", "--max_batch_size", "8"], ["--max_batch_size", "8"]):
+        with pytest.raises(PreflightError) as caught:
+            check_command_line([*BASE, *argv])
+        size = "4" if "4" in argv else "1"
+        assert str(caught.value) == (f"--max_batch_size 8 applies to --batch_size auto, which is "
+                                     f"not given (the batch size is {size}): give --batch_size "
+                                     "auto, or leave --max_batch_size out")
+    check_command_line([*BASE, "--batch_size", "auto:2", "--max_batch_size", "8"])
+
+
+def test_a_campaign_condition_with_max_batch_size_and_a_fixed_batch_is_refused():
+    from lm_eval_ext.campaign.preflight import check_cells
+    from lm_eval_ext.campaign.spec import build_spec
+
+    spec = build_spec({"models": {"m": "idle_seconds=0"}, "tasks": ["bbq_subset_12p5pct_loglik"],
+                       "conditions": {"a": {"batch_size": 2, "max_batch_size": 8}}})
+    with pytest.raises(ConfigError) as caught:
+        check_cells(spec.cells)
+    assert str(caught.value) == (
+        f"cell {spec.cells[0].cell_id}: max_batch_size: 8 applies to batch_size: auto, which is "
+        "not given (the batch size is 2): give batch_size: auto, or leave max_batch_size: out")
+
+
+@pytest.mark.parametrize(("gen_kwargs", "message"), [
+    ({"do_sample": True, "temperature": -0.0},
+     "do_sample=True,temperature=-0.0: sampling needs a temperature above 0"),
+    ({"do_sample": True, "temperature": "1e300"},
+     "temperature='1e300': temperature must be a number, not text"),
+])
+def test_a_files_sampling_settings_lm_eval_cannot_run_are_refused(gen_kwargs, message):
+    """trial 11: a grid's decoding `temperature: -0.0` with sampling, or `1e300` (YAML text),
+    passed the checks; every calibration run failed and the dry run exited 0."""
+    from lm_eval_ext.campaign.spec import build_spec
+
+    with pytest.raises(ConfigError) as caught:
+        build_spec({"models": {"m": ""}, "tasks": ["bbq_subset_12p5pct"],
+                    "conditions": {"a": {"gen_kwargs": gen_kwargs}}})
+    assert message in str(caught.value)

@@ -89,6 +89,7 @@ def check_cells(cells: Sequence[Cell], devices: bool = False) -> None:
         PreflightError,
         check_device,
         check_fewshot_pools,
+        check_max_batch_size,
         check_num_fewshot,
     )
 
@@ -118,6 +119,12 @@ def check_cells(cells: Sequence[Cell], devices: bool = False) -> None:
             except PreflightError as exc:
                 raise ConfigError(f"cell {cell.cell_id}: {exc}") from None
         batch_size = cell.options.get("batch_size", 1)
+        if cell.options.get("max_batch_size") is not None:  # lm-eval ignores it otherwise
+            try:
+                check_max_batch_size(cell.options["max_batch_size"], batch_size,
+                                     "max_batch_size:", "batch_size: auto")
+            except PreflightError as exc:
+                raise ConfigError(f"cell {cell.cell_id}: {exc}") from None
         if (cell.model_args, str(batch_size)) not in seen:
             seen.add((cell.model_args, str(batch_size)))
             check_model_args(cell.model_args, batch_size, f"cell {cell.cell_id}",
