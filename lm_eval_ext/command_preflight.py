@@ -17,17 +17,23 @@ import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from lm_eval_ext.errors import ConfigError, EnvironmentProblem, LmEvalExtError
+from lm_eval_ext.errors import ConfigError, EnvironmentProblem, LmEvalExtError, PreflightError
 from lm_eval_ext.files import not_valid_yaml, path_error, probe_writable, unexpanded_home
+from lm_eval_ext.lm_eval_inputs import (
+    DICT_OPTIONS,
+    check_config_dict_text,
+    check_dict_options,
+    check_include_path,
+    check_samples,
+    config_as_arguments,
+    json_object,
+    task_file_problem,
+)
 from lm_eval_ext.strict_yaml import UniqueKeyLoader
 
 #: lm-eval's rule, said as ours (its own message is a ValueError traceback in the stock command)
 SAMPLES_NEED_OUTPUT_PATH = ("--log_samples and --predict_only need --output_path (the folder "
                             "for the samples), e.g. --output_path results")
-
-
-class PreflightError(LmEvalExtError):
-    """A command-line value that would fail or mislead after the model has loaded."""
 
 
 class NoCudaHere(PreflightError):
@@ -198,120 +204,6 @@ def check_path_text(value: str, where: str = "--output_path") -> None:
                                  "limit for one name; use a shorter name")
 
 
-_SAMPLES_SHAPE = ('a JSON object of task -> item indices, e.g. --samples \'{"bbq_subset_25pct": '
-                  '[0, 1, 2]}\', or the path of a JSON file holding one')
-
-
-class _RepeatedKey(ValueError):
-    """A JSON object naming one key twice (the key is the message)."""
-
-
-def _unique_keys(pairs: list[tuple[str, object]]) -> dict:
-    keys = [key for key, _ in pairs]
-    repeated = next((key for key in keys if keys.count(key) > 1), None)
-    if repeated is not None:
-        raise _RepeatedKey(repeated)
-    return dict(pairs)
-
-
-def check_samples(value: str, tasks: Sequence[str], include_path: str | None = None) -> None:
-    """``--samples`` as lm-eval reads it: JSON text, else a JSON file; task -> indices >= 0.
-
-    lm-eval crashes on a missing file, a list or a non-integer index, reads ``[-1]`` as no
-    items (a traceback) and an empty list, or a task it does not run, as every item. An index
-    beyond a task's items is lm-eval's assertion, made one line when it is raised.
-    """
-    try:
-        samples = json.loads(value, object_pairs_hook=_unique_keys)
-    except _RepeatedKey as exc:
-        raise PreflightError(f"--samples {value}: names {exc} twice (JSON keeps the second "
-                             "list only); give each task once, with all its indices") from None
-    except ValueError:
-        if "{" in value:  # lm-eval's parser refuses it in its usage line
-            return
-        path = Path(value)
-        if not path.is_file():
-            raise PreflightError(f"--samples {value}: not JSON and no such file; give "
-                                 f"{_SAMPLES_SHAPE}") from None
-        try:
-            samples = json.loads(path.read_text(encoding="utf-8"), object_pairs_hook=_unique_keys)
-        except _RepeatedKey as exc:
-            raise PreflightError(f"--samples {value}: names {exc} twice (JSON keeps the second "
-                                 "list only); give each task once, with all its indices") from None
-        except (OSError, UnicodeDecodeError) as exc:
-            raise path_error(path, exc, "read", not_text="save it as UTF-8") from None
-        except ValueError as exc:
-            raise PreflightError(f"--samples {value} is not valid JSON ({exc}); it must hold "
-                                 f"{_SAMPLES_SHAPE}") from None
-    if not isinstance(samples, dict) or not samples:
-        held = "no task" if samples == {} else f"{type(samples).__name__} {json.dumps(samples)}"
-        raise PreflightError(f"--samples {value}: holds {held[:50]}; give {_SAMPLES_SHAPE}")
-    for task, indices in samples.items():
-        if not isinstance(indices, list) or not indices or not all(
-                isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in indices):
-            raise PreflightError(f"--samples {value}: {task}: {json.dumps(indices)[:40]} is not "
-                                 "a list of item indices (whole numbers from 0; lm-eval would "
-                                 f"{'run every item' if indices == [] else 'fail'}); give "
-                                 f"{_SAMPLES_SHAPE}")
-    _check_samples_tasks(value, list(samples), tasks, include_path)
-
-
-def _check_samples_tasks(value: str, named: list[str], tasks: Sequence[str],
-                         include_path: str | None) -> None:
-    """Every task ``--samples`` names is one ``--tasks`` runs (checked where all are ours)."""
-    from lm_eval.tasks import TaskManager
-
-    from lm_eval_ext.paths import task_include_paths
-
-    run = [name for given in tasks for name in given.split(",") if name]
-    folders = [str(p) for p in task_include_paths()] + ([include_path] if include_path else [])
-    leaves = TaskManager(include_path=folders, include_defaults=False).all_subtasks
-    if not run or not all(name in leaves for name in run):
-        return  # a group or a task of lm-eval's own: its subtasks are not known here
-    stray = [name for name in named if name not in run]
-    if stray:
-        raise PreflightError(f"--samples {value}: names {', '.join(stray)}, which --tasks does "
-                             f"not run (it runs {', '.join(run)}); lm-eval would ignore the "
-                             "indices and run every item: name the tasks --tasks runs")
-
-
-def check_include_path(value: str, where: str = "--include_path") -> None:
-    """A folder whose task YAMLs lm-eval can read: it skips any other without a word.
-
-    lm-eval indexes ``**/*.yaml`` under the folder (a file holds none) and passes over a file
-    it cannot load at debug level, so its tasks are then "not found".
-    """
-    path = Path(value)
-    if not path.exists():
-        raise PreflightError(f"{where} {value}: no such folder (lm-eval would go on without its "
-                             "tasks); give the folder of your task YAMLs")
-    if not path.is_dir():
-        raise PreflightError(f"{where} {value} is a file; lm-eval reads every .yaml file of a "
-                             f"folder (a file holds none): give {where} {path.parent}")
-    for task_file in sorted(path.glob("**/*.yaml")):
-        problem = task_file_problem(task_file)
-        if problem is not None:
-            raise PreflightError(f"{where} {value}: {task_file} {problem} (lm-eval would skip it "
-                                 "and its tasks without a word); fix the file")
-
-
-def task_file_problem(task_file: Path) -> str | None:
-    """Why lm-eval cannot read a task YAML file (None: it can), as the end of a sentence."""
-    import yaml
-
-    class TaskYamlLoader(yaml.SafeLoader):
-        """YAML as lm-eval reads a task file: safe, with its ``!function`` tag."""
-
-    TaskYamlLoader.add_constructor("!function", lambda loader, node: loader.construct_scalar(node))
-    try:
-        yaml.load(task_file.read_text(encoding="utf-8"), Loader=TaskYamlLoader)  # noqa: S506
-    except yaml.YAMLError as exc:
-        return not_valid_yaml(exc)
-    except (OSError, UnicodeDecodeError) as exc:
-        return f"cannot be read ({exc})"
-    return None
-
-
 def check_device(value: str, where: str = "--device") -> None:
     """A device lm-eval can run here: cpu, a CUDA one that is here, or mps where there is one.
 
@@ -365,17 +257,17 @@ def check_gen_kwargs(value: str | Mapping[str, object], where: str = "--gen_kwar
                                      "not text (YAML reads 1e300 as text; write 1.0e+300)")
     pairs = ({str(k): str(v) for k, v in value.items()} if isinstance(value, Mapping) else
              dict(item.partition("=")[::2] for item in str(value).split(",") if "=" in item))
-    sampling = pairs.get("do_sample", "").strip().lower() == "true"
-    if sampling and "temperature" in pairs and not _number(pairs["temperature"]) > 0:
-        raise PreflightError(f"{where} do_sample=True,temperature={pairs['temperature']}: "
-                             "sampling needs a temperature above 0; give one (e.g. 0.7), or "
-                             "greedy decoding: do_sample=False")
     checks = {"max_gen_toks": (lambda v: v.isdigit() and int(v) > 0, "a positive whole number"),
               "temperature": (lambda v: _number(v) >= 0, "a number >= 0"),
               "top_p": (lambda v: 0 < _number(v) <= 1, "a number in (0, 1]")}
     for key, (ok, wanted) in checks.items():
         if key in pairs and not ok(pairs[key].strip()):
             raise PreflightError(f"{where} {key}={pairs[key]}: {key} must be {wanted}")
+    sampling = pairs.get("do_sample", "").strip().lower() == "true"
+    if sampling and "temperature" in pairs and not _number(pairs["temperature"]) > 0:
+        raise PreflightError(f"{where} do_sample=True,temperature={pairs['temperature']}: "
+                             "sampling needs a temperature above 0; give one (e.g. 0.7), or "
+                             "greedy decoding: do_sample=False")
 
 
 def _number(text: str) -> float:
@@ -573,7 +465,7 @@ def _arguments(argv: Sequence[str]) -> argparse.Namespace:
     parser.add_argument("--verbosity", "-v")
     parser.add_argument("--fewshot_as_multiturn", nargs="?", const="true")
     parser.add_argument("--apply_chat_template", nargs="?", const="true")
-    for option in _DICT_OPTIONS:
+    for option in DICT_OPTIONS:
         parser.add_argument(option, nargs="+")
     parser.add_argument("--max_batch_size")
     parser.add_argument("--use_cache", "-c")
@@ -582,11 +474,6 @@ def _arguments(argv: Sequence[str]) -> argparse.Namespace:
         return parser.parse_known_args(list(argv))[0]
     except argparse.ArgumentError:
         return parser.parse_known_args([])[0]
-
-
-#: lm-eval's options read as one JSON object or ``key=value`` words (its ``MergeDictAction``)
-_DICT_OPTIONS = ("--gen_kwargs", "--wandb_args", "--wandb_config_args", "--trackio_args",
-                 "--hf_hub_log_args", "--metadata")
 
 
 def check_max_batch_size(value: object, batch_size: object, where: str = "--max_batch_size",
@@ -598,35 +485,6 @@ def check_max_batch_size(value: object, batch_size: object, where: str = "--max_
     if not str(batch_size).startswith("auto"):
         raise PreflightError(f"{where} {value} applies to {auto}, which is not given (the batch "
                              f"size is {batch_size or 1}): give {auto}, or leave {where} out")
-
-
-def _json_object(text: str) -> dict | None:
-    """A JSON object written as one argument, else None (lm-eval then reads ``key=value``)."""
-    try:
-        parsed = json.loads(text)
-    except ValueError:
-        return None
-    return parsed if isinstance(parsed, dict) else None
-
-
-def check_dict_options(args: argparse.Namespace) -> None:
-    """lm-eval's ``key=value``-or-JSON options: text holding ``{`` must be valid JSON.
-
-    lm-eval reads the first value as JSON and, where that fails and the text holds a ``{``,
-    raises a ValueError from inside its argument parser (a traceback).
-    """
-    for option in ("--model_args", *_DICT_OPTIONS):
-        values = getattr(args, option.removeprefix("--"))
-        if not values or "{" not in values[0]:
-            continue
-        try:
-            json.loads(values[0])
-        except ValueError as exc:
-            raise PreflightError(
-                f"{option} {values[0]}: lm-eval reads a value holding {{ as JSON, and this is "
-                f"not valid JSON ({exc.msg} at character {exc.pos + 1}); "
-                f"write a JSON object with double quotes (e.g. {option} '{{\"key\": 1}}') or "
-                f"key=value pairs (e.g. {option} key=1)") from None
 
 
 def _optional_package(option: str, values: object, package: str) -> None:
@@ -680,41 +538,6 @@ def check_lm_eval_options(args: argparse.Namespace) -> None:
                                  "push_results_to_hub/push_samples_to_hub out")
 
 
-def config_as_arguments(options: Mapping[str, object]) -> list[str]:
-    """A ``--config`` file's options as the flags they stand for (lm-eval: the flags win).
-
-    A mapping is written as JSON, a list joined with commas, ``true`` as the bare flag;
-    ``false`` and ``null`` are left out.
-    """
-    flags = []
-    for key, value in options.items():
-        if key == "config" or value is None or value is False:
-            continue
-        if value is True:
-            flags.append(f"--{key}")
-        elif isinstance(value, Mapping):
-            flags.append(f"--{key}={json.dumps(dict(value), default=str)}")
-        elif isinstance(value, (list, tuple)):
-            flags.append(f"--{key}={','.join(str(v) for v in value)}")
-        else:
-            flags.append(f"--{key}={value}")
-    return flags
-
-
-def _check_config_dict_text(options: Mapping[str, object]) -> None:
-    """A key=value option of the file written as text holding ``{``: lm-eval reads it as pairs.
-
-    (lm-eval parses a file's text value of these options with its ``key=value`` reader only, so
-    ``metadata: '{"a": 1}'`` becomes one key named ``{"a": 1}``.)
-    """
-    for key in ("model_args", *(option.removeprefix("--") for option in _DICT_OPTIONS)):
-        value = options.get(key)
-        if isinstance(value, str) and "{" in value:
-            raise PreflightError(f"{key}: {value!r} is text, which lm-eval reads as key=value "
-                                 f"pairs (a key named {value.split(',')[0]!r}); write a YAML "
-                                 f"mapping ({key}: {{key: 1}}) or key=value text")
-
-
 def _with_config(argv: Sequence[str]) -> tuple[list[str], dict]:
     """The command line with its ``--config`` file's options in front, and those options."""
     from_file = check_config_of(argv)
@@ -730,7 +553,7 @@ def check_arguments_lm_eval_parses(argv: Sequence[str]) -> tuple[argparse.Namesp
     """
     merged, from_file = _with_config(argv)
     with _blaming_the_config(argv, from_file):
-        _check_config_dict_text(from_file)
+        check_config_dict_text(from_file)
         args = _arguments(merged)
         _check_parsed(args)
     return args, from_file
@@ -798,7 +621,7 @@ def _check_options(args: argparse.Namespace, from_file: Mapping[str, object]) ->
     if args.batch_size is not None:
         check_batch_size(args.batch_size)
     if args.gen_kwargs:
-        check_gen_kwargs(_json_object(args.gen_kwargs[0]) or ",".join(args.gen_kwargs))
+        check_gen_kwargs(json_object(args.gen_kwargs[0]) or ",".join(args.gen_kwargs))
     if args.num_fewshot is not None:
         check_num_fewshot(args.num_fewshot)
         check_fewshot_pools(args.tasks or [], int(args.num_fewshot))

@@ -95,6 +95,10 @@ class ConfigError(LmEvalExtError, ValueError):
     """Bad user input: an unknown option, a conflicting setting, a bad value."""
 
 
+class PreflightError(LmEvalExtError):
+    """A command-line value that would fail or mislead after the model has loaded."""
+
+
 def check_choice(name: str, value, allowed, hint: str = ""):
     """Return ``value`` if it is one of ``allowed``, else a ConfigError naming the valid ones."""
     if value not in allowed:

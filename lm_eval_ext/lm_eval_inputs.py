@@ -1,0 +1,199 @@
+"""The files and values lm-eval reads for its options, read as lm-eval reads them.
+
+``--samples`` (JSON text or a file), ``--include_path`` and task YAML paths, the
+key=value-or-JSON options, and a ``--config`` file's options as the flags they stand for: each
+refused in one line where lm-eval would fail after loading the model, skip a file without a
+word, or read something else than was meant. Used by :mod:`lm_eval_ext.command_preflight`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from lm_eval_ext.errors import PreflightError
+from lm_eval_ext.files import not_valid_yaml, path_error
+
+_SAMPLES_SHAPE = ('a JSON object of task -> item indices, e.g. --samples \'{"bbq_subset_25pct": '
+                  '[0, 1, 2]}\', or the path of a JSON file holding one')
+
+
+class _RepeatedKey(ValueError):
+    """A JSON object naming one key twice (the key is the message)."""
+
+
+def _unique_keys(pairs: list[tuple[str, object]]) -> dict:
+    keys = [key for key, _ in pairs]
+    repeated = next((key for key in keys if keys.count(key) > 1), None)
+    if repeated is not None:
+        raise _RepeatedKey(repeated)
+    return dict(pairs)
+
+
+def check_samples(value: str, tasks: Sequence[str], include_path: str | None = None) -> None:
+    """``--samples`` as lm-eval reads it: JSON text, else a JSON file; task -> indices >= 0.
+
+    lm-eval crashes on a missing file, a list or a non-integer index, reads ``[-1]`` as no
+    items (a traceback) and an empty list, or a task it does not run, as every item. An index
+    beyond a task's items is lm-eval's assertion, made one line when it is raised.
+    """
+    try:
+        samples = json.loads(value, object_pairs_hook=_unique_keys)
+    except _RepeatedKey as exc:
+        raise PreflightError(f"--samples {value}: names {exc} twice (JSON keeps the second "
+                             "list only); give each task once, with all its indices") from None
+    except ValueError:
+        if "{" in value:  # lm-eval's parser refuses it in its usage line
+            return
+        path = Path(value)
+        if not path.is_file():
+            raise PreflightError(f"--samples {value}: not JSON and no such file; give "
+                                 f"{_SAMPLES_SHAPE}") from None
+        try:
+            samples = json.loads(path.read_text(encoding="utf-8"), object_pairs_hook=_unique_keys)
+        except _RepeatedKey as exc:
+            raise PreflightError(f"--samples {value}: names {exc} twice (JSON keeps the second "
+                                 "list only); give each task once, with all its indices") from None
+        except (OSError, UnicodeDecodeError) as exc:
+            raise path_error(path, exc, "read", not_text="save it as UTF-8") from None
+        except ValueError as exc:
+            raise PreflightError(f"--samples {value} is not valid JSON ({exc}); it must hold "
+                                 f"{_SAMPLES_SHAPE}") from None
+    if not isinstance(samples, dict) or not samples:
+        held = "no task" if samples == {} else f"{type(samples).__name__} {json.dumps(samples)}"
+        raise PreflightError(f"--samples {value}: holds {held[:50]}; give {_SAMPLES_SHAPE}")
+    for task, indices in samples.items():
+        if not isinstance(indices, list) or not indices or not all(
+                isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in indices):
+            raise PreflightError(f"--samples {value}: {task}: {json.dumps(indices)[:40]} is not "
+                                 "a list of item indices (whole numbers from 0; lm-eval would "
+                                 f"{'run every item' if indices == [] else 'fail'}); give "
+                                 f"{_SAMPLES_SHAPE}")
+    _check_samples_tasks(value, list(samples), tasks, include_path)
+
+
+def _check_samples_tasks(value: str, named: list[str], tasks: Sequence[str],
+                         include_path: str | None) -> None:
+    """Every task ``--samples`` names is one ``--tasks`` runs (checked where all are ours)."""
+    from lm_eval.tasks import TaskManager
+
+    from lm_eval_ext.paths import task_include_paths
+
+    run = [name for given in tasks for name in given.split(",") if name]
+    folders = [str(p) for p in task_include_paths()] + ([include_path] if include_path else [])
+    leaves = TaskManager(include_path=folders, include_defaults=False).all_subtasks
+    if not run or not all(name in leaves for name in run):
+        return  # a group or a task of lm-eval's own: its subtasks are not known here
+    stray = [name for name in named if name not in run]
+    if stray:
+        raise PreflightError(f"--samples {value}: names {', '.join(stray)}, which --tasks does "
+                             f"not run (it runs {', '.join(run)}); lm-eval would ignore the "
+                             "indices and run every item: name the tasks --tasks runs")
+
+
+def check_include_path(value: str, where: str = "--include_path") -> None:
+    """A folder whose task YAMLs lm-eval can read: it skips any other without a word.
+
+    lm-eval indexes ``**/*.yaml`` under the folder (a file holds none) and passes over a file
+    it cannot load at debug level, so its tasks are then "not found".
+    """
+    path = Path(value)
+    if not path.exists():
+        raise PreflightError(f"{where} {value}: no such folder (lm-eval would go on without its "
+                             "tasks); give the folder of your task YAMLs")
+    if not path.is_dir():
+        raise PreflightError(f"{where} {value} is a file; lm-eval reads every .yaml file of a "
+                             f"folder (a file holds none): give {where} {path.parent}")
+    for task_file in sorted(path.glob("**/*.yaml")):
+        problem = task_file_problem(task_file)
+        if problem is not None:
+            raise PreflightError(f"{where} {value}: {task_file} {problem} (lm-eval would skip it "
+                                 "and its tasks without a word); fix the file")
+
+
+def task_file_problem(task_file: Path) -> str | None:
+    """Why lm-eval cannot read a task YAML file (None: it can), as the end of a sentence."""
+    import yaml
+
+    class TaskYamlLoader(yaml.SafeLoader):
+        """YAML as lm-eval reads a task file: safe, with its ``!function`` tag."""
+
+    TaskYamlLoader.add_constructor("!function", lambda loader, node: loader.construct_scalar(node))
+    try:
+        yaml.load(task_file.read_text(encoding="utf-8"), Loader=TaskYamlLoader)  # noqa: S506
+    except yaml.YAMLError as exc:
+        return not_valid_yaml(exc)
+    except (OSError, UnicodeDecodeError) as exc:
+        return f"cannot be read ({exc})"
+    return None
+
+
+#: lm-eval's options read as one JSON object or ``key=value`` words (its ``MergeDictAction``)
+DICT_OPTIONS = ("--gen_kwargs", "--wandb_args", "--wandb_config_args", "--trackio_args",
+                 "--hf_hub_log_args", "--metadata")
+
+
+def json_object(text: str) -> dict | None:
+    """A JSON object written as one argument, else None (lm-eval then reads ``key=value``)."""
+    try:
+        parsed = json.loads(text)
+    except ValueError:
+        return None
+    return parsed if isinstance(parsed, dict) else None
+
+
+def check_dict_options(args: argparse.Namespace) -> None:
+    """lm-eval's ``key=value``-or-JSON options: text holding ``{`` must be valid JSON.
+
+    lm-eval reads the first value as JSON and, where that fails and the text holds a ``{``,
+    raises a ValueError from inside its argument parser (a traceback).
+    """
+    for option in ("--model_args", *DICT_OPTIONS):
+        values = getattr(args, option.removeprefix("--"))
+        if not values or "{" not in values[0]:
+            continue
+        try:
+            json.loads(values[0])
+        except ValueError as exc:
+            raise PreflightError(
+                f"{option} {values[0]}: lm-eval reads a value holding {{ as JSON, and this is "
+                f"not valid JSON ({exc.msg} at character {exc.pos + 1}); "
+                f"write a JSON object with double quotes (e.g. {option} '{{\"key\": 1}}') or "
+                f"key=value pairs (e.g. {option} key=1)") from None
+
+
+def config_as_arguments(options: Mapping[str, object]) -> list[str]:
+    """A ``--config`` file's options as the flags they stand for (lm-eval: the flags win).
+
+    A mapping is written as JSON, a list joined with commas, ``true`` as the bare flag;
+    ``false`` and ``null`` are left out.
+    """
+    flags = []
+    for key, value in options.items():
+        if key == "config" or value is None or value is False:
+            continue
+        if value is True:
+            flags.append(f"--{key}")
+        elif isinstance(value, Mapping):
+            flags.append(f"--{key}={json.dumps(dict(value), default=str)}")
+        elif isinstance(value, (list, tuple)):
+            flags.append(f"--{key}={','.join(str(v) for v in value)}")
+        else:
+            flags.append(f"--{key}={value}")
+    return flags
+
+
+def check_config_dict_text(options: Mapping[str, object]) -> None:
+    """A key=value option of the file written as text holding ``{``: lm-eval reads it as pairs.
+
+    (lm-eval parses a file's text value of these options with its ``key=value`` reader only, so
+    ``metadata: '{"a": 1}'`` becomes one key named ``{"a": 1}``.)
+    """
+    for key in ("model_args", *(option.removeprefix("--") for option in DICT_OPTIONS)):
+        value = options.get(key)
+        if isinstance(value, str) and "{" in value:
+            raise PreflightError(f"{key}: {value!r} is text, which lm-eval reads as key=value "
+                                 f"pairs (a key named {value.split(',')[0]!r}); write a YAML "
+                                 f"mapping ({key}: {{key: 1}}) or key=value text")
