@@ -25,7 +25,7 @@ from lm_eval_ext.cards import CARD_FILE, model_identity, task_card
 from lm_eval_ext.data.store import sha256_of
 from lm_eval_ext.files import path_error
 from lm_eval_ext.metering.derived import DERIVED_FLAG
-from lm_eval_ext.metering.idle import physical_or_none
+from lm_eval_ext.metering.idle import measured_or_none, physical_or_none
 from lm_eval_ext.outputs import RESULTS_NAME as _RESULTS
 from lm_eval_ext.outputs import results_stamp, samples_path  # also imported from here
 
@@ -205,10 +205,27 @@ def _judge_again(results_path: Path) -> str:
             "remove the judge's files to analyse the run unjudged")
 
 
+def _list(value: object) -> list:
+    """A list as written, else none (a damaged block's string is not a list of entries)."""
+    return value if isinstance(value, list) else []
+
+
 def run_info(results: dict[str, Any], results_path: Path, run_id: str) -> dict[str, Any]:
     """Run-level identity, configuration and cost (from ``config.metering`` when present)."""
     config = results.get("config", {})
     metering = config.get("metering") or {}
+    if not isinstance(metering, dict):
+        raise AnalysisInputError(
+            f"{results_path}: config.metering is a {type(metering).__name__}, not the block "
+            "hf-metered writes: the file was damaged after the run; pass the run's own file, "
+            "or rerun the evaluation")
+    flags = [str(f) for f in _list(metering.get("flags"))]
+    # a written value that no run can measure (zero, negative, below a nanosecond) is none
+    seconds, joules = (measured_or_none(metering.get(key))
+                       for key in ("inference_seconds", "energy_joules"))
+    flags += [f"{key}_impossible" for key, kept in (("inference_seconds", seconds),
+                                                    ("energy_joules", joules))
+              if kept is None and metering.get(key) is not None]
     tasks = sorted(results.get("configs", {}))
     settings = {t: _task_setting(results, t) for t in tasks}
     first = settings[tasks[0]] if tasks else {}
@@ -231,20 +248,21 @@ def run_info(results: dict[str, Any], results_path: Path, run_id: str) -> dict[s
         "template_tier": first.get("template_tier"),
         "shots": first.get("shots"),
         "decoding": first.get("decoding"),
-        "inference_seconds": metering.get("inference_seconds"),
-        "inference_seconds_se": metering.get("inference_seconds_se"),
-        "energy_joules": metering.get("energy_joules"),
-        "energy_joules_se": metering.get("energy_joules_se"),
+        "inference_seconds": seconds,
+        "inference_seconds_se": metering.get("inference_seconds_se") if seconds else None,
+        "energy_joules": joules,
+        "energy_joules_se": metering.get("energy_joules_se") if joules else None,
         "energy_joules_idle_corrected": corrected,
         "energy_joules_idle_corrected_se": metering.get("energy_joules_idle_corrected_se")
         if corrected is not None else None,
         "execution_mode": metering.get("execution_mode"),
-        "energy_derived": DERIVED_FLAG in (metering.get("flags") or []),
+        "energy_derived": DERIVED_FLAG in flags,
         "energy_source": metering.get("energy_source"),
-        "gpu_uuids": ",".join(sorted(str(g.get("uuid")) for g in metering.get("gpus") or [])),
+        "gpu_uuids": ",".join(sorted(str(g.get("uuid")) for g in _list(metering.get("gpus"))
+                                     if isinstance(g, dict))),
         "idle_share": idle_share,
         "forward_share": metering.get("forward_share"),
-        "energy_flags": ",".join(metering.get("flags", []) + (
+        "energy_flags": ",".join(flags + (
             ["idle_corrected_below_zero"] if corrected is None and (
                 metering.get("energy_joules_idle_corrected") or 0) < 0 else [])),
         "total_evaluation_seconds": float(results.get("total_evaluation_time_seconds") or "nan"),
