@@ -22,6 +22,7 @@ from lm_eval_ext.files import not_valid_yaml, path_error, probe_writable, unexpa
 from lm_eval_ext.lm_eval_inputs import (
     DICT_OPTIONS,
     check_config_dict_text,
+    check_config_value_types,
     check_dict_options,
     check_include_path,
     check_samples,
@@ -554,6 +555,7 @@ def check_arguments_lm_eval_parses(argv: Sequence[str]) -> tuple[argparse.Namesp
     merged, from_file = _with_config(argv)
     with _blaming_the_config(argv, from_file):
         check_config_dict_text(from_file)
+        check_config_value_types(from_file)
         args = _arguments(merged)
         _check_parsed(args)
     return args, from_file

@@ -197,3 +197,35 @@ def check_config_dict_text(options: Mapping[str, object]) -> None:
             raise PreflightError(f"{key}: {value!r} is text, which lm-eval reads as key=value "
                                  f"pairs (a key named {value.split(',')[0]!r}); write a YAML "
                                  f"mapping ({key}: {{key: 1}}) or key=value text")
+
+
+#: a file's options that lm-eval reads as true or false (any text, "false" too, is true)
+_SWITCHES = ("log_samples", "predict_only", "write_out", "show_config", "trust_remote_code",
+             "confirm_run_unsafe_code", "check_integrity", "fewshot_as_multiturn")
+#: a file's options that lm-eval reads as one name or path
+_NAMES = ("model", "output_path", "use_cache", "device", "system_instruction", "verbosity")
+#: text that means a switch, not a chat template's name
+_SWITCH_WORDS = ("true", "false", "yes", "no", "on", "off", "1", "0")
+
+
+def check_config_value_types(options: Mapping[str, object]) -> None:
+    """A file's value of the type lm-eval reads: a switch true/false, a name text.
+
+    YAML reads ``no`` as false and ``"false"`` as text; lm-eval then takes the text as true, or
+    adds a path to false (a traceback).
+    """
+    for key in _SWITCHES:
+        if key in options and options[key] is not None and not isinstance(options[key], bool):
+            raise PreflightError(f"{key}: {options[key]!r} is not true or false (lm-eval takes "
+                                 "any text, 'false' too, as true); write true or false without "
+                                 "quotes")
+    template = options.get("apply_chat_template")
+    if isinstance(template, str) and template.strip().lower() in _SWITCH_WORDS:
+        raise PreflightError(f"apply_chat_template: {template!r} is text, which lm-eval reads "
+                             "as a chat template's name; write true or false without quotes")
+    for key in _NAMES:
+        value = options.get(key)
+        if value is not None and not isinstance(value, str):
+            raise PreflightError(f"{key}: {value!r} is not a name or path (YAML reads yes/no as "
+                                 f"true/false and [...] as a list); write one {key}, in quotes "
+                                 "where YAML would read it otherwise, or leave it out")

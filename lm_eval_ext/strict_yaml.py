@@ -1,11 +1,13 @@
-"""YAML read strictly: PyYAML's safe loader, refusing a repeated key in a mapping.
+"""YAML read strictly: PyYAML's safe loader, refusing what YAML 1.1 reads otherwise than meant.
 
 YAML's own rule keeps the last of two equal keys (PyYAML does so silently), so a second
-``limit:`` or ``M0:`` would replace the first unseen.
+``limit:`` or ``M0:`` would replace the first unseen; ``010`` is octal 8, ``1:30`` the
+sexagesimal 90, and a key ``yes`` or ``no`` the boolean true or false.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import yaml
@@ -22,9 +24,26 @@ class UniqueKeyLoader(yaml.SafeLoader):
         for key_node, _ in node.value:
             key = self.construct_object(key_node, deep=True)
             line = key_node.start_mark.line + 1
+            if isinstance(key, bool) and key_node.style is None:
+                raise ConfigError(f"key {key_node.value} (line {line}) is read by YAML as "
+                                  f"{str(key).lower()}, not as a name: quote it "
+                                  f"(\"{key_node.value}\": ...)")
             if key in first:
                 raise ConfigError(f"key {key!r} appears twice in one mapping (lines "
                                   f"{first[key]} and {line}); YAML would keep only the "
                                   "second: give each its own name, or remove one")
             first[key] = line
         return super().construct_mapping(node, deep=deep)
+
+    def construct_yaml_int(self, node: yaml.ScalarNode) -> int:
+        """An integer as written: YAML 1.1's octal ``010`` and sexagesimal ``1:30`` refused."""
+        text = str(node.value).replace("_", "")
+        value = super().construct_yaml_int(node)
+        if re.fullmatch(r"[-+]?0[0-9]+", text) or ":" in text:
+            raise ConfigError(f"{node.value} (line {node.start_mark.line + 1}) is read by YAML "
+                              f"as {value}, not as written: write the number without a leading "
+                              "zero or a colon, or quote it for text")
+        return value
+
+
+UniqueKeyLoader.add_constructor("tag:yaml.org,2002:int", UniqueKeyLoader.construct_yaml_int)

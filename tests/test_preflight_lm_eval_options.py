@@ -435,3 +435,43 @@ def test_a_files_sampling_settings_lm_eval_cannot_run_are_refused(gen_kwargs, me
         build_spec({"models": {"m": ""}, "tasks": ["bbq_subset_12p5pct"],
                     "conditions": {"a": {"gen_kwargs": gen_kwargs}}})
     assert message in str(caught.value)
+
+
+@pytest.mark.parametrize(("line", "message"), [
+    ("apply_chat_template: \"false\"", "apply_chat_template: 'false' is text, which lm-eval reads "
+                                       "as a chat template's name; write true or false"),
+    ("predict_only: \"false\"", "predict_only: 'false' is not true or false (lm-eval takes any "
+                                "text, 'false' too, as true)"),
+    ("log_samples: \"no\"", "log_samples: 'no' is not true or false"),
+    ("use_cache: no", "use_cache: False is not a name or path (YAML reads yes/no as true/false"),
+    ("device: [cpu]", "device: ['cpu'] is not a name or path"),
+    ("limit: 010", "010 (line 4) is read by YAML as 8, not as written: write the number without "
+                   "a leading zero or a colon, or quote it for text"),
+    ("limit: 1:30", "1:30 (line 4) is read by YAML as 90, not as written"),
+])
+def test_a_config_value_yaml_or_lm_eval_reads_otherwise_is_refused(line, message, tmp_path):
+    """trial 12: `predict_only: "false"` turned predict-only on, `limit: 010` ran 8 items,
+    `use_cache: no` and `device: [cpu]` were tracebacks after the model loaded."""
+    import yaml
+
+    config = tmp_path / "run.yaml"
+    config.write_text(f"model: hf-metered\nmodel_args: idle_seconds=0\n"
+                      f"tasks: bbq_subset_25pct_loglik\n{line}\n")
+    with pytest.raises(PreflightError) as caught:
+        check_command_line(["--config", str(config), "--output_path", str(tmp_path / "o")])
+    assert message in str(caught.value) and str(caught.value).startswith(f"--config {config}: ")
+    if "limit" in line:  # PyYAML's own reading, which lm-eval uses
+        assert yaml.safe_load(line)["limit"] in (8, 90)
+
+
+def test_a_campaign_condition_named_yes_is_told_to_quote_it(tmp_path):
+    """trial 12: conditions `yes:`/`no:` were "condition label True: use letters, digits ..."."""
+    from lm_eval_ext.campaign.yaml_file import read_yaml
+
+    path = tmp_path / "c.yaml"
+    path.write_text("models: {m: ''}\ntasks: [bbq_subset_12p5pct_loglik]\nconditions:\n"
+                    "  yes: {batch_size: 1}\n  no: {batch_size: 2}\n")
+    with pytest.raises(ConfigError) as caught:
+        read_yaml(path)
+    assert 'key yes (line 4) is read by YAML as true, not as a name: quote it ("yes": ...)' in \
+        str(caught.value)
