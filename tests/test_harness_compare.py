@@ -367,9 +367,30 @@ def test_too_few_items_is_told_apart_from_other_items(items, line, tmp_path, cap
 
     rows = load_membership("instrument").rows
     answers = simulate_predictions(rows[:3], 0.6, np.random.default_rng(0))
-    for name, part in zip(("a", "b"), items, strict=True):
-        write_run(tmp_path / name, "bbq_instrument_loglik", rows[part], answers[part])
+    for name, part in zip(("a", "b"), items, strict=True):  # two runs (another precision)
+        write_run(tmp_path / name, "bbq_instrument_loglik", rows[part], answers[part],
+                  precision={"a": "bf16", "b": "int8"}[name])
     code = main(["compare-harness", f"lm_eval={tmp_path / 'a'}", f"lm_eval:b={tmp_path / 'b'}",
                  "--out", str(tmp_path / "out")])
     assert code == 2 and capsys.readouterr().err.strip() == (
         f"lm-eval-ext: error: bbq: b and lm_eval {line}")
+
+
+def test_a_run_and_its_copy_are_refused_as_one_run(tmp_path, capsys):
+    """trial 12: compare-harness compared a run with a byte-identical copy (deltas 0, rc 0);
+    analyze refuses such copies."""
+    import numpy as np
+
+    from lm_eval_ext.analysis.synthetic import simulate_predictions, write_run
+    from lm_eval_ext.data.instrument import load_membership
+
+    rows = load_membership("instrument").rows[:8]
+    answers = simulate_predictions(rows, 0.6, np.random.default_rng(0))
+    write_run(tmp_path / "a", "bbq_instrument_loglik", rows, answers)
+    shutil.copytree(tmp_path / "a", tmp_path / "copy")
+    code = main(["compare-harness", f"lm_eval={tmp_path / 'a'}",
+                 f"lm_eval:b={tmp_path / 'copy'}", "--out", str(tmp_path / "out")])
+    assert code == 2 and capsys.readouterr().err.strip() == (
+        f"lm-eval-ext: error: compare-harness: lm_eval ({tmp_path / 'a'}) and b "
+        f"({tmp_path / 'copy'}) are copies of one run (identical results and samples files); a "
+        "comparison needs two different runs")

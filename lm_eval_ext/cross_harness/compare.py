@@ -248,6 +248,16 @@ def compare_harnesses(runs: Sequence[HarnessRun], n_resamples: int = 10_000, see
         raise AnalysisInputError(
             f"compare-harness: the name {twice} is given twice; compare different runs, each "
             "named once (HARNESS:NAME=PATH names a second run of one harness)")
+    seen: dict[tuple[str, ...], HarnessRun] = {}
+    for run in runs:
+        if run.fingerprint is not None and run.fingerprint in seen:
+            first = seen[run.fingerprint]
+            raise AnalysisInputError(
+                f"compare-harness: {first.name} ({first.source}) and {run.name} ({run.source}) "
+                "are copies of one run (identical results and samples files); a comparison "
+                "needs two different runs")
+        if run.fingerprint is not None:
+            seen[run.fingerprint] = run
     ref_run, others = runs[0], runs[1:]
     ours = set(ref_run.items["benchmark"])
     for run in others:

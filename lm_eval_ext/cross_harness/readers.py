@@ -55,6 +55,8 @@ class HarnessRun:
     model: str
     items: pd.DataFrame
     notes: list[str] = field(default_factory=list)
+    #: the run's files by SHA-256, where the reader knows them (two equal ones: one run)
+    fingerprint: tuple[str, ...] | None = None
 
 
 def benchmark_of(item_key: str) -> str:
@@ -108,7 +110,8 @@ def _items_from_samples(source: Path, task: str, samples: list[dict[str, Any]]) 
 def read_lm_eval(name: str, path: str | Path) -> HarnessRun:
     """An lm-eval output folder (one run, ``--log_samples``)."""
     [run] = load_runs([path])
-    return HarnessRun(name, "lm_eval", Path(path), str(run.info["model"]), _finish(run.items))
+    return HarnessRun(name, "lm_eval", Path(path), str(run.info["model"]), _finish(run.items),
+                      fingerprint=(run.info["results_sha256"], run.info["samples_sha256"]))
 
 
 # -- Inspect AI ------------------------------------------------------------------------------
