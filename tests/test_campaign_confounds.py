@@ -42,3 +42,17 @@ def test_the_dry_run_prints_the_note_after_the_plan(tmp_path, capsys):
     lines = capsys.readouterr().out.strip().splitlines()
     assert lines[-2].startswith("3 cells to run") and lines[-1].startswith(
         "note: compare.precision (smollm2, bbq_subset_12p5pct_loglik): M1 differs from M0 in 3")
+
+
+def test_a_campaign_switch_written_as_text_is_refused():
+    """trial 12: `apply_chat_template: "false"` in a campaign planned a chat template named
+    'false' for every cell."""
+    import pytest
+
+    from lm_eval_ext.errors import ConfigError
+
+    with pytest.raises(ConfigError) as caught:
+        build_spec({**CONFOUNDED, "lm_eval": {"apply_chat_template": "false"}})
+    assert str(caught.value) == ("lm_eval: apply_chat_template: 'false' is text, which lm-eval "
+                                 "reads as a chat template's name; write true or false without "
+                                 "quotes")

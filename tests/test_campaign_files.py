@@ -60,7 +60,8 @@ def test_a_grid_model_given_twice_names_both_lines(tmp_path, capsys):
      "'a__b__c__bbq_subset_12p5pct_loglik' (labels are joined with '__')"),
     ("tasks: [bbq_subset_12p5pct_loglik]\n"
      "conditions: {M0: {tasks: [bbq_subset_12p5pct_loglik, bbq_subset_12p5pct_loglik]}}\n",
-     "conditions.M0: task 'bbq_subset_12p5pct_loglik' is listed twice"),
+     "task 'bbq_subset_12p5pct_loglik' is listed twice in the tasks of condition M0 (its own "
+     "tasks:, else the campaign's)"),
     ("tasks: [bbq_subset_12p5pct_loglik]\nconditions: {M0: batch_size=1}\n",
      "conditions.M0: expected a mapping of lm_eval options (e.g. M0: {batch_size: 8}), got "
      "'batch_size=1'"),

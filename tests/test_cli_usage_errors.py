@@ -268,6 +268,8 @@ def test_the_preset_refuses_model_args_it_would_override(tmp_path, capsys):
      "--status and --dry-run exclude each other (each is a mode of its own); give one of them"),
     (["campaign", "{yaml}", "--status", "--shard", "1/2"],  # trial 11
      "--shard does nothing with --status: leave it out, or drop --status"),
+    (["campaign", "{yaml}", "--analyze-only", "--shard", "1/2"],  # trial 12
+     "--shard does nothing with --analyze-only: leave it out, or drop --analyze-only"),
     (["campaign", "{yaml}", "--status", "--quiet"],
      "--quiet does nothing with --status: leave it out, or drop --status"),
     (["campaign", "{yaml}", "--judge-limit", "5", "--no-analyze"],
@@ -571,3 +573,13 @@ def test_an_option_that_would_do_nothing_is_refused(argv, message, tmp_path, cap
     line = _refused([a.format(**places) for a in argv], capsys)
     assert line == f"lm-eval-ext: error: {message}"
     assert not places["new"].exists()
+
+
+def test_replace_without_register_is_refused(tmp_path, capsys):
+    """trial 12: `data fingerprint M.csv --replace` did nothing without a word."""
+    manifest = tmp_path / "m.csv"
+    manifest.write_text("category,example_id\nAge,1\n")
+    assert cli_main.main(["data", "fingerprint", str(manifest), "--replace"]) == 2
+    assert capsys.readouterr().err.strip() == (
+        "lm-eval-ext: error: --replace applies to --register, which is not given: give "
+        "--register, or leave --replace out")

@@ -41,6 +41,7 @@ from lm_eval_ext.command_preflight import (
     check_num_fewshot,
 )
 from lm_eval_ext.errors import ConfigError
+from lm_eval_ext.lm_eval_inputs import check_config_value_types
 
 MODEL = "hf-metered"
 #: ``backend:`` -> ``execution:`` -> the model args it sets on every cell (``fast``: the
@@ -299,11 +300,12 @@ def _options(raw: Any, where: str) -> dict[str, Any]:
                 ", ".join(LM_EVAL_OPTIONS)
             raise ConfigError(f"{where}: unknown lm_eval option {key!r}; valid: {hint}")
         check = _VALUE_CHECKS.get(key)
-        if check is not None and value is not None:
-            try:
+        try:
+            if check is not None and value is not None:
                 check(value, f"{key}:")
-            except PreflightError as exc:
-                raise ConfigError(f"{where}: {exc}") from None
+            check_config_value_types({key: value})  # a switch true/false, a name text
+        except PreflightError as exc:
+            raise ConfigError(f"{where}: {exc}") from None
         out[key] = value
     return out
 
@@ -343,8 +345,9 @@ def _check_cell_ids(cells: list[Cell]) -> None:
         if other is cell:
             continue
         if (other.model_label, other.condition) == (cell.model_label, cell.condition):
-            raise ConfigError(f"conditions.{cell.condition}: task {cell.task!r} is listed "
-                              "twice; list each task once")
+            raise ConfigError(f"task {cell.task!r} is listed twice in the tasks of condition "
+                              f"{cell.condition} (its own tasks:, else the campaign's); list "
+                              "each task once")
         raise ConfigError(
             f"model {other.model_label!r} with condition {other.condition!r} and model "
             f"{cell.model_label!r} with condition {cell.condition!r} both make cell "

@@ -145,7 +145,7 @@ _JUDGE_SETTINGS = ("--judge-limit", "--judge-model", "--judge-model-args")
 _IDLE_IN = {**dict.fromkeys(("--bootstrap", "--mc-draws", "--seed", "--judge",
                              *_JUDGE_SETTINGS), _NO_ANALYSIS),
             "--measure-all": ("--status", "--analyze-only"),
-            "--shard": ("--status",),  # the status of every shard
+            "--shard": ("--status", "--analyze-only"),  # each covers every shard
             "--quiet": ("--status", "--dry-run"),
             "--no-analyze": ("--status", "--dry-run", "--analyze-only")}
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from lm_eval_ext.cli.options import output_file, refuse_replacing
+from lm_eval_ext.cli.options import output_file, refuse_replacing, refuse_unused
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -60,6 +60,7 @@ def run_fingerprint(args: argparse.Namespace) -> int:
     from lm_eval_ext.plugin.task_folders import check_task_names_free
     from lm_eval_ext.tasks.bbq.registered import check_task_name, register_manifest_task
 
+    refuse_unused("--replace", args.replace, "--register", args.register is not None)
     if args.register is not None:  # '' too: it registered nothing, silently
         check_task_name(args.register)
     rows = load_manifest_rows(args.manifest)
