@@ -21,6 +21,7 @@ from lm_eval_ext.errors import ConfigError, EnvironmentProblem, LmEvalExtError, 
 from lm_eval_ext.files import not_valid_yaml, path_error, probe_writable, unexpanded_home
 from lm_eval_ext.lm_eval_inputs import (
     DICT_OPTIONS,
+    check_chat_template_name,
     check_config_dict_text,
     check_config_value_types,
     check_dict_options,
@@ -465,7 +466,7 @@ def _arguments(argv: Sequence[str]) -> argparse.Namespace:
     parser.add_argument("--seed")
     parser.add_argument("--verbosity", "-v")
     parser.add_argument("--fewshot_as_multiturn", nargs="?", const="true")
-    parser.add_argument("--apply_chat_template", nargs="?", const="true")
+    parser.add_argument("--apply_chat_template", nargs="?", const=True)
     for option in DICT_OPTIONS:
         parser.add_argument(option, nargs="+")
     parser.add_argument("--max_batch_size")
@@ -502,6 +503,9 @@ def check_lm_eval_options(args: argparse.Namespace) -> None:
     from lm_eval_ext.backends.model_args import hub_offline
 
     check_dict_options(args)
+    check_chat_template_name(args.apply_chat_template, "--apply_chat_template",
+                             "give --apply_chat_template alone to apply the model's template, "
+                             "or leave it out")
     multiturn = str(args.fewshot_as_multiturn).lower() in ("true", "1", "yes")
     if multiturn and args.apply_chat_template is None:
         raise PreflightError("--fewshot_as_multiturn needs --apply_chat_template (lm-eval's rule):"

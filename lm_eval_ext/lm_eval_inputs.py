@@ -208,6 +208,13 @@ _NAMES = ("model", "output_path", "use_cache", "device", "system_instruction", "
 _SWITCH_WORDS = ("true", "false", "yes", "no", "on", "off", "1", "0")
 
 
+def check_chat_template_name(value: object, where: str, fix: str) -> None:
+    """A chat template's name that is a switch word (``false``): lm-eval would look it up."""
+    if isinstance(value, str) and value.strip().lower() in _SWITCH_WORDS:
+        raise PreflightError(f"{where} {value!r} is text, which lm-eval reads as a chat "
+                             f"template's name; {fix}")
+
+
 def check_config_value_types(options: Mapping[str, object]) -> None:
     """A file's value of the type lm-eval reads: a switch true/false, a name text.
 
@@ -219,10 +226,8 @@ def check_config_value_types(options: Mapping[str, object]) -> None:
             raise PreflightError(f"{key}: {options[key]!r} is not true or false (lm-eval takes "
                                  "any text, 'false' too, as true); write true or false without "
                                  "quotes")
-    template = options.get("apply_chat_template")
-    if isinstance(template, str) and template.strip().lower() in _SWITCH_WORDS:
-        raise PreflightError(f"apply_chat_template: {template!r} is text, which lm-eval reads "
-                             "as a chat template's name; write true or false without quotes")
+    check_chat_template_name(options.get("apply_chat_template"), "apply_chat_template:",
+                             "write true or false without quotes")
     for key in _NAMES:
         value = options.get(key)
         if value is not None and not isinstance(value, str):

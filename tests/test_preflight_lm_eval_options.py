@@ -475,3 +475,22 @@ def test_a_campaign_condition_named_yes_is_told_to_quote_it(tmp_path):
         read_yaml(path)
     assert 'key yes (line 4) is read by YAML as true, not as a name: quote it ("yes": ...)' in \
         str(caught.value)
+
+
+def test_apply_chat_template_false_on_the_command_line_is_refused():
+    """trial 12: `--apply_chat_template false` applied a chat template named "false" (lm-eval's
+    parser takes any value as a template's name), rc 0."""
+    from lm_eval._cli.harness import HarnessCLI
+
+    cli = HarnessCLI()
+    read = cli._parser.parse_args(["run", *BASE, "--apply_chat_template", "false"])
+    assert read.apply_chat_template == "false"  # a name to lm-eval, not a switch
+    assert cli._parser.parse_args(["run", *BASE, "--apply_chat_template"]).apply_chat_template \
+        is True
+    with pytest.raises(PreflightError) as caught:
+        check_command_line([*BASE, "--apply_chat_template", "false"])
+    assert str(caught.value) == (
+        "--apply_chat_template 'false' is text, which lm-eval reads as a chat template's name; "
+        "give --apply_chat_template alone to apply the model's template, or leave it out")
+    check_command_line([*BASE, "--apply_chat_template"])
+    check_command_line([*BASE, "--apply_chat_template", "chatml"])
