@@ -514,3 +514,24 @@ def test_a_cells_end_line_says_whether_it_was_derived():
                                                     "derivation_refused": "1 of 13 differ"}}
     assert outcome_note(refused) == "; measured in full, not derived: 1 of 13 differ"
     assert outcome_note({"derived_from": None}) == ""
+
+
+def test_a_campaigns_recheck_reaches_the_cells_it_derives_only(tmp_path):
+    """trial 12: hf-metered took `recheck` without `answers_from` and re-checked nothing; it now
+    refuses it, so a campaign passes its re-check args only with the parent's answers."""
+    from lm_eval_ext.campaign.preflight import check_cells
+
+    raw = {**DERIVING_CAMPAIGN, "models": {"embedded": "idle_seconds=0,recheck=0.2"}}
+    parent, child = build_spec(raw).cells
+    for cell in (parent, child):
+        argv = cell.lm_eval_argv("out")
+        assert argv[argv.index("--model_args") + 1] == "idle_seconds=0"
+    argv = child.lm_eval_argv("out", answers_from="/p/results_x.json")
+    assert argv[argv.index("--model_args") + 1] == (
+        "idle_seconds=0,recheck=0.2,answers_from=/p/results_x.json")
+    check_cells(build_spec(raw).cells)
+    with pytest.raises(ConfigError) as error:
+        check_cells(build_spec({**raw, "models": {"embedded": "recheck=2"}}).cells)
+    assert str(error.value) == (
+        "cell embedded__M0__bbq_instrument_loglik: hf-metered: model arg recheck='2' must be in "
+        "(0, 1] (e.g. recheck=0.05); to measure every item, run without answers_from")

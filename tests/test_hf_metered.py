@@ -129,3 +129,32 @@ def test_hf_metered_is_composed_of_three_package_classes_with_one_init_and_one_g
     assert HFMeteredLMArgs.names()[-6:] == ("mc_scoring", "generation", "cuda_graphs",
                                             "answers_from", "recheck", "recheck_seed")
     assert HFMeteredLMArgs().generation == "fast"
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    ("idle_seconds=0,recheck=0.5", "hf-metered: model arg recheck applies to a run that takes its "
+     "answers from a parent (answers_from), which is not given: leave recheck out, or add "
+     "answers_from=<the parent's results file>"),
+    ("recheck_seed=3", "hf-metered: model arg recheck_seed applies to a run that takes its answers"),
+    ("carbon_intensity=400", "hf-metered: model arg carbon_intensity sets CodeCarbon's cross-check,"
+     " which is off: add codecarbon=true, or leave carbon_intensity out"),
+    ("codecarbon_country=FRA", "hf-metered: model arg codecarbon_country sets CodeCarbon's cross-check"),
+    ("codecarbon_region=paris,codecarbon=false", "hf-metered: model arg codecarbon_region sets CodeCarbon's"),
+])
+def test_model_args_that_act_only_beside_another_are_refused_without_it(args, message):
+    """trial 12: recheck/recheck_seed without answers_from and the carbon settings without
+    codecarbon=true were taken and did nothing (rc 0, no word)."""
+    import dataclasses
+
+    from lm_eval_ext.backends.hf.metered import HFMeteredLM, HFMeteredLMArgs
+
+    own = HFMeteredLMArgs(carbon_intensity=400.0, recheck=0.5)
+    assert HFMeteredLM._codecarbon(own) is None  # CodeCarbon's settings reach nothing
+    assert HFMeteredLM.derivation(None, own, {}, {}) is None  # nor does the re-check
+    with pytest.raises(ConfigError) as caught:
+        HFMeteredLM.check_model_args(args)
+    assert str(caught.value).startswith(message)
+    HFMeteredLM.check_model_args("codecarbon=true,carbon_intensity=400,codecarbon_country=FRA")
+    own = HFMeteredLM.checked_args({"answers_from": "r.json", "recheck": "0.5"})[0]
+    assert (own.recheck, own.recheck_seed) == (0.5, 0)
+    assert dataclasses.astuple(HFMeteredLM.checked_args({})[0])[-2:] == (0.05, 0)

@@ -30,6 +30,21 @@ RUN_ARGS = ("batch_size", "max_batch_size")
 BATCH_IN_ENGINE = ("vllm-metered",)
 #: a derived run's own model args: where its answers come from and how they are re-checked
 DERIVATION_ARGS = ("answers_from", "recheck", "recheck_seed")
+
+
+def without_idle_derivation_args(model_args: str) -> str:
+    """``k=v,...`` model args less ``recheck``/``recheck_seed`` where no ``answers_from`` is given.
+
+    A campaign's model args go to every cell, and the re-check applies only to the cells it
+    derives (hf-metered refuses it on a run that takes no answers).
+    """
+    parts = [part for part in model_args.split(",") if part.strip()]
+    keys = [part.partition("=")[0].strip() for part in parts]
+    if "answers_from" in keys:
+        return model_args
+    return ",".join(part for part, key in zip(parts, keys) if key not in DERIVATION_ARGS)
+
+
 #: where the engine runs: part of the load; a derived run's devices are compared by their
 #: names once loaded (:meth:`~lm_eval_ext.backends.derived_answers.DerivedAnswers.run`)
 PLACEMENT_ARGS = ("device",)

@@ -195,6 +195,10 @@ class MeteredArgs:
             power_check=strict_bool(model, "power_check", self.power_check))
 
 
+#: CodeCarbon's own settings: they act only with ``codecarbon=true``
+_CODECARBON_SETTINGS = ("codecarbon_country", "codecarbon_region", "carbon_intensity")
+
+
 @dataclass(frozen=True)
 class HFMeteredArgs(MeteredArgs):
     """The HF metered models' args: the common ones plus synchronisation and CodeCarbon."""
@@ -207,9 +211,14 @@ class HFMeteredArgs(MeteredArgs):
 
     def checked(self, model: str, lm_args: Mapping[str, Any]) -> Self:  # noqa: D102
         common = super().checked(model, lm_args)
+        codecarbon = strict_bool(model, "codecarbon", self.codecarbon)
+        defaults = {field.name: field.default for field in dataclasses.fields(self)}
+        unused = [name for name in _CODECARBON_SETTINGS if getattr(self, name) != defaults[name]]
+        if unused and not codecarbon:
+            raise ConfigError(f"{model}: model arg {unused[0]} sets CodeCarbon's cross-check, "
+                              f"which is off: add codecarbon=true, or leave {unused[0]} out")
         return dataclasses.replace(
-            common, sync=strict_bool(model, "sync", self.sync),
-            codecarbon=strict_bool(model, "codecarbon", self.codecarbon),
+            common, sync=strict_bool(model, "sync", self.sync), codecarbon=codecarbon,
             carbon_intensity=None if self.carbon_intensity is None
             else _number(model, "carbon_intensity", self.carbon_intensity))
 

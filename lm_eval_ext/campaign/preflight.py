@@ -18,6 +18,18 @@ from lm_eval_ext.tasks.common.prompting import TIERS
 SETTING_CHOICES = {"template_tier": TIERS}
 
 
+def _check_recheck(cell: Cell) -> None:
+    """The re-check's share, which a cell's run passes only when the cell is derived."""
+    from lm_eval_ext.backends.model_args import recheck_fraction
+
+    share = parse_model_args(cell.model_args, f"cell {cell.cell_id}").get("recheck")
+    if share is not None:
+        try:
+            recheck_fraction(cell.backend, share)
+        except ConfigError as exc:
+            raise ConfigError(f"cell {cell.cell_id}: {exc}") from None
+
+
 def check_model_args(model_args: str, batch_size: Any, where: str,
                      batch_where: str | None = None, backend: str = MODEL) -> None:
     """A metered model's ``--model_args`` and the batch size, as it would check them at load.
@@ -127,8 +139,9 @@ def check_cells(cells: Sequence[Cell], devices: bool = False) -> None:
                 raise ConfigError(f"cell {cell.cell_id}: {exc}") from None
         if (cell.model_args, str(batch_size)) not in seen:
             seen.add((cell.model_args, str(batch_size)))
-            check_model_args(cell.model_args, batch_size, f"cell {cell.cell_id}",
+            check_model_args(cell.model_args_for(None), batch_size, f"cell {cell.cell_id}",
                              backend=cell.backend)
+            _check_recheck(cell)
         check_task_settings(cell.options.get("metadata"), f"cell {cell.cell_id}")
     by_path: dict[str | None, set[str]] = {}
     for cell in cells:

@@ -32,7 +32,12 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from lm_eval_ext.backends.engine_key import RUN_ARGS, load_key, with_load_options
+from lm_eval_ext.backends.engine_key import (
+    RUN_ARGS,
+    load_key,
+    with_load_options,
+    without_idle_derivation_args,
+)
 from lm_eval_ext.campaign.yaml_file import read_yaml
 from lm_eval_ext.command_preflight import (
     PreflightError,
@@ -112,6 +117,15 @@ class Cell:
         """
         return load_key(self.backend, self.engine_args)
 
+    def model_args_for(self, answers_from: str | Path | None) -> str:
+        """The model args a run of this cell passes: ``answers_from`` added, or the re-check's
+        args left out (they apply to derived runs only)."""
+        if answers_from is None:
+            if self.backend != MODEL:  # re-checks are hf-metered's: its check names them
+                return self.model_args
+            return without_idle_derivation_args(self.model_args)
+        return ",".join(a for a in (self.model_args, f"answers_from={answers_from}") if a)
+
     def lm_eval_argv(self, output_path: str | Path,
                      answers_from: str | Path | None = None) -> list[str]:
         """The ``lm_eval run`` arguments of this cell, writing into ``output_path``.
@@ -121,8 +135,7 @@ class Cell:
         """
         argv = ["--model", self.backend, "--tasks", self.task, "--output_path", str(output_path),
                 "--log_samples"]
-        model_args = ",".join(a for a in (self.model_args, answers_from and
-                                          f"answers_from={answers_from}") if a)
+        model_args = self.model_args_for(answers_from)
         if model_args:
             argv += ["--model_args", model_args]
         for key, value in sorted(self.options.items()):

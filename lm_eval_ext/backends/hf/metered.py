@@ -34,7 +34,7 @@ from lm_eval_ext.backends.model_args import (
     strict_bool,
 )
 from lm_eval_ext.backends.parent_run import load_parent
-from lm_eval_ext.errors import check_choice
+from lm_eval_ext.errors import ConfigError, check_choice
 from lm_eval_ext.generation.generator import FastGenerationStats, FastGenerator
 from lm_eval_ext.generation.settings import DEFAULT_GENERATION, GENERATION, GenerationSettings
 
@@ -48,17 +48,24 @@ class HFMeteredLMArgs(HFMeteredArgs):
     cuda_graphs: bool = True
     #: a parent run's results file to take batch-1 log-likelihood answers from
     answers_from: str | None = None
-    #: the share of each derived task's items re-run (at least 10 items)
-    recheck: float = 0.05
-    recheck_seed: str | int = 0
+    #: the share of each derived task's items re-run (at least 10 items; None: 0.05)
+    recheck: float | None = None
+    #: seeds the re-check's draw (None: 0)
+    recheck_seed: str | int | None = None
 
     def checked(self, model: str, lm_args: Mapping[str, Any]) -> Self:  # noqa: D102
         common = super().checked(model, lm_args)
         check_choice("model arg mc_scoring", self.mc_scoring, MC_SCORING)
         check_choice("model arg generation", self.generation, GENERATION)
-        return dataclasses.replace(common,
-                                   cuda_graphs=strict_bool(model, "cuda_graphs", self.cuda_graphs),
-                                   recheck=recheck_fraction(model, self.recheck))
+        given = [name for name in ("recheck", "recheck_seed") if getattr(self, name) is not None]
+        if given and self.answers_from is None:
+            raise ConfigError(f"{model}: model arg {given[0]} applies to a run that takes its "
+                              "answers from a parent (answers_from), which is not given: leave "
+                              f"{given[0]} out, or add answers_from=<the parent's results file>")
+        return dataclasses.replace(
+            common, cuda_graphs=strict_bool(model, "cuda_graphs", self.cuda_graphs),
+            recheck=recheck_fraction(model, 0.05 if self.recheck is None else self.recheck),
+            recheck_seed=0 if self.recheck_seed is None else self.recheck_seed)
 
     def generation_settings(self, lm_args: Mapping[str, Any], on_cuda: bool) -> GenerationSettings:
         """The generator's settings: these args, lm-eval's batch args, where the model runs.
