@@ -29,7 +29,8 @@ from lm_eval_ext.lm_eval_inputs import (
     check_samples,
     config_as_arguments,
     json_object,
-    task_file_problem,
+    read_task_file,
+    task_content_problem,
 )
 from lm_eval_ext.strict_yaml import UniqueKeyLoader
 
@@ -386,9 +387,12 @@ def check_task_list(values: Sequence[str], where: str = "--tasks") -> None:
                              f"splits only at commas); write {where} {fixed}")
     for name in names:  # lm-eval also takes the path of a task YAML file
         if name.endswith((".yaml", ".yml")) and Path(name).is_file():
-            problem = task_file_problem(Path(name))
+            task, problem = read_task_file(Path(name))
             if problem is not None:
                 raise PreflightError(f"{where} {name} {problem}; fix the file")
+            problem = task_content_problem(Path(name), task)
+            if problem is not None:
+                raise PreflightError(f"{where} {name} {problem}")
 
 
 def check_config_file(value: str, where: str = "--config") -> dict:
@@ -608,7 +612,8 @@ def check_command_line(argv: Sequence[str], with_config: bool = True) -> None:
 def _check_options(args: argparse.Namespace, from_file: Mapping[str, object]) -> None:
     """The checks that need the model, the tasks or the file system."""
     if args.include_path is not None:
-        check_include_path(args.include_path)
+        check_include_path(args.include_path,
+                           [n.strip() for value in args.tasks or [] for n in value.split(",")])
     if args.limit is not None and args.samples is not None:
         raise PreflightError("--limit and --samples exclude each other: --samples names the "
                              "items to run, --limit cuts each task; pass one")

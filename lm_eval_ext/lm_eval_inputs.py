@@ -13,8 +13,9 @@ import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from lm_eval_ext.errors import PreflightError
+from lm_eval_ext.errors import ConfigError, PreflightError
 from lm_eval_ext.files import not_valid_yaml, path_error
+from lm_eval_ext.strict_yaml import NoRepeatedKeysLoader
 
 _SAMPLES_SHAPE = ('a JSON object of task -> item indices, e.g. --samples \'{"bbq_subset_25pct": '
                   '[0, 1, 2]}\', or the path of a JSON file holding one')
@@ -93,11 +94,13 @@ def _check_samples_tasks(value: str, named: list[str], tasks: Sequence[str],
                              "indices and run every item: name the tasks --tasks runs")
 
 
-def check_include_path(value: str, where: str = "--include_path") -> None:
+def check_include_path(value: str, tasks: Sequence[str] = (),
+                       where: str = "--include_path") -> None:
     """A folder whose task YAMLs lm-eval can read: it skips any other without a word.
 
     lm-eval indexes ``**/*.yaml`` under the folder (a file holds none) and passes over a file
-    it cannot load at debug level, so its tasks are then "not found".
+    it cannot load at debug level, so its tasks are then "not found". A key given twice, or a
+    task of ``tasks`` (those run) with no documents to load, is refused as well.
     """
     path = Path(value)
     if not path.exists():
@@ -107,14 +110,20 @@ def check_include_path(value: str, where: str = "--include_path") -> None:
         raise PreflightError(f"{where} {value} is a file; lm-eval reads every .yaml file of a "
                              f"folder (a file holds none): give {where} {path.parent}")
     for task_file in sorted(path.glob("**/*.yaml")):
-        problem = task_file_problem(task_file)
+        task, problem = read_task_file(task_file)
         if problem is not None:
             raise PreflightError(f"{where} {value}: {task_file} {problem} (lm-eval would skip it "
                                  "and its tasks without a word); fix the file")
+        problem = task_content_problem(task_file, task, run=_task_name(task) in tasks)
+        if problem is not None:
+            raise PreflightError(f"{where} {value}: {task_file} {problem}")
 
 
-def task_file_problem(task_file: Path) -> str | None:
-    """Why lm-eval cannot read a task YAML file (None: it can), as the end of a sentence."""
+def read_task_file(task_file: Path) -> tuple[object, str | None]:
+    """A task YAML as lm-eval reads it, and why it cannot (None: it can).
+
+    The reason is the end of a sentence that starts with the file's name.
+    """
     import yaml
 
     class TaskYamlLoader(yaml.SafeLoader):
@@ -122,11 +131,43 @@ def task_file_problem(task_file: Path) -> str | None:
 
     TaskYamlLoader.add_constructor("!function", lambda loader, node: loader.construct_scalar(node))
     try:
-        yaml.load(task_file.read_text(encoding="utf-8"), Loader=TaskYamlLoader)  # noqa: S506
+        return yaml.load(task_file.read_text(encoding="utf-8"), Loader=TaskYamlLoader), None  # noqa: S506
     except yaml.YAMLError as exc:
-        return not_valid_yaml(exc)
+        return None, not_valid_yaml(exc)
     except (OSError, UnicodeDecodeError) as exc:
-        return f"cannot be read ({exc})"
+        return None, f"cannot be read ({exc})"
+
+
+#: a task file's keys that give it its documents (or inherit them)
+_DOCUMENT_SOURCES = ("dataset_path", "custom_dataset", "include", "class")
+
+
+def _task_name(task: object) -> str | None:
+    """The task a task file defines (None: a group, or not a task file)."""
+    return task["task"] if isinstance(task, dict) and isinstance(task.get("task"), str) else None
+
+
+def task_content_problem(task_file: Path, task: object, run: bool = True) -> str | None:
+    """What lm-eval misreads in a readable task file, or fails on after the model loads.
+
+    With the fix, as the end of a sentence that starts with the file's name (None: nothing).
+    A key given twice (lm-eval keeps the second without a word); and, for a task that is
+    ``run``, no documents to load (a traceback from the datasets library).
+    """
+    import yaml
+
+    class RepeatedKeys(NoRepeatedKeysLoader):
+        """A task file's YAML with its keys checked."""
+
+    RepeatedKeys.add_constructor("!function", lambda loader, node: loader.construct_scalar(node))
+    try:
+        yaml.load(task_file.read_text(encoding="utf-8"), Loader=RepeatedKeys)  # noqa: S506
+    except ConfigError as exc:
+        return f"is refused: {exc}"
+    if run and _task_name(task) and not any(key in task for key in _DOCUMENT_SOURCES):
+        return ("names no dataset_path (nor include, custom_dataset or class), so lm-eval has no "
+                "documents to load; add dataset_path (a hub dataset, or a loader such as json "
+                "with dataset_kwargs: {data_files: ...})")
     return None
 
 
@@ -155,7 +196,10 @@ def check_dict_options(args: argparse.Namespace) -> None:
         if not values or "{" not in values[0]:
             continue
         try:
-            json.loads(values[0])
+            json.loads(values[0], object_pairs_hook=_unique_keys)
+        except _RepeatedKey as exc:
+            raise PreflightError(f"{option} {values[0]}: names {exc} twice (JSON keeps the "
+                                 f"second without a word); give {exc} once") from None
         except ValueError as exc:
             raise PreflightError(
                 f"{option} {values[0]}: lm-eval reads a value holding {{ as JSON, and this is "

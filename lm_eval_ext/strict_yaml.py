@@ -15,8 +15,11 @@ import yaml
 from lm_eval_ext.errors import ConfigError
 
 
-class UniqueKeyLoader(yaml.SafeLoader):
-    """PyYAML's safe loader, refusing a key that a mapping already holds."""
+class NoRepeatedKeysLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, refusing a key that a mapping already holds (else as YAML reads).
+
+    For files another program reads as plain YAML (lm-eval's task files).
+    """
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         """Build the mapping; a repeated key raises one error with both line numbers."""
@@ -24,16 +27,27 @@ class UniqueKeyLoader(yaml.SafeLoader):
         for key_node, _ in node.value:
             key = self.construct_object(key_node, deep=True)
             line = key_node.start_mark.line + 1
-            if isinstance(key, bool) and key_node.style is None:
-                raise ConfigError(f"key {key_node.value} (line {line}) is read by YAML as "
-                                  f"{str(key).lower()}, not as a name: quote it "
-                                  f"(\"{key_node.value}\": ...)")
+            self.check_key(key, key_node, line)
             if key in first:
                 raise ConfigError(f"key {key!r} appears twice in one mapping (lines "
                                   f"{first[key]} and {line}); YAML would keep only the "
                                   "second: give each its own name, or remove one")
             first[key] = line
         return super().construct_mapping(node, deep=deep)
+
+    def check_key(self, key: Any, key_node: yaml.Node, line: int) -> None:
+        """A key read otherwise than written raises here (none does in plain YAML)."""
+
+
+class UniqueKeyLoader(NoRepeatedKeysLoader):
+    """The package's own files: no repeated key, and nothing YAML 1.1 reads otherwise."""
+
+    def check_key(self, key: Any, key_node: yaml.Node, line: int) -> None:
+        """An unquoted ``yes``/``no`` key is a boolean to YAML 1.1: refused."""
+        if isinstance(key, bool) and key_node.style is None:
+            raise ConfigError(f"key {key_node.value} (line {line}) is read by YAML as "
+                              f"{str(key).lower()}, not as a name: quote it "
+                              f"(\"{key_node.value}\": ...)")
 
     def construct_yaml_int(self, node: yaml.ScalarNode) -> int:
         """An integer as written: YAML 1.1's octal ``010`` and sexagesimal ``1:30`` refused."""

@@ -204,6 +204,10 @@ def test_analyze_only_on_a_missing_folder_is_an_error(tmp_path, capsys, data_dir
     (["--judge-model", "gpt-17"], "judge: --judge-model 'gpt-17' is not an lm-eval model"),
     (["--judge-model-args", "precison=bf16"], "unknown model arg(s) precison (did you mean "
                                               "precision?)"),
+    # trial 12: the judge ran in bf16 (the last value) without a word
+    (["--judge-model-args", "precision=fp32,precision=bf16"],
+     "hf-metered: model arg precision is given twice (the second would win without a "
+     "word); give precision once"),
 ])
 def test_judge_refuses_an_unknown_model_or_arg_before_any_work(extra, message, tmp_path, capsys):
     code = cli_main.main(["judge", str(tmp_path), *extra])

@@ -494,3 +494,57 @@ def test_apply_chat_template_false_on_the_command_line_is_refused():
         "give --apply_chat_template alone to apply the model's template, or leave it out")
     check_command_line([*BASE, "--apply_chat_template"])
     check_command_line([*BASE, "--apply_chat_template", "chatml"])
+
+
+def test_a_json_option_naming_a_key_twice_is_refused():
+    """trial 12: `--metadata '{"a": 1, "a": 2}'` ran with a: 2 (JSON's last key), rc 0."""
+    from lm_eval._cli.utils import try_parse_json
+
+    assert try_parse_json('{"a": 1, "a": 2}') == {"a": 2}  # lm-eval keeps the second
+    for option in ("--metadata", "--gen_kwargs", "--model_args"):
+        with pytest.raises(PreflightError) as caught:
+            check_command_line([*BASE, option, '{"a": 1, "a": 2}'])
+        assert str(caught.value) == (f'{option} {{"a": 1, "a": 2}}: names a twice (JSON keeps '
+                                     "the second without a word); give a once")
+    check_command_line([*BASE, "--metadata", '{"a": 1, "b": 2}'])
+
+
+def _task_yaml(folder, text):
+    folder.mkdir(exist_ok=True)
+    path = folder / "t.yaml"
+    path.write_text(text)
+    return path
+
+
+JSON_TASK = ("dataset_path: json\ndataset_kwargs: {data_files: {test: d.jsonl}}\ntest_split: test\n"
+             "doc_to_text: '{{q}}'\ndoc_to_target: '{{a}}'\n")
+
+
+def test_a_task_file_naming_a_key_twice_or_no_documents_is_refused(tmp_path):
+    """trial 12: an --include_path task YAML with `task:` twice registered the second name only
+    (rc 0); a task YAML by path without dataset_path was a datasets traceback after the load."""
+    import yaml
+    from lm_eval.tasks import TaskManager
+
+    twice = _task_yaml(tmp_path / "inc", f"task: incd_t1\n{JSON_TASK}task: incd_t2\n")
+    assert "incd_t2" in TaskManager(include_path=str(twice.parent)).all_tasks  # the second
+    with pytest.raises(PreflightError) as caught:
+        check_command_line([*BASE[:2], "--tasks", "incd_t2", "--include_path", str(twice.parent)])
+    assert str(caught.value) == (
+        f"--include_path {twice.parent}: {twice} is refused: key 'task' appears twice in one "
+        "mapping (lines 1 and 7); YAML would keep only the second: give each its own name, or "
+        "remove one")
+    bare = _task_yaml(tmp_path / "bare", "task: bare_t\ndoc_to_text: '{{q}}'\n")
+    assert yaml.safe_load(bare.read_text()).get("dataset_path") is None
+    message = ("names no dataset_path (nor include, custom_dataset or class), so lm-eval has no "
+               "documents to load; add dataset_path (a hub dataset, or a loader such as json "
+               "with dataset_kwargs: {data_files: ...})")
+    with pytest.raises(PreflightError) as caught:
+        check_command_line([*BASE[:2], "--tasks", str(bare)])
+    assert str(caught.value) == f"--tasks {bare} {message}"
+    with pytest.raises(PreflightError) as caught:
+        check_command_line([*BASE[:2], "--tasks", "bare_t", "--include_path", str(bare.parent)])
+    assert str(caught.value) == f"--include_path {bare.parent}: {bare} {message}"
+    # followed: with its documents named, the same file passes
+    fixed = _task_yaml(tmp_path / "fixed", f"task: fixed_t\n{JSON_TASK}")
+    check_command_line([*BASE[:2], "--tasks", str(fixed)])

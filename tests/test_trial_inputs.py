@@ -553,6 +553,9 @@ def test_a_subnormal_or_infinite_weight_is_refused():
         assert str(error.value) == (f"recommend: --weights entry 'b4={value}': a weight is a "
                                     "finite number of at least 1e-300 (e.g. 0.8)")
     assert _weights("b4=0.8,nf4=1e300") == {"b4": 0.8, "nf4": 1e300}
+    with pytest.raises(AnalysisInputError) as error:  # trial 12: the last weight, no word
+        _weights("b4=1,b4=2")
+    assert str(error.value) == "recommend: --weights names b4 twice; give each run's weight once"
 
 
 def test_a_hub_push_without_a_token_is_one_line(monkeypatch, tmp_path):

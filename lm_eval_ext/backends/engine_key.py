@@ -42,7 +42,7 @@ def without_idle_derivation_args(model_args: str) -> str:
     keys = [part.partition("=")[0].strip() for part in parts]
     if "answers_from" in keys:
         return model_args
-    return ",".join(part for part, key in zip(parts, keys) if key not in DERIVATION_ARGS)
+    return ",".join(part for part, key in zip(parts, keys, strict=True) if key not in DERIVATION_ARGS)
 
 
 #: where the engine runs: part of the load; a derived run's devices are compared by their

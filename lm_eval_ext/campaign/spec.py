@@ -118,8 +118,10 @@ class Cell:
         return load_key(self.backend, self.engine_args)
 
     def model_args_for(self, answers_from: str | Path | None) -> str:
-        """The model args a run of this cell passes: ``answers_from`` added, or the re-check's
-        args left out (they apply to derived runs only)."""
+        """The model args a run of this cell passes.
+
+        ``answers_from`` added, or else the re-check's args left out (derived runs only).
+        """
         if answers_from is None:
             if self.backend != MODEL:  # re-checks are hf-metered's: its check names them
                 return self.model_args

@@ -75,6 +75,9 @@ def _weights(text: str | None) -> dict[str, float]:
         if not math.isfinite(weight) or 0 < abs(weight) < 1e-300:  # 1 / weight is finite
             raise AnalysisInputError(f"recommend: --weights entry {entry!r}: a weight is a "
                                      "finite number of at least 1e-300 (e.g. 0.8)")
+        if name.strip() in out:
+            raise AnalysisInputError(f"recommend: --weights names {name.strip()} twice; give "
+                                     "each run's weight once")
         out[name.strip()] = weight
     return out
 

@@ -127,6 +127,11 @@ class HFMeteredBase(MeteredLM):
             if bad:
                 raise ConfigError(f"{cls.MODEL_NAME}: model_args part {bad[0]!r} is not "
                                   "KEY=VALUE (e.g. precision=bf16,batch_size=8)")
+            keys = [part.partition("=")[0].strip() for part in parts]
+            twice = next((key for key in keys if keys.count(key) > 1), None)
+            if twice is not None:
+                raise ConfigError(f"{cls.MODEL_NAME}: model arg {twice} is given twice (the "
+                                  f"second would win without a word); give {twice} once")
             model_args = simple_parse_args_string(model_args)
         cls.checked_args(dict(model_args))
 
