@@ -186,6 +186,27 @@ def test_readers_reject_foreign_and_truncated_outputs_naming_the_file(helm_run, 
     assert read_harness_run(f"helm:b={helm_run}").name == "b"  # followed
 
 
+@pytest.mark.parametrize(("file", "text", "cause"), [
+    ("scenario_state.json", "[]", "AttributeError: 'list' object has no attribute 'get'"),
+    ("scenario_state.json", '{"request_states": [{}]}', "KeyError: 'instance'"),
+    ("run_spec.json", '{"scenario_spec": "bbq"}',
+     "AttributeError: 'str' object has no attribute 'get'"),
+])
+def test_a_helm_file_of_another_shape_is_one_line(file, text, cause, helm_run, tmp_path, capsys):
+    """trial 12: a scenario_state.json holding a list was a bug line in compare-harness and in
+    data manifest."""
+    edited = tmp_path / "edited"
+    shutil.copytree(helm_run, edited)
+    (edited / file).write_text(text)
+    line = (f"lm-eval-ext: error: {edited}: run_spec.json or scenario_state.json lacks what "
+            f"HELM writes ({cause}); pass the folder helm-run wrote, not an edited copy")
+    for argv in (["compare-harness", f"helm={helm_run}", f"helm:e={edited}"],
+                 ["data", "manifest", f"helm={edited}"]):
+        assert main([*argv, "--out", str(tmp_path / "out")]) == 2
+        assert capsys.readouterr().err.strip() == line
+    assert not (tmp_path / "out").exists()
+
+
 def test_compare_harness_of_one_run_is_told_to_give_two(helm_run, tmp_path, capsys):
     assert main(["compare-harness", f"helm={helm_run}", "--out", str(tmp_path / "a")]) == 2
     assert capsys.readouterr().err.strip() == (

@@ -262,7 +262,17 @@ def read_helm_run(name: str, path: str | Path) -> HarnessRun:
         except json.JSONDecodeError as exc:
             raise AnalysisInputError(f"{file} is not valid JSON ({exc.msg} at line {exc.lineno}); "
                                      "the run was cut while writing: rerun helm-run") from None
-    run_spec, state = loaded["run_spec"], loaded["scenario_state"]
+    try:
+        return _helm_run(name, folder, loaded["run_spec"], loaded["scenario_state"])
+    except (KeyError, TypeError, AttributeError, IndexError) as exc:  # a shape HELM never writes
+        raise AnalysisInputError(
+            f"{folder}: run_spec.json or scenario_state.json lacks what HELM writes "
+            f"({type(exc).__name__}: {exc}); pass the folder helm-run wrote, not an edited copy"
+        ) from None
+
+
+def _helm_run(name: str, folder: Path, run_spec: dict, state: dict) -> HarnessRun:
+    """The run of a HELM folder's two files, read as HELM writes them."""
     scenario = run_spec.get("scenario_spec", {}).get("class_name", "")
     if not scenario.endswith("BBQScenario"):
         raise AnalysisInputError(f"{folder}: scenario {scenario or '?'} is not read yet "
