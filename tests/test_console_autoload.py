@@ -72,6 +72,23 @@ def test_importing_the_wrapper_first_keeps_builtin_models():
     assert _python(code, LM_EVAL_EXT_DISABLE="1").stdout.strip() == "HFLM"
 
 
+def test_an_opt_out_value_the_hook_does_not_read_is_one_line(tmp_path):
+    """trial 12: LM_EVAL_EXT_DISABLE=y (or 2, disable) left the hook on without a word."""
+    code = ("from lm_eval.api.registry import get_model\n"
+            "try:\n    print(get_model('hf-metered').__name__)\nexcept Exception:\n"
+            "    print('missing')")
+    assert _python(code, LM_EVAL_EXT_DISABLE="y").stdout.strip() == "HFMeteredLM"  # still on
+    for value in ("y", "2"):
+        proc = run_cli(["lm_eval", "--model", "hf-metered", "--tasks", "bbq_subset_25pct_loglik",
+                        "--limit", "1", "--output_path", str(tmp_path)],
+                       env={"LM_EVAL_EXT_DISABLE": value})
+        assert proc.returncode == 2 and proc.stderr.strip() == (
+            f"lm_eval: error: LM_EVAL_EXT_DISABLE={value} is neither on nor off: set "
+            "LM_EVAL_EXT_DISABLE=1 to turn lm-eval-ext's hook off (lm_eval is then lm-eval "
+            "alone), or unset it to keep the hook"), proc.stderr[-2000:]
+    assert not any(tmp_path.iterdir())
+
+
 def test_opt_out_disables_the_hook():
     code = ("from lm_eval.api.registry import get_model\n"
             "try:\n    get_model('hf-metered'); print('found')\n"

@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 
 from lm_eval_ext.errors import (
     TRACEBACK_ENV,
+    ConfigError,
     EnvironmentProblem,
     LmEvalExtError,
     ending_lm_eval_command,
@@ -157,7 +158,23 @@ def check_stock_arguments() -> None:
     from lm_eval_ext.command_preflight import check_arguments_lm_eval_parses
 
     with ending_lm_eval_command():  # one line, exit 2
+        check_disable_value()
         check_arguments_lm_eval_parses(sys.argv[1:])
+
+
+#: the start-up hook's switch (read by ``autoload.install``, which runs as its own module at
+#: start-up: 1/true/yes/on turn the hook off) and the words it reads, on or off
+DISABLE_ENV = "LM_EVAL_EXT_DISABLE"
+_DISABLE_WORDS = ("1", "true", "yes", "on", "", "0", "false", "no", "off")
+
+
+def check_disable_value() -> None:
+    """``LM_EVAL_EXT_DISABLE`` set to a word the hook does not read (``y``): the hook ran on."""
+    value = os.environ.get(DISABLE_ENV, "")
+    if value.strip().lower() not in _DISABLE_WORDS:
+        raise ConfigError(f"{DISABLE_ENV}={value} is neither on nor off: set "
+                          f"{DISABLE_ENV}=1 to turn lm-eval-ext's hook off (lm_eval is then "
+                          f"lm-eval alone), or unset it to keep the hook")
 
 
 def check_stock_command_line() -> None:
