@@ -126,16 +126,23 @@ def read_task_file(task_file: Path) -> tuple[object, str | None]:
     """
     import yaml
 
-    class TaskYamlLoader(yaml.SafeLoader):
-        """YAML as lm-eval reads a task file: safe, with its ``!function`` tag."""
-
-    TaskYamlLoader.add_constructor("!function", lambda loader, node: loader.construct_scalar(node))
     try:
-        return yaml.load(task_file.read_text(encoding="utf-8"), Loader=TaskYamlLoader), None  # noqa: S506
+        text = task_file.read_text(encoding="utf-8")
+        return yaml.load(text, Loader=_task_loader(yaml.SafeLoader)), None  # noqa: S506
     except yaml.YAMLError as exc:
         return None, not_valid_yaml(exc)
     except (OSError, UnicodeDecodeError) as exc:
         return None, f"cannot be read ({exc})"
+
+
+def _task_loader(base: type) -> type:
+    """``base`` (a safe YAML loader) reading lm-eval's ``!function`` tag, as text."""
+
+    class TaskYamlLoader(base):
+        """YAML as lm-eval reads a task file: safe, with its ``!function`` tag."""
+
+    TaskYamlLoader.add_constructor("!function", lambda loader, node: loader.construct_scalar(node))
+    return TaskYamlLoader
 
 
 #: a task file's keys that give it its documents (or inherit them)
@@ -156,12 +163,9 @@ def task_content_problem(task_file: Path, task: object, run: bool = True) -> str
     """
     import yaml
 
-    class RepeatedKeys(NoRepeatedKeysLoader):
-        """A task file's YAML with its keys checked."""
-
-    RepeatedKeys.add_constructor("!function", lambda loader, node: loader.construct_scalar(node))
     try:
-        yaml.load(task_file.read_text(encoding="utf-8"), Loader=RepeatedKeys)  # noqa: S506
+        yaml.load(task_file.read_text(encoding="utf-8"),  # noqa: S506
+                  Loader=_task_loader(NoRepeatedKeysLoader))
     except ConfigError as exc:
         return f"is refused: {exc}"
     if run and _task_name(task) and not any(key in task for key in _DOCUMENT_SOURCES):
