@@ -429,6 +429,71 @@ def test_a_derived_cell_changes_its_command_not_its_configuration(tmp_path):
         (tmp_path / "c" / record["output_path"]).resolve(), None)
 
 
+def test_a_failed_runs_cause_is_its_error_line_not_a_progress_bar():
+    """A dry run's failed calibration showed the log's last line, a progress bar (trial 11)."""
+    from lm_eval_ext.campaign.sizes import failure_line
+
+    bar = "Running loglikelihood requests:  50%|#####     | 1/2 [00:01<00:01,  1.2it/s]"
+    log = (f"INFO  Selected Tasks\nlm_eval: error: --limit 0: give a positive number\n{bar}\r"
+           f"{bar}\n")
+    assert failure_line(log) == "lm_eval: error: --limit 0: give a positive number"
+    log = f"Traceback (most recent call last):\n  File x\nFileNotFoundError: no d.jsonl\n{bar}\n"
+    assert failure_line(log) == "FileNotFoundError: no d.jsonl"
+    assert failure_line("") == "(no output)"
+
+
+@pytest.mark.slow
+def test_a_dry_run_whose_calibration_fails_exits_1_with_the_cause(tmp_path, embedded_checkpoint):
+    """Its calibration's failure was the log's last line, and the dry run exited 0 (trial 11)."""
+    tasks = tmp_path / "tasks"
+    tasks.mkdir()
+    _task_failing_on_its_second_item(tmp_path, tasks)
+    spec_path = tmp_path / "c.yaml"
+    spec_path.write_text(yaml.safe_dump({
+        "models": {"smollm2": "idle_seconds=0"}, "tasks": ["gone_t"],
+        "lm_eval": {"include_path": str(tasks)}, "conditions": {"M0": {}}}))
+    result = run_cli(["lm-eval-ext", "campaign", str(spec_path), "--out", str(tmp_path / "d"),
+                      "--dry-run", "--calibration-limit", "2"])
+    assert result.returncode == 1, result.stdout + result.stderr
+    [line] = [x for x in result.stdout.splitlines() if x.startswith("calibration of")]
+    assert line.startswith("calibration of smollm2__M0__gone_t failed: exit 1: ")
+    assert "'str object' has no attribute 'x'" in line and "%|" not in line, line
+    assert result.stderr.strip().splitlines()[-1] == (
+        "a calibration run failed (its line above gives the cause): the cells of its "
+        "configuration would fail the same way; fix what it names and dry-run again")
+
+
+def _task_failing_on_its_second_item(tmp_path, tasks, target: int = 0) -> None:
+    """A task whose prompt lm-eval renders for its first item as it builds the task, and for the
+    second only once the model has loaded (a Jinja error there)."""
+    (tmp_path / "d.jsonl").write_text('{"q": {"x": {"y": "a"}}}\n{"q": "hi"}\n')
+    (tasks / "gone.yaml").write_text(
+        "task: gone_t\ndataset_path: json\ndataset_kwargs: {data_files: {test: "
+        f"{tmp_path / 'd.jsonl'}}}}}\ntest_split: test\noutput_type: multiple_choice\n"
+        f"doc_to_text: '{{{{q.x.y}}}}'\ndoc_to_choice: [a, b]\ndoc_to_target: {target}\n")
+
+
+def test_a_task_lm_eval_cannot_build_is_one_line(tmp_path, capsys):
+    """A campaign's include-path task whose target is out of range was a bug line
+    (IndexError) in the dry run's item count."""
+    tasks = tmp_path / "tasks"
+    tasks.mkdir()
+    _task_failing_on_its_second_item(tmp_path, tasks, target=5)
+    spec_path = tmp_path / "c.yaml"
+    spec_path.write_text(yaml.safe_dump({
+        "models": {"smollm2": "idle_seconds=0"}, "tasks": ["gone_t"],
+        "lm_eval": {"include_path": str(tasks)}, "conditions": {"M0": {}}}))
+    argv = ["campaign", str(spec_path), "--out", str(tmp_path / "d"), "--dry-run",
+            "--calibration-limit", "0"]
+    assert main(argv) == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (  # after datasets' bar
+        "lm-eval-ext: error: lm-eval cannot build the task(s) gone_t (IndexError: list index out "
+        f"of range); fix the task YAML under {tasks} (its prompt, choices or target) and run again")
+    _task_failing_on_its_second_item(tmp_path, tasks)  # followed: it builds (and counts 2 items)
+    assert main(argv) == 0
+    assert "gone_t" in capsys.readouterr().out
+
+
 @pytest.mark.slow
 def test_a_campaign_derives_a_subset_cell_and_measure_all_measures_it(tmp_path, embedded_checkpoint):
     spec_path = tmp_path / "deriving.yaml"

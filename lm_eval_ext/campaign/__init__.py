@@ -191,8 +191,11 @@ def plan_dry_run(spec: CampaignSpec, shard: str = "1/1", calibration_limit: int 
 
 def dry_run(spec: CampaignSpec, shard: str = "1/1", calibration_limit: int | None = 8,
             echo: bool = False, out: str | Path | None = None,
-            measure_all: bool = False) -> list[str]:
-    """Lines: each cell of the shard with its items and estimated seconds (:func:`plan_dry_run`)."""
+            measure_all: bool = False) -> tuple[list[str], bool]:
+    """Lines: each cell of the shard with its items and estimated seconds (:func:`plan_dry_run`).
+
+    And whether every calibration run succeeded (a failed one fails its cells the same way).
+    """
     from lm_eval_ext.campaign.confounds import confounded_comparison_lines
 
     found = plan_dry_run(spec, shard, calibration_limit, echo, out, measure_all)
@@ -216,7 +219,8 @@ def dry_run(spec: CampaignSpec, shard: str = "1/1", calibration_limit: int | Non
                  + (f" (calibrated on {calibration_limit} items per configuration; derived "
                     "cells at their re-check's cost, the model load once per loaded model)"
                     if calibration_limit else " (no calibration)"))
-    return lines + confounded_comparison_lines(spec)
+    failed = any("error" in calibrated for calibrated in found.calibration.values())
+    return lines + confounded_comparison_lines(spec), not failed
 
 
 def status_lines(spec: CampaignSpec, out: str | Path) -> tuple[list[str], bool]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import re
 import tempfile
 import time
 from collections.abc import Mapping, Sequence
@@ -21,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from lm_eval_ext.campaign.spec import Cell, parse_model_args
+from lm_eval_ext.errors import ConfigError
 
 
 def task_sizes(cells: Sequence[Cell]) -> dict[str, int]:
@@ -42,6 +44,12 @@ def task_sizes(cells: Sequence[Cell]) -> dict[str, int]:
         if unreachable is None:
             raise
         raise unreachable from None
+    except Exception as exc:  # lm-eval builds a task from its YAML: the user's own, here
+        if not extra:
+            raise
+        raise ConfigError(f"lm-eval cannot build the task(s) {', '.join(names)} ({type(exc).__name__}"
+                          f": {exc}); fix the task YAML under {', '.join(extra)} (its prompt, "
+                          "choices or target) and run again") from None
     return {name: len(task.eval_docs) for name, task in tasks.items()}
 
 
@@ -60,6 +68,17 @@ def rate_key(cell: Cell) -> str:
     options = {k: v for k, v in cell.options.items() if k not in ("limit", "metadata")}
     return json.dumps({"model_args": cell.model_args, "options": options,
                        "loglik": cell.task.endswith("_loglik")}, sort_keys=True, default=str)
+
+
+def failure_line(log: str) -> str:
+    """The line of a failed run's log that gives the cause.
+
+    Its last error line, else its last line that is not a progress bar.
+    """
+    lines = [line.strip() for line in log.replace("\r", "\n").splitlines() if line.strip()]
+    errors = [line for line in lines if re.match(r"(lm_eval|lm-eval-ext): error: ", line)]
+    plain = [line for line in lines if not re.search(r"\d+%\||it/s\]|s/it\]", line)]
+    return (errors or plain or lines or ["(no output)"])[-1]
 
 
 def calibrate(cells: Sequence[Cell], limit: int, echo: bool = False) -> dict[str, dict[str, Any]]:
@@ -84,8 +103,8 @@ def calibrate(cells: Sequence[Cell], limit: int, echo: bool = False) -> dict[str
             wall = time.perf_counter() - started
             results = sorted(Path(tmp).rglob("results_*.json"))
             if code != 0 or not results:
-                tail = (Path(tmp) / "log").read_text(errors="replace").strip().splitlines()[-1:]
-                found[key] = {"cell": cell.cell_id, "error": f"exit {code}: {' '.join(tail)}"}
+                log = (Path(tmp) / "log").read_text(errors="replace")
+                found[key] = {"cell": cell.cell_id, "error": f"exit {code}: {failure_line(log)}"}
                 continue
             payload = json.loads(results[0].read_text())
             metering = payload["config"]["metering"]

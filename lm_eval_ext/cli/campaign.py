@@ -82,9 +82,14 @@ def run(args: argparse.Namespace) -> int:
         return 0 if complete else 1
     if args.dry_run:
         calibration = 8 if args.calibration_limit is None else args.calibration_limit
-        print("\n".join(dry_run(spec, args.shard or "1/1", calibration or None, out=args.out,
-                                measure_all=args.measure_all)))
-        return 0
+        lines, calibrated = dry_run(spec, args.shard or "1/1", calibration or None,
+                                    out=args.out, measure_all=args.measure_all)
+        print("\n".join(lines))
+        if not calibrated:
+            print("a calibration run failed (its line above gives the cause): the cells of its "
+                  "configuration would fail the same way; fix what it names and dry-run again",
+                  file=sys.stderr)
+        return 0 if calibrated else 1
     with warnings.catch_warnings():
         if args.quiet:  # numpy's and matplotlib's warnings too; our one-line notes stay
             warnings.simplefilter("ignore")
