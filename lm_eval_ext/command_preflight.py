@@ -33,6 +33,7 @@ from lm_eval_ext.lm_eval_inputs import (
     task_content_problem,
 )
 from lm_eval_ext.strict_yaml import UniqueKeyLoader
+from lm_eval_ext.task_building import check_user_tasks_build
 
 #: lm-eval's rule, said as ours (its own message is a ValueError traceback in the stock command)
 SAMPLES_NEED_OUTPUT_PATH = ("--log_samples and --predict_only need --output_path (the folder "
@@ -646,6 +647,9 @@ def _check_options(args: argparse.Namespace, from_file: Mapping[str, object]) ->
         where = f" (and --config {args.config} names none)" if args.config else ""
         raise PreflightError(f"--tasks is missing{where}: name the tasks to run (e.g. --tasks "
                              "bbq_subset_25pct; `lm-eval ls tasks` lists them)")
+    if args.include_path is not None and args.tasks:  # last: it reads the tasks' data
+        check_user_tasks_build([n.strip() for value in args.tasks for n in value.split(",")],
+                               args.include_path, model_args_of(args.metadata))
 
 
 def _subset_hint(name: str) -> str | None:

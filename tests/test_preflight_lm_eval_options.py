@@ -7,6 +7,7 @@ model or cache would raise on is refused, what it takes is passed (trial 9).
 from __future__ import annotations
 
 import os
+import re
 import types
 
 import pytest
@@ -548,3 +549,27 @@ def test_a_task_file_naming_a_key_twice_or_no_documents_is_refused(tmp_path):
     # followed: with its documents named, the same file passes
     fixed = _task_yaml(tmp_path / "fixed", f"task: fixed_t\n{JSON_TASK}")
     check_command_line([*BASE[:2], "--tasks", str(fixed)])
+
+
+@pytest.mark.parametrize(("body", "cause"), [
+    (JSON_TASK.replace("d.jsonl", "/nonexistent/d.jsonl"), "FileNotFoundError: Unable to find "
+                                                          "'/nonexistent/d.jsonl'"),
+    (JSON_TASK.replace("'{{a}}'", "5").replace("doc_to_text", "doc_to_choice: [a, b]\n"
+                                               "output_type: multiple_choice\ndoc_to_text"),
+     "IndexError: list index out of range"),
+])
+def test_an_include_path_task_lm_eval_cannot_build_is_one_line(body, cause, tmp_path):
+    """An include-path task with a missing data file or a target beyond its choices ended in
+    lm-eval's traceback, after the model had loaded (lm-eval builds the tasks then)."""
+    from lm_eval.tasks import TaskManager, get_task_dict
+
+    folder = tmp_path / "inc"
+    _task_yaml(folder, f"task: mine\n{body}".replace("test: d.jsonl", f"test: {folder}/d.jsonl"))
+    (folder / "d.jsonl").write_text('{"q": "2+2", "a": "4"}\n')
+    with pytest.raises(Exception, match=re.escape(cause.split(": ", 1)[1])):  # lm-eval's own
+        get_task_dict(["mine"], TaskManager(include_path=str(folder), include_defaults=False))
+    with pytest.raises(PreflightError) as caught:
+        check_command_line([*BASE[:2], "--tasks", "mine", "--include_path", str(folder)])
+    assert str(caught.value) == (
+        f"lm-eval cannot build the task(s) mine ({cause}); fix the task YAML under {folder} (its "
+        "data files, prompt, choices or target) and run again")

@@ -22,34 +22,21 @@ from pathlib import Path
 from typing import Any
 
 from lm_eval_ext.campaign.spec import Cell, parse_model_args
-from lm_eval_ext.errors import ConfigError
 
 
 def task_sizes(cells: Sequence[Cell]) -> dict[str, int]:
     """Items per task (lm-eval's evaluation split), read through lm-eval's TaskManager."""
-    from lm_eval.tasks import TaskManager, get_task_dict
+    from lm_eval.tasks import TaskManager
 
-    from lm_eval_ext.plugin.lm_eval_cli import unreachable_data
     from lm_eval_ext.plugin.registration import activate
     from lm_eval_ext.plugin.task_folders import narrow_task_manager
+    from lm_eval_ext.task_building import build_tasks
 
     activate()
     extra = sorted({str(c.options["include_path"]) for c in cells if c.options.get("include_path")})
     names = sorted({c.task for c in cells})
     manager = narrow_task_manager(names, extra) or TaskManager(include_path=extra or None)
-    try:
-        tasks = get_task_dict(names, manager)
-    except (ConnectionError, FileNotFoundError) as exc:  # a stock task's data, out of reach
-        unreachable = unreachable_data(exc)
-        if unreachable is None:
-            raise
-        raise unreachable from None
-    except Exception as exc:  # lm-eval builds a task from its YAML: the user's own, here
-        if not extra:
-            raise
-        raise ConfigError(f"lm-eval cannot build the task(s) {', '.join(names)} ({type(exc).__name__}"
-                          f": {exc}); fix the task YAML under {', '.join(extra)} (its prompt, "
-                          "choices or target) and run again") from None
+    tasks = build_tasks(names, manager, extra)
     return {name: len(task.eval_docs) for name, task in tasks.items()}
 
 

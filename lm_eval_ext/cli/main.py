@@ -161,7 +161,7 @@ def _command(argv: list[str]) -> int:
     except (OSError, UnicodeDecodeError) as exc:  # a user's path that no reader named itself
         if args.func is run.run or os.environ.get(TRACEBACK_ENV):
             raise
-        from lm_eval_ext.plugin.lm_eval_cli import unreachable_data
+        from lm_eval_ext.task_building import unreachable_data
 
         error = unreachable_data(exc) or unnamed_path_error(exc)  # a network error is an OSError
         print(f"{command_name(argv)}: error: {error}", file=sys.stderr)

@@ -16,7 +16,6 @@ from collections.abc import Callable, Sequence
 from lm_eval_ext.errors import (
     TRACEBACK_ENV,
     ConfigError,
-    EnvironmentProblem,
     LmEvalExtError,
     ending_lm_eval_command,
     interrupt_once,
@@ -25,6 +24,7 @@ from lm_eval_ext.errors import (
     stock_lm_eval_command,
 )
 from lm_eval_ext.plugin.wrapping import wrap_once
+from lm_eval_ext.task_building import unreachable_data
 
 
 def run_lm_eval_cli(argv: Sequence[str], program: str) -> None:
@@ -48,23 +48,6 @@ def config_problem(argv: Sequence[str]) -> LmEvalExtError | None:
         check_config_of(argv)
     except PreflightError as problem:
         return problem
-    return None
-
-
-def unreachable_data(error: BaseException) -> EnvironmentProblem | None:
-    """A task whose data set needs the Hugging Face hub or the web, out of reach: one line."""
-    text = str(error)
-    if isinstance(error, ConnectionError) and " on the Hub" in text:
-        return EnvironmentProblem(
-            f"a task's data set could not be loaded: {text}; the task downloads it from the "
-            "Hugging Face hub: connect to the hub (unset HF_HUB_OFFLINE and HF_DATASETS_OFFLINE "
-            "where set), run it once online so that datasets caches it, or use one of this "
-            "package's tasks (e.g. bbq_subset_25pct), which read local files")
-    if isinstance(error, FileNotFoundError) and "Unable to find 'http" in text:
-        return EnvironmentProblem(
-            f"a task's data file could not be fetched ({text.split('Unable to find ')[-1]}): "
-            "the web cannot be reached from here; a task from `lm-eval-ext export-upstream` "
-            "reads local files when exported with --local-data")
     return None
 
 

@@ -1,0 +1,65 @@
+"""lm-eval's tasks built as lm-eval builds them, before the model loads.
+
+lm-eval builds a run's tasks (reads their data, renders the first item's prompt) only after it
+has loaded the model; a task YAML of the user's own that fails there ends in lm-eval's
+traceback. Built here first, its failure is one line naming the task and the folder.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from lm_eval_ext.errors import EnvironmentProblem, PreflightError
+
+
+def unreachable_data(error: BaseException) -> EnvironmentProblem | None:
+    """A task whose data set needs the Hugging Face hub or the web, out of reach: one line."""
+    text = str(error)
+    if isinstance(error, ConnectionError) and " on the Hub" in text:
+        return EnvironmentProblem(
+            f"a task's data set could not be loaded: {text}; the task downloads it from the "
+            "Hugging Face hub: connect to the hub (unset HF_HUB_OFFLINE and HF_DATASETS_OFFLINE "
+            "where set), run it once online so that datasets caches it, or use one of this "
+            "package's tasks (e.g. bbq_subset_25pct), which read local files")
+    if isinstance(error, FileNotFoundError) and "Unable to find 'http" in text:
+        return EnvironmentProblem(
+            f"a task's data file could not be fetched ({text.split('Unable to find ')[-1]}): "
+            "the web cannot be reached from here; a task from `lm-eval-ext export-upstream` "
+            "reads local files when exported with --local-data")
+    return None
+
+
+def build_tasks(names: Sequence[str], manager: Any, user_folders: Sequence[str] = ()) -> dict:
+    """lm-eval's ``get_task_dict(names, manager)``.
+
+    A data set out of reach is :func:`unreachable_data`'s line; any other failure, where the
+    tasks come from the user's ``user_folders``, a line naming them and the fix (elsewhere it
+    is ours, or lm-eval's, and raised as it is).
+    """
+    from lm_eval.tasks import get_task_dict
+
+    try:
+        return get_task_dict(list(names), manager)
+    except Exception as exc:
+        unreachable = unreachable_data(exc)
+        if unreachable is not None:
+            raise unreachable from None
+        if not user_folders:
+            raise
+        raise PreflightError(f"lm-eval cannot build the task(s) {', '.join(names)} "
+                             f"({type(exc).__name__}: {exc}); fix the task YAML under "
+                             f"{', '.join(user_folders)} (its data files, prompt, choices or "
+                             "target) and run again") from None
+
+
+def check_user_tasks_build(tasks: Sequence[str], include_path: str,
+                           metadata: Mapping[str, Any] | None = None) -> None:
+    """The tasks run from the user's ``include_path`` folder, built as lm-eval will build them."""
+    from lm_eval.tasks import TaskManager
+
+    manager = TaskManager(include_path=[include_path], include_defaults=False,
+                          metadata=dict(metadata or {}) or None)
+    own = [name for name in tasks if name in manager.all_subtasks]
+    if own:
+        build_tasks(own, manager, [include_path])
