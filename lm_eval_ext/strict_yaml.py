@@ -2,7 +2,7 @@
 
 YAML's own rule keeps the last of two equal keys (PyYAML does so silently), so a second
 ``limit:`` or ``M0:`` would replace the first unseen; ``010`` is octal 8, ``1:30`` the
-sexagesimal 90, and a key ``yes`` or ``no`` the boolean true or false.
+sexagesimal 90, and ``yes`` or ``no`` (a key or a value) the boolean true or false.
 """
 
 from __future__ import annotations
@@ -49,6 +49,19 @@ class UniqueKeyLoader(NoRepeatedKeysLoader):
                               f"{str(key).lower()}, not as a name: quote it "
                               f"(\"{key_node.value}\": ...)")
 
+    def construct_yaml_bool(self, node: yaml.ScalarNode) -> bool:
+        """A boolean written true or false: YAML 1.1's ``yes``/``no``/``on``/``off`` refused.
+
+        (A condition named ``no`` in a list of names would be false.)
+        """
+        value = super().construct_yaml_bool(node)
+        if str(node.value).lower() not in ("true", "false"):
+            raise ConfigError(f"{node.value} (line {node.start_mark.line + 1}) is read by YAML "
+                              f"as {str(value).lower()}, not as written: quote it "
+                              f"(\"{node.value}\") for a name, or write {str(value).lower()} "
+                              "for a switch")
+        return value
+
     def construct_yaml_int(self, node: yaml.ScalarNode) -> int:
         """An integer as written: YAML 1.1's octal ``010`` and sexagesimal ``1:30`` refused."""
         text = str(node.value).replace("_", "")
@@ -61,3 +74,4 @@ class UniqueKeyLoader(NoRepeatedKeysLoader):
 
 
 UniqueKeyLoader.add_constructor("tag:yaml.org,2002:int", UniqueKeyLoader.construct_yaml_int)
+UniqueKeyLoader.add_constructor("tag:yaml.org,2002:bool", UniqueKeyLoader.construct_yaml_bool)

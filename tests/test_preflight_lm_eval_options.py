@@ -444,7 +444,9 @@ def test_a_files_sampling_settings_lm_eval_cannot_run_are_refused(gen_kwargs, me
     ("predict_only: \"false\"", "predict_only: 'false' is not true or false (lm-eval takes any "
                                 "text, 'false' too, as true)"),
     ("log_samples: \"no\"", "log_samples: 'no' is not true or false"),
-    ("use_cache: no", "use_cache: False is not a name or path (YAML reads yes/no as true/false"),
+    ("use_cache: no", 'no (line 4) is read by YAML as false, not as written: quote it ("no") '
+                      "for a name, or write false for a switch"),
+    ("log_samples: yes", "yes (line 4) is read by YAML as true, not as written"),
     ("device: [cpu]", "device: ['cpu'] is not a name or path"),
     ("limit: 010", "010 (line 4) is read by YAML as 8, not as written: write the number without "
                    "a leading zero or a colon, or quote it for text"),
@@ -474,8 +476,19 @@ def test_a_campaign_condition_named_yes_is_told_to_quote_it(tmp_path):
                     "  yes: {batch_size: 1}\n  no: {batch_size: 2}\n")
     with pytest.raises(ConfigError) as caught:
         read_yaml(path)
-    assert 'key yes (line 4) is read by YAML as true, not as a name: quote it ("yes": ...)' in \
+    assert 'yes (line 4) is read by YAML as true, not as written: quote it ("yes") for a name, ' \
+        "or write true for a switch" in str(caught.value)
+    # trial 13: with the keys quoted, `runs: [no]` was "tasks must be a task name" (YAML's false)
+    path.write_text("models: {m: ''}\ntasks: [bbq_subset_12p5pct_loglik]\nconditions:\n"
+                    '  "yes": {batch_size: 1}\n  "no": {batch_size: 2}\n'
+                    "compare: {b: {reference: yes, runs: [no]}}\n")
+    with pytest.raises(ConfigError) as caught:
+        read_yaml(path)
+    assert 'yes (line 6) is read by YAML as true, not as written: quote it ("yes")' in \
         str(caught.value)
+    path.write_text(path.read_text().replace("reference: yes, runs: [no]",
+                                             'reference: "yes", runs: ["no"]'))
+    assert read_yaml(path)["compare"] == {"b": {"reference": "yes", "runs": ["no"]}}  # followed
 
 
 def test_apply_chat_template_false_on_the_command_line_is_refused():
