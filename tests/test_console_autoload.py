@@ -89,6 +89,25 @@ def test_an_opt_out_value_the_hook_does_not_read_is_one_line(tmp_path):
     assert not any(tmp_path.iterdir())
 
 
+def test_our_model_in_the_stock_command_with_the_hook_off_is_one_line(tmp_path):
+    """trial 13: LM_EVAL_EXT_DISABLE=1 lm_eval --model hf-metered ended in lm-eval's "Tasks not
+    found" traceback (the hook off, lm-eval knows neither our tasks nor our models)."""
+    from lm_eval_ext.backends.lm_eval_names import MODELS
+
+    ours = _python("import _lm_eval_ext_autoload as a; print(','.join(a.OUR_MODELS))")
+    assert set(ours.stdout.strip().split(",")) == set(MODELS)  # it cannot import the package
+    for value, model in (("1", ["--model", "hf-metered"]), ("true", ["--model=vllm-metered"])):
+        proc = run_cli(["lm_eval", *model, "--tasks", "bbq_subset_25pct_loglik", "--limit", "1",
+                        "--output_path", str(tmp_path)], env={"LM_EVAL_EXT_DISABLE": value})
+        name = model[-1].removeprefix("--model=")
+        assert proc.returncode == 2 and proc.stderr.strip() == (
+            f"lm_eval: error: --model {name} is lm-eval-ext's, and LM_EVAL_EXT_DISABLE={value} "
+            "turns lm-eval-ext off in the stock lm_eval: unset LM_EVAL_EXT_DISABLE, or run "
+            "`lm-eval-ext run ...` instead"), proc.stderr[-2000:]
+    # another program's --model is left alone
+    assert _python("print('ran')", LM_EVAL_EXT_DISABLE="1").stdout.strip() == "ran"
+
+
 def test_opt_out_disables_the_hook():
     code = ("from lm_eval.api.registry import get_model\n"
             "try:\n    get_model('hf-metered'); print('found')\n"

@@ -155,9 +155,42 @@ class PostImportFinder:
         return None
 
 
+#: the models this package registers (the stock ``lm_eval`` lacks them with the hook off)
+OUR_MODELS = ("hf-metered", "vllm-metered", "hf-multimodal-metered")
+
+
+def _stock_command_model() -> str | None:
+    """The ``--model`` of a stock ``lm_eval`` command line (None: another program, or none)."""
+    argv = list(getattr(sys, "orig_argv", None) or sys.argv)
+    if os.path.basename(sys.argv[0] if sys.argv else "") not in ("lm_eval", "lm-eval") and \
+            argv[1:3] != ["-m", "lm_eval"]:
+        return None
+    for i, arg in enumerate(argv):
+        if arg in ("--model", "-m") and i + 1 < len(argv) and argv[i + 1] != "lm_eval":
+            return argv[i + 1]
+        if arg.startswith("--model="):
+            return arg.partition("=")[2]
+    return None
+
+
+def _refuse_our_model_while_disabled() -> None:
+    """With the hook off, the stock ``lm_eval`` asked for our model: one line, exit 2.
+
+    (lm-eval would end in its "Tasks not found" or model-registry traceback.)
+    """
+    model = _stock_command_model()
+    if model in OUR_MODELS:
+        sys.stderr.write(f"lm_eval: error: --model {model} is lm-eval-ext's, and {DISABLE_ENV}="
+                         f"{os.environ[DISABLE_ENV]} turns lm-eval-ext off in the stock lm_eval: "
+                         f"unset {DISABLE_ENV}, or run `lm-eval-ext run ...` instead\n")
+        sys.stderr.flush()
+        os._exit(2)  # in a .pth line: SystemExit would stop Python's start-up with a traceback
+
+
 def install() -> None:
     """Install the finder once, unless ``LM_EVAL_EXT_DISABLE`` is set to a true value."""
     if os.environ.get(DISABLE_ENV, "").strip().lower() in {"1", "true", "yes", "on"}:
+        _refuse_our_model_while_disabled()
         return
     if any(isinstance(f, PostImportFinder) for f in sys.meta_path):
         return
