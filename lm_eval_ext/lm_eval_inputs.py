@@ -168,6 +168,8 @@ def task_content_problem(task_file: Path, task: object, run: bool = True) -> str
                   Loader=_task_loader(NoRepeatedKeysLoader))
     except ConfigError as exc:
         return f"is refused: {exc}"
+    except yaml.YAMLError:  # read_task_file's reading stands (as lm-eval reads the file)
+        pass
     if run and _task_name(task) and not any(key in task for key in _DOCUMENT_SOURCES):
         return ("names no dataset_path (nor include, custom_dataset or class), so lm-eval has no "
                 "documents to load; add dataset_path (a hub dataset, or a loader such as json "

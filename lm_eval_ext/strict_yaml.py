@@ -25,6 +25,8 @@ class NoRepeatedKeysLoader(yaml.SafeLoader):
         """Build the mapping; a repeated key raises one error with both line numbers."""
         first: dict[Any, int] = {}
         for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":  # `<<: *base`: its keys may be
+                continue  # overridden here (PyYAML's flatten_mapping merges them)
             key = self.construct_object(key_node, deep=True)
             line = key_node.start_mark.line + 1
             self.check_key(key, key_node, line)

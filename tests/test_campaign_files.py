@@ -149,3 +149,28 @@ def test_a_campaigns_comparison_on_shared_items_says_so_on_the_console(tmp_path,
     [line] = [x for x in capsys.readouterr().out.splitlines() if "every run holds" in x]
     assert line.endswith(": compared on the 16 items every run holds (left out: {'M0': 8, "
                          "'M4': 0})") and report.is_file()
+
+
+def test_a_yaml_merge_key_is_read_as_yaml_reads_it(tmp_path):
+    """trial 13: `M1: {<<: *b, batch_size: 4}` (valid YAML, read by yaml.safe_load) was "not
+    valid YAML ... no constructor for tag:yaml.org,2002:merge" in a campaign or --config file,
+    and a traceback in an include-path task file."""
+    import yaml
+
+    from lm_eval_ext.campaign.yaml_file import read_yaml
+    from lm_eval_ext.errors import ConfigError
+    from lm_eval_ext.lm_eval_inputs import task_content_problem
+
+    text = ("models: {smollm2: ''}\ntasks: [bbq_subset_12p5pct_loglik]\nconditions:\n"
+            "  M0: &b {batch_size: 1, limit: 8}\n  M1: {<<: *b, batch_size: 4}\n")
+    path = tmp_path / "c.yaml"
+    path.write_text(text)
+    assert read_yaml(path) == yaml.safe_load(text)
+    assert read_yaml(path)["conditions"]["M1"] == {"batch_size": 4, "limit": 8}
+    path.write_text(text.replace("batch_size: 4}", "batch_size: 4, batch_size: 2}"))
+    with pytest.raises(ConfigError, match=r"key 'batch_size' appears twice in one mapping "
+                                          r"\(lines 5 and 5\)"):
+        read_yaml(path)  # a key repeated beside the merge is still one
+    task = tmp_path / "t.yaml"
+    task.write_text("task: t\ndataset_path: json\nmetadata: {<<: {version: 1.0}}\n")
+    assert task_content_problem(task, yaml.safe_load(task.read_text())) is None
