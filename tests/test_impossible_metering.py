@@ -62,3 +62,52 @@ def test_a_metering_block_of_the_wrong_shape_is_one_line(block, tmp_path, capsys
         f"lm-eval-ext: error: {results}: config.metering is a {type(json.loads(block)).__name__}"
         ", not the block hf-metered writes: the file was damaged after the run; pass the run's "
         "own file, or rerun the evaluation"]
+
+
+def _edit(results, wall=None, **metering):
+    data = json.loads(results.read_text())
+    data["config"]["metering"].update(metering)
+    if wall is not None:
+        data["total_evaluation_time_seconds"] = str(wall)
+    results.write_text(json.dumps(data))
+
+
+@pytest.mark.parametrize(("seconds", "joules", "edit", "flag", "column"), [
+    (1e300, 100.0, {"wall": 12.0}, "inference_seconds_impossible", "inference_seconds"),
+    (11.7, 1e300, {}, "energy_joules_impossible", "energy_joules"),
+    (11.7, 2e-9, {}, "energy_joules_impossible", "energy_joules"),  # 0.17 nW
+    (11.7, 100.0, {"forward_share": 5.0}, "forward_share_impossible", "forward_share"),
+    (11.7, 100.0, {"inference_seconds_se": -1.0}, "inference_seconds_se_impossible",
+     "inference_seconds_se"),
+])
+def test_values_no_run_can_measure_are_flagged_not_reported(seconds, joules, edit, flag, column,
+                                                             tmp_path):
+    """trial 13: inference seconds 1e300 in a 12 s evaluation, 1e300 J or 2e-9 J over 11.7 s,
+    a forward share of 5 and a standard error of -1 were all used as measured, rc 0."""
+    results = _runs(tmp_path, seconds, joules)
+    _edit(results, **edit)
+    assert cli_main.main(["analyze", "--reference", f"ref={tmp_path / 'ref'}", "--runs",
+                          f"run={tmp_path / 'run'}", "--out", str(tmp_path / "an"),
+                          "--bootstrap", "100", "--mc-draws", "10", "--no-progress"]) == 0
+    runs = pd.read_csv(tmp_path / "an" / "runs.csv").set_index("run")
+    assert pd.isna(runs.loc["run", column])
+    assert flag in str(runs.loc["run", "energy_flags"]).split(",")
+    if column in ("inference_seconds", "energy_joules"):
+        kind = "runtime" if column == "inference_seconds" else "energy"
+        assert pd.isna(runs.loc["run", f"{kind}_ratio"])
+
+
+def test_the_bounds_keep_every_power_a_meter_can_read():
+    """A milliwatt to 100 kW over the window, and inference within the evaluation's wall time
+    (1% and a second of slack), are kept; a derived run's seconds are exempt from the wall."""
+    from lm_eval_ext.metering.plausibility import POWER_RANGE_W, run_cost
+
+    low, high = POWER_RANGE_W
+    for watts, kept in ((low, True), (low * 0.99, False), (high, True), (high * 1.01, False)):
+        cost = run_cost({"inference_seconds": 10.0, "energy_joules": 10.0 * watts}, 20.0)
+        assert (cost.energy_joules is not None) is kept, watts
+    assert run_cost({"inference_seconds": 20.0 * 1.01 + 1.0}, 20.0).inference_seconds is not None
+    assert run_cost({"inference_seconds": 20.0 * 1.01 + 1.1}, 20.0).impossible == (
+        "inference_seconds",)
+    assert run_cost({"inference_seconds": 500.0}, 20.0, derived=True).inference_seconds == 500.0
+    assert run_cost({"inference_seconds": 500.0}, None).inference_seconds == 500.0

@@ -9,6 +9,7 @@ lm-eval writes bare ``NaN`` and stringifies many leaves; both are tolerated.
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -25,7 +26,8 @@ from lm_eval_ext.cards import CARD_FILE, model_identity, task_card
 from lm_eval_ext.data.store import sha256_of
 from lm_eval_ext.files import path_error
 from lm_eval_ext.metering.derived import DERIVED_FLAG
-from lm_eval_ext.metering.idle import measured_or_none, physical_or_none
+from lm_eval_ext.metering.idle import physical_or_none
+from lm_eval_ext.metering.plausibility import run_cost
 from lm_eval_ext.outputs import RESULTS_NAME as _RESULTS
 from lm_eval_ext.outputs import results_stamp, samples_path  # also imported from here
 
@@ -210,6 +212,15 @@ def _list(value: object) -> list:
     return value if isinstance(value, list) else []
 
 
+def _number_or_none(value: object) -> float | None:
+    """lm-eval's ``total_evaluation_time_seconds`` (written as text) as a number, if it is one."""
+    try:
+        number = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) else None
+
+
 def run_info(results: dict[str, Any], results_path: Path, run_id: str) -> dict[str, Any]:
     """Run-level identity, configuration and cost (from ``config.metering`` when present)."""
     config = results.get("config", {})
@@ -220,12 +231,10 @@ def run_info(results: dict[str, Any], results_path: Path, run_id: str) -> dict[s
             "hf-metered writes: the file was damaged after the run; pass the run's own file, "
             "or rerun the evaluation")
     flags = [str(f) for f in _list(metering.get("flags"))]
-    # a written value that no run can measure (zero, negative, below a nanosecond) is none
-    seconds, joules = (measured_or_none(metering.get(key))
-                       for key in ("inference_seconds", "energy_joules"))
-    flags += [f"{key}_impossible" for key, kept in (("inference_seconds", seconds),
-                                                    ("energy_joules", joules))
-              if kept is None and metering.get(key) is not None]
+    # a written value that no run can measure (metering/plausibility.py) is none, flagged
+    wall = _number_or_none(results.get("total_evaluation_time_seconds"))
+    cost = run_cost(metering, wall, derived=DERIVED_FLAG in flags)
+    flags += [f"{key}_impossible" for key in cost.impossible]
     tasks = sorted(results.get("configs", {}))
     settings = {t: _task_setting(results, t) for t in tasks}
     first = settings[tasks[0]] if tasks else {}
@@ -248,10 +257,10 @@ def run_info(results: dict[str, Any], results_path: Path, run_id: str) -> dict[s
         "template_tier": first.get("template_tier"),
         "shots": first.get("shots"),
         "decoding": first.get("decoding"),
-        "inference_seconds": seconds,
-        "inference_seconds_se": metering.get("inference_seconds_se") if seconds else None,
-        "energy_joules": joules,
-        "energy_joules_se": metering.get("energy_joules_se") if joules else None,
+        "inference_seconds": cost.inference_seconds,
+        "inference_seconds_se": cost.inference_seconds_se,
+        "energy_joules": cost.energy_joules,
+        "energy_joules_se": cost.energy_joules_se,
         "energy_joules_idle_corrected": corrected,
         "energy_joules_idle_corrected_se": metering.get("energy_joules_idle_corrected_se")
         if corrected is not None else None,
@@ -261,11 +270,11 @@ def run_info(results: dict[str, Any], results_path: Path, run_id: str) -> dict[s
         "gpu_uuids": ",".join(sorted(str(g.get("uuid")) for g in _list(metering.get("gpus"))
                                      if isinstance(g, dict))),
         "idle_share": idle_share,
-        "forward_share": metering.get("forward_share"),
+        "forward_share": cost.forward_share,
         "energy_flags": ",".join(flags + (
             ["idle_corrected_below_zero"] if corrected is None and (
                 metering.get("energy_joules_idle_corrected") or 0) < 0 else [])),
-        "total_evaluation_seconds": float(results.get("total_evaluation_time_seconds") or "nan"),
+        "total_evaluation_seconds": math.nan if wall is None else wall,
         "results_path": str(results_path),
         "task_settings": settings,
     }

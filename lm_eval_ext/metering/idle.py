@@ -190,21 +190,6 @@ def physical_or_none(corrected: float | None, share: float | None
     return corrected, share
 
 
-#: below a nanosecond or a nanojoule no run measures anything (a timer's resolution; a watt
-#: for a nanosecond): such a value is damage, not a measurement
-PHYSICAL_FLOOR = 1e-9
-
-
-def measured_or_none(value: object) -> float | None:
-    """A run's seconds or joules as written: None when missing or physically impossible.
-
-    Impossible: not a number, not finite, or below :data:`PHYSICAL_FLOOR` (zero, negative).
-    """
-    if value is None or isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    return float(value) if math.isfinite(value) and value >= PHYSICAL_FLOOR else None
-
-
 def merge_samples(samples: Sequence[IdlePower]) -> IdleBaseline | None:
     """The baseline of these samples (None when there are none)."""
     return IdleBaseline(tuple(samples)) if samples else None
