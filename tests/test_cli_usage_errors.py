@@ -204,6 +204,11 @@ def test_analyze_only_on_a_missing_folder_is_an_error(tmp_path, capsys, data_dir
     (["--judge-model", "gpt-17"], "judge: --judge-model 'gpt-17' is not an lm-eval model"),
     (["--judge-model-args", "precison=bf16"], "unknown model arg(s) precison (did you mean "
                                               "precision?)"),
+    # trial 13: the advice to add answers_from led to a judge "taking" the judged run's answers
+    (["--judge-model-args", "idle_seconds=0,recheck=0.5"],
+     "judge: --judge-model-args recheck: a judge takes no answers from a parent run (it writes "
+     "its own verdicts); leave recheck out"),
+    (["--judge-model-args", "answers_from=r.json"], "judge: --judge-model-args answers_from: "),
     # trial 12: the judge ran in bf16 (the last value) without a word
     (["--judge-model-args", "precision=fp32,precision=bf16"],
      "hf-metered: model arg precision is given twice (the second would win without a "

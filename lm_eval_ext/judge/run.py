@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from lm_eval_ext.backends.engine_key import DERIVATION_ARGS
 from lm_eval_ext.errors import ConfigError
 from lm_eval_ext.files import write_text_atomic
 from lm_eval_ext.judge.parse import STATUSES, is_non_substantive, parse_reply
@@ -85,6 +86,12 @@ def judge_model_class(model: str, model_args: str) -> type:
     activate()
     check_model_name(model, "judge: --judge-model")
     model_class = get_model(model)
+    keys = {part.partition("=")[0].strip() for part in model_args.split(",")}
+    derivation = next((key for key in DERIVATION_ARGS if key in keys), None)
+    if derivation is not None:  # a judge writes its own verdicts: there is no parent to take
+        raise ConfigError(f"judge: --judge-model-args {derivation}: a judge takes no answers "
+                          f"from a parent run (it writes its own verdicts); leave {derivation} "
+                          "out")
     if hasattr(model_class, "check_model_args"):  # ours: args checked before the load
         model_class.check_model_args(model_args)
     return model_class
