@@ -336,3 +336,22 @@ def test_a_parent_file_that_cannot_give_answers_is_one_line_before_any_load(tmp_
                              "line 1 is not an lm-eval loglikelihood sample (TypeError: list "
                              "indices must be integers or slices, not str); rerun the parent with "
                              "--log_samples")
+
+
+@pytest.mark.parametrize(("config", "configs", "block"), [
+    ({"metering": "fast"}, {}, "config.metering is a str"),
+    ({"metering": {"batch_size": 1, "derived": [1]}}, {}, "config.metering.derived is a list"),
+    ({"hf_metered": "x"}, {}, "config.hf_metered is a str"),
+    ({"metering": {"batch_size": 1}}, [], "configs is a list"),
+])
+def test_a_parent_file_with_a_block_of_another_shape_is_one_line(config, configs, block, tmp_path):
+    """trial 13: answers_from=<a results file whose config.metering is a string> was an
+    AttributeError traceback from load_parent (analyze had the one line)."""
+    from lm_eval_ext.backends.parent_run import load_parent
+
+    path = _parent_file(tmp_path, config, configs)
+    with pytest.raises(ConfigError) as caught:
+        load_parent(path, "hf-metered", {}, {"batch_size": 1})
+    assert str(caught.value) == (
+        f"hf-metered: answers_from={path}: {block}, not the block hf-metered writes: the file "
+        "was damaged after the run; pass the parent's own results file, or run the parent again")

@@ -184,6 +184,16 @@ def read_parent_results(path: Path, where: str) -> tuple[Path, dict[str, Any]]:
             or "configs" not in results:
         raise ConfigError(f"{where}: not an lm-eval results file (no config and configs); "
                           "pass the parent run's results_*.json")
+    blocks = {"configs": results["configs"], "config.hf_metered": results["config"].get(
+        "hf_metered"), "config.metering": results["config"].get("metering")}
+    metering = blocks["config.metering"]
+    if isinstance(metering, dict):
+        blocks["config.metering.derived"] = metering.get("derived")
+    for name, block in blocks.items():
+        if block is not None and not isinstance(block, dict):
+            raise ConfigError(f"{where}: {name} is a {type(block).__name__}, not the block "
+                              "hf-metered writes: the file was damaged after the run; pass the "
+                              "parent's own results file, or run the parent again")
     return path.resolve(), results
 
 
