@@ -66,9 +66,20 @@ def path_error(path: str | Path, error: OSError | UnicodeDecodeError, action: st
         if error.errno == errno.ENOENT and action == "write" and parent.is_dir():
             fix = (f"{parent} exists but refuses new files and folders (a system file system "
                    "such as /proc): pass another path")
+        blocking = _file_on_the_way(Path(path).expanduser())
+        if error.errno == errno.ENOTDIR and blocking is not None:
+            fix = f"{blocking} is a file, not a folder: move or remove it, or pass another path"
     problem = kind(f"cannot {action} {path}: {cause}; {fix}")
     problem.cause, problem.fix = cause, fix
     return problem
+
+
+def _file_on_the_way(path: Path) -> Path | None:
+    """The first part of ``path`` (from its root) that is a file where a folder must be."""
+    for part in reversed(path.parents):
+        if part.exists() and not part.is_dir():
+            return part
+    return None
 
 
 def unexpanded_home(text: str) -> str | None:

@@ -222,3 +222,19 @@ def test_an_empty_out_folder_is_kept_and_filled(runs, tmp_path, monkeypatch, cap
     disk = mounted_filesystem("16m")
     assert cli_main.main(_analyze(runs, disk)) == 0
     assert (disk / "report.md").is_file() and not list(disk.glob(".*"))
+
+
+def test_a_file_where_a_folder_must_be_is_named(tmp_path):
+    """trial 13: a campaign folder whose analysis/ was a file gave "a part of the path is a file,
+    not a folder: pass another path" for a path the user never passed."""
+    from lm_eval_ext.files import path_error
+
+    (tmp_path / "analysis").write_text("x")
+    target = tmp_path / "analysis" / "smollm2" / "precision"
+    with pytest.raises(NotADirectoryError) as raised:
+        target.mkdir(parents=True)
+    line = str(path_error(target, raised.value))
+    assert line == (f"cannot write {target}: Not a directory; {tmp_path / 'analysis'} is a file, "
+                    "not a folder: move or remove it, or pass another path")
+    (tmp_path / "analysis").unlink()
+    target.mkdir(parents=True)  # followed
