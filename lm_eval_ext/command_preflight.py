@@ -268,7 +268,12 @@ def check_gen_kwargs(value: str | Mapping[str, object], where: str = "--gen_kwar
         if key in pairs and not ok(pairs[key].strip()):
             raise PreflightError(f"{where} {key}={pairs[key]}: {key} must be {wanted}")
     sampling = pairs.get("do_sample", "").strip().lower() == "true"
-    if sampling and "temperature" in pairs and not _number(pairs["temperature"]) > 0:
+    if sampling and "temperature" not in pairs:
+        raise PreflightError(f"{where} do_sample=True without a temperature samples at "
+                             "lm-eval's default temperature, 0, which transformers refuses "
+                             "after the model loads; add one (e.g. "
+                             "do_sample=True,temperature=0.7)")
+    if sampling and not _number(pairs["temperature"]) > 0:
         raise PreflightError(f"{where} do_sample=True,temperature={pairs['temperature']}: "
                              "sampling needs a temperature above 0; give one (e.g. 0.7), or "
                              "greedy decoding: do_sample=False")

@@ -586,3 +586,27 @@ def test_an_include_path_task_lm_eval_cannot_build_is_one_line(body, cause, tmp_
     assert str(caught.value) == (
         f"lm-eval cannot build the task(s) mine ({cause}); fix the task YAML under {folder} (its "
         "data files, prompt, choices or target) and run again")
+
+
+def test_sampling_without_a_temperature_is_refused():
+    """trial 13: `--gen_kwargs do_sample=true` on bbq_subset_25pct (no temperature in its YAML)
+    was transformers' 'temperature (=0.0) has to be a strictly positive float' traceback after
+    the model loaded."""
+    import inspect
+
+    from lm_eval.models.huggingface import HFLM
+    from transformers.generation.logits_process import TemperatureLogitsWarper
+
+    # lm-eval's default where neither the task nor --gen_kwargs sets one
+    assert 'generation_kwargs.get("temperature", 0.0)' in inspect.getsource(HFLM)
+    with pytest.raises(ValueError, match="has to be a strictly positive float"):
+        TemperatureLogitsWarper(0.0)  # the warper transformers builds for do_sample=True
+    with pytest.raises(PreflightError) as caught:
+        check_command_line(["--model", "hf-metered", "--tasks", "bbq_subset_25pct",
+                            "--gen_kwargs", "do_sample=true"])
+    assert str(caught.value) == (
+        "--gen_kwargs do_sample=True without a temperature samples at lm-eval's default "
+        "temperature, 0, which transformers refuses after the model loads; add one (e.g. "
+        "do_sample=True,temperature=0.7)")
+    check_command_line(["--model", "hf-metered", "--tasks", "bbq_subset_25pct", "--gen_kwargs",
+                        "do_sample=true,temperature=0.7"])  # followed
