@@ -652,7 +652,7 @@ def _check_options(args: argparse.Namespace, from_file: Mapping[str, object]) ->
         where = f" (and --config {args.config} names none)" if args.config else ""
         raise PreflightError(f"--tasks is missing{where}: name the tasks to run (e.g. --tasks "
                              "bbq_subset_25pct; `lm-eval ls tasks` lists them)")
-    if args.include_path is not None and args.tasks:  # last: it reads the tasks' data
+    if args.tasks:  # last: it reads the data of the user's own tasks
         check_user_tasks_build([n.strip() for value in args.tasks for n in value.split(",")],
                                args.include_path, model_args_of(args.metadata))
 

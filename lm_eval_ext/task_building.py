@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from lm_eval_ext.errors import EnvironmentProblem, PreflightError
+from lm_eval_ext.errors import EnvironmentProblem, LmEvalExtError, PreflightError
 
 
 def unreachable_data(error: BaseException) -> EnvironmentProblem | None:
@@ -30,17 +30,28 @@ def unreachable_data(error: BaseException) -> EnvironmentProblem | None:
     return None
 
 
-def build_tasks(names: Sequence[str], manager: Any, user_folders: Sequence[str] = ()) -> dict:
+#: the fix for a task YAML of the user's own that lm-eval cannot build
+FIX_THE_YAML = "fix the task YAML under {folders} (its data files, prompt, choices or target)"
+#: the fix for a task written by ``data fingerprint --register`` (changed or cut since)
+REGISTER_AGAIN = ("its files under {folders} were changed after `lm-eval-ext data fingerprint "
+                  "--register` wrote them: register it again from the manifest CSV it came from "
+                  "(`lm-eval-ext data fingerprint CSV --register NAME --replace`)")
+
+
+def build_tasks(names: Sequence[str], manager: Any, user_folders: Sequence[str] = (),
+                fix: str = FIX_THE_YAML) -> dict:
     """lm-eval's ``get_task_dict(names, manager)``.
 
-    A data set out of reach is :func:`unreachable_data`'s line; any other failure, where the
-    tasks come from the user's ``user_folders``, a line naming them and the fix (elsewhere it
-    is ours, or lm-eval's, and raised as it is).
+    A data set out of reach is :func:`unreachable_data`'s line and our own errors keep theirs;
+    any other failure, where the tasks come from the user's ``user_folders``, is a line naming
+    them and ``fix`` (elsewhere it is a bug, ours or lm-eval's, raised as it is).
     """
     from lm_eval.tasks import get_task_dict
 
     try:
         return get_task_dict(list(names), manager)
+    except LmEvalExtError:
+        raise
     except Exception as exc:
         unreachable = unreachable_data(exc)
         if unreachable is not None:
@@ -48,18 +59,28 @@ def build_tasks(names: Sequence[str], manager: Any, user_folders: Sequence[str] 
         if not user_folders:
             raise
         raise PreflightError(f"lm-eval cannot build the task(s) {', '.join(names)} "
-                             f"({type(exc).__name__}: {exc}); fix the task YAML under "
-                             f"{', '.join(user_folders)} (its data files, prompt, choices or "
-                             "target) and run again") from None
+                             f"({type(exc).__name__}: {exc}); "
+                             f"{fix.format(folders=', '.join(user_folders))}, and run "
+                             "again") from None
 
 
-def check_user_tasks_build(tasks: Sequence[str], include_path: str,
+def check_user_tasks_build(tasks: Sequence[str], include_path: str | None,
                            metadata: Mapping[str, Any] | None = None) -> None:
-    """The tasks run from the user's ``include_path`` folder, built as lm-eval will build them."""
+    """The user's own tasks among ``tasks``, built as lm-eval will build them.
+
+    Those of the ``include_path`` folder, and those ``data fingerprint --register`` wrote.
+    """
     from lm_eval.tasks import TaskManager
 
-    manager = TaskManager(include_path=[include_path], include_defaults=False,
-                          metadata=dict(metadata or {}) or None)
-    own = [name for name in tasks if name in manager.all_subtasks]
-    if own:
-        build_tasks(own, manager, [include_path])
+    from lm_eval_ext.paths import user_tasks_dir
+
+    registered = user_tasks_dir()
+    for folder, fix in ((include_path, FIX_THE_YAML),
+                        (str(registered) if registered.is_dir() else None, REGISTER_AGAIN)):
+        if folder is None:
+            continue
+        manager = TaskManager(include_path=[folder], include_defaults=False,
+                              metadata=dict(metadata or {}) or None)
+        own = [name for name in tasks if name in manager.all_subtasks]
+        if own:
+            build_tasks(own, manager, [folder], fix)

@@ -113,6 +113,42 @@ def test_a_manifest_changed_since_it_was_registered_is_told_to_register_again(da
     actual = str(caught.value).split("gives sample fingerprint ")[1].split(",")[0]
     assert str(caught.value) == (
         f"manifest {path} now gives sample fingerprint {actual}, but it was registered with "
-        f"{'0' * 64}; the file or the BBQ data changed. Register it again with `lm-eval-ext "
-        "data fingerprint CSV --register NAME`.")
+        f"{'0' * 64}; the file or the BBQ data changed. Register it again from the manifest "
+        "CSV it came from (`lm-eval-ext data fingerprint CSV --register NAME --replace`), not "
+        "from this copy.")
     assert len(load_manifest_rows(path, expected_sample_sha256=actual)) == 2  # as registered
+
+
+def test_a_registered_task_damaged_after_registration_is_one_line_and_not_cemented(
+        data_dir, tmp_path, monkeypatch, capsys):
+    """trial 13: a registered task whose YAML was cut ran into lm-eval's TypeError traceback
+    after the model loaded; re-registering from the task's own cut copy of its IDs was taken
+    without --replace (7 rows over the 8 registered), cementing the damage."""
+    from lm_eval_ext.cli.main import main
+    from lm_eval_ext.command_preflight import PreflightError, check_command_line
+    from lm_eval_ext.paths import user_tasks_dir
+
+    monkeypatch.setenv("LM_EVAL_EXT_CACHE", str(tmp_path / "cache"))
+    two = tmp_path / "two.csv"
+    two.write_text("category,example_id\nAge,1\nAge,2\n")
+    assert main(["data", "fingerprint", str(two), "--register", "bbq_mine"]) == 0
+    folder = user_tasks_dir() / "bbq_mine"
+    argv = ["--model", "hf-metered", "--tasks", "bbq_mine_loglik"]
+    check_command_line(argv)  # intact: it builds
+    ids = folder / "bbq_mine_ids.csv"
+    ids.write_text("category,example_id\nAge,1\n")  # the task's own copy, cut
+    capsys.readouterr()
+    assert main(["data", "fingerprint", str(ids), "--register", "bbq_mine"]) == 2
+    assert "already registered for another item set (2 rows" in capsys.readouterr().err
+    assert main(["data", "fingerprint", str(two), "--register", "bbq_mine", "--replace"]) == 0
+    task_yaml = folder / "bbq_mine_loglik.yaml"
+    task_yaml.write_text(task_yaml.read_text().split("custom_dataset")[0])  # cut after tag
+    with pytest.raises(PreflightError) as caught:
+        check_command_line(argv)
+    assert str(caught.value).startswith("lm-eval cannot build the task(s) bbq_mine_loglik (")
+    assert str(caught.value).endswith(
+        f"its files under {user_tasks_dir()} were changed after `lm-eval-ext data fingerprint "
+        "--register` wrote them: register it again from the manifest CSV it came from "
+        "(`lm-eval-ext data fingerprint CSV --register NAME --replace`), and run again")
+    assert main(["data", "fingerprint", str(two), "--register", "bbq_mine", "--replace"]) == 0
+    check_command_line(argv)  # followed

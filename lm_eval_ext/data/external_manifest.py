@@ -87,7 +87,8 @@ def load_manifest_rows(
             raise ManifestError(
                 f"manifest {path} now gives sample fingerprint {actual}, but it was registered "
                 f"with {expected_sample_sha256}; the file or the BBQ data changed. Register it "
-                "again with `lm-eval-ext data fingerprint CSV --register NAME`."
+                "again from the manifest CSV it came from (`lm-eval-ext data fingerprint CSV "
+                "--register NAME --replace`), not from this copy."
             )
     return rows
 

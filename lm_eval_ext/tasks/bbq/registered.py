@@ -64,6 +64,14 @@ def _registered_items(folder: Path, task: str) -> list[tuple[str, str]] | None:
         return [tuple(row) for row in csv.reader(handle)][1:]
 
 
+def _registered_fingerprint(folder: Path, task: str) -> tuple[str, str] | None:
+    """The sample fingerprint and row count an earlier registration recorded in its YAML."""
+    yaml_file = folder / f"{task}.yaml"
+    text = yaml_file.read_text(encoding="utf-8", errors="replace") if yaml_file.is_file() else ""
+    sha, rows = (re.search(rf"{key}: (\w+)", text) for key in ("sample_sha256", "manifest_rows"))
+    return (sha.group(1), rows.group(1) if rows else "?") if sha else None
+
+
 def register_manifest_task(path: str | Path, task: str, root: Path | None = None, *,
                            replace: bool = False) -> list[Path]:
     """Write ``task`` (generative) and ``task_loglik`` for a manifest; return the YAML paths.
@@ -82,9 +90,12 @@ def register_manifest_task(path: str | Path, task: str, root: Path | None = None
     folder = (root or user_tasks_dir()) / task
     items = [(str(r["category"]), str(r["example_id"])) for r in rows]
     earlier = _registered_items(folder, task)
-    if earlier is not None and earlier != items and not replace:
+    recorded = _registered_fingerprint(folder, task)  # the copy of the IDs may be damaged
+    if ((earlier is not None and earlier != items) or (recorded and recorded[0] != sha)) \
+            and not replace:
+        rows = recorded[1] if recorded else len(earlier or ())
         raise ConfigError(
-            f"task {task!r} is already registered for another item set ({len(earlier)} rows, "
+            f"task {task!r} is already registered for another item set ({rows} rows, "
             f"{folder}); choose another name, or pass --replace to register {len(items)} rows "
             "under it")
     staging = staging_folder(folder)
