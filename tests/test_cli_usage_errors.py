@@ -209,6 +209,10 @@ def test_analyze_only_on_a_missing_folder_is_an_error(tmp_path, capsys, data_dir
      "judge: --judge-model-args recheck: a judge takes no answers from a parent run (it writes "
      "its own verdicts); leave recheck out"),
     (["--judge-model-args", "answers_from=r.json"], "judge: --judge-model-args answers_from: "),
+    # trial 13: named --model_args and advised `--device meta`, which the next check refused
+    (["--judge-model-args", "device=meta", "--device", "cpu"],
+     "judge: --judge-model-args device=meta and --device cpu both set the judge's device; give "
+     "it once (--device cpu, or device= in --judge-model-args)"),
     # trial 12: the judge ran in bf16 (the last value) without a word
     (["--judge-model-args", "precision=fp32,precision=bf16"],
      "hf-metered: model arg precision is given twice (the second would win without a "

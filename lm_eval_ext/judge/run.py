@@ -205,6 +205,12 @@ def judge_run(run_dir: str | Path, *, model: str = "hf-metered", model_args: str
     if unknown:
         raise ConfigError(f"unknown rubrics {unknown}; available: {', '.join(RUBRICS)}")
     judge_model_class(model, model_args)  # a misspelled model or arg costs no work
+    given = {part.partition("=")[0].strip(): part.partition("=")[2]
+             for part in model_args.split(",")}
+    if device is not None and "device" in given:
+        raise ConfigError(f"judge: --judge-model-args device={given['device']} and --device "
+                          f"{device} both set the judge's device; give it once (--device "
+                          f"{device}, or device= in --judge-model-args)")
     targets = find_targets(run_dir)
     judge = {"model": model, "model_args": model_args, "batch_size": batch_size}
     chosen = [RUBRICS[n] for n in rubrics]
