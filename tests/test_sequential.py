@@ -296,3 +296,27 @@ def test_a_folder_holding_other_files_is_refused_before_any_look(tmp_path, data_
         f"lm-eval-ext: error: sequential: --out {run} holds other files and no sequential "
         "evaluation; use a new or empty --out folder")
     assert sorted(p.name for p in run.iterdir()) == ["results_2026-01-01T00-00-00.json"]
+
+
+def test_a_damaged_finished_look_says_to_remove_it(tmp_path, data_dir):
+    """trial 13: a rerun into a folder whose finished look had a damaged results file said
+    "pass the run's own file, or rerun the evaluation": sequential takes no file, and the rerun
+    reused the damaged look."""
+    from lm_eval_ext.analysis.synthetic import write_run
+    from lm_eval_ext.campaign.sequential_evaluation import _look_run
+    from lm_eval_ext.data.instrument import load_membership
+    from lm_eval_ext.errors import ConfigError
+
+    rows = load_membership("12p5pct").rows[:8]
+    folder = tmp_path / "looks" / "1" / "candidate"
+    results = write_run(folder, "bbq_seq_look1_loglik", rows, np.zeros(8, dtype=int))
+    assert len(_look_run(folder)[0]) == 8  # intact: read back
+    data = json.loads(results.read_text())
+    data["config"]["metering"] = "fast"
+    results.write_text(json.dumps(data))
+    with pytest.raises(ConfigError) as caught:
+        _look_run(folder)
+    assert str(caught.value).startswith(
+        f"sequential: {folder} is a finished look that cannot be read back, and a rerun would "
+        f"reuse it: remove {folder} and rerun the same command (it redoes that look alone). "
+        f"The reader said: {results}: config.metering is a str")

@@ -33,7 +33,7 @@ from lm_eval_ext.campaign.preflight import check_model_args
 from lm_eval_ext.campaign.runner import run_lm_eval
 from lm_eval_ext.campaign.spec import parse_model_args
 from lm_eval_ext.campaign.store import read_json_file
-from lm_eval_ext.errors import ConfigError
+from lm_eval_ext.errors import ConfigError, LmEvalExtError
 from lm_eval_ext.files import staging_folder, swap_in
 
 #: the frozen instrument's nested memberships, smallest first
@@ -130,8 +130,18 @@ def _run_arm(out: Path, look: int, role: str, arm: Arm, task: str, echo: bool) -
 
 
 def _look_run(folder: Path) -> tuple[pd.DataFrame, float | None]:
-    """One arm's items and joules of one look (None: not measured)."""
-    run = load_run(find_results([folder])[0])
+    """One arm's items and joules of one look (None: not measured).
+
+    A finished look is reused by the next run, so a damaged one is named with the way out:
+    remove it, and the rerun redoes that look alone.
+    """
+    try:
+        run = load_run(find_results([folder])[0])
+    except LmEvalExtError as exc:
+        raise ConfigError(f"sequential: {folder} is a finished look that cannot be read back, "
+                          f"and a rerun would reuse it: remove {folder} and rerun the same "
+                          f"command (it redoes that look alone). The reader said: {exc}"
+                          ) from None
     energy = run.info.get("energy_joules")
     return run.items, None if energy is None or energy != energy else float(energy)
 
