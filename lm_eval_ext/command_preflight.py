@@ -249,10 +249,13 @@ def check_batch_size(value: str, where: str = "--batch_size") -> None:
                              "(e.g. --batch_size 8)") from None
 
 
-def check_gen_kwargs(value: str | Mapping[str, object], where: str = "--gen_kwargs") -> None:
+def check_gen_kwargs(value: str | Mapping[str, object], where: str = "--gen_kwargs",
+                     complete: bool = True) -> None:
     """``max_gen_toks`` a positive whole number, ``temperature`` >= 0, ``top_p`` in (0, 1].
 
-    ``value`` is lm-eval's ``k=v,k=v`` text or (in a campaign file) a mapping.
+    ``value`` is lm-eval's ``k=v,k=v`` text or (in a campaign file) a mapping; ``complete``:
+    all the settings a run gets (sampling then needs its temperature among them; a campaign's
+    part may leave it to the other part).
     """
     if isinstance(value, Mapping):  # a file's values: numbers must be numbers (YAML reads
         for key in ("max_gen_toks", "temperature", "top_p"):  # 1e300 as text)
@@ -268,12 +271,12 @@ def check_gen_kwargs(value: str | Mapping[str, object], where: str = "--gen_kwar
         if key in pairs and not ok(pairs[key].strip()):
             raise PreflightError(f"{where} {key}={pairs[key]}: {key} must be {wanted}")
     sampling = pairs.get("do_sample", "").strip().lower() == "true"
-    if sampling and "temperature" not in pairs:
+    if sampling and complete and "temperature" not in pairs:
         raise PreflightError(f"{where} do_sample=True without a temperature samples at "
                              "lm-eval's default temperature, 0, which transformers refuses "
                              "after the model loads; add one (e.g. "
                              "do_sample=True,temperature=0.7)")
-    if sampling and not _number(pairs["temperature"]) > 0:
+    if sampling and "temperature" in pairs and not _number(pairs["temperature"]) > 0:
         raise PreflightError(f"{where} do_sample=True,temperature={pairs['temperature']}: "
                              "sampling needs a temperature above 0; give one (e.g. 0.7), or "
                              "greedy decoding: do_sample=False")

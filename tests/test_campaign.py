@@ -488,7 +488,7 @@ def test_a_task_lm_eval_cannot_build_is_one_line(tmp_path, capsys):
     assert main(argv) == 2
     assert capsys.readouterr().err.strip().splitlines()[-1] == (  # after datasets' bar
         "lm-eval-ext: error: lm-eval cannot build the task(s) gone_t (IndexError: list index out "
-        f"of range); fix the task YAML under {tasks} (its data files, prompt, choices or target) "
+        f"of range); fix the task YAML under {tasks} (its data files, prompt, choices or target), "
         "and run again")
     _task_failing_on_its_second_item(tmp_path, tasks)  # followed: it builds (and counts 2 items)
     assert main(argv) == 0
@@ -601,3 +601,39 @@ def test_a_campaigns_recheck_reaches_the_cells_it_derives_only(tmp_path):
     assert str(error.value) == (
         "cell embedded__M0__bbq_instrument_loglik: hf-metered: model arg recheck='2' must be in "
         "(0, 1] (e.g. recheck=0.05); to measure every item, run without answers_from")
+
+
+def test_a_conditions_gen_kwargs_and_metadata_add_to_the_campaigns():
+    """trial 13: `lm_eval: {gen_kwargs: {max_gen_toks: 8}}` with a condition's
+    `gen_kwargs: {do_sample: false}` dropped max_gen_toks for that condition only (its cells ran
+    the task's default), and a grid's tier metadata replaced the campaign's metadata."""
+    raw = {"models": {"smollm2": ""}, "tasks": ["bbq_subset_12p5pct"],
+           "lm_eval": {"gen_kwargs": {"max_gen_toks": 8}, "metadata": {"seed_note": "a"}},
+           "conditions": {"M0": {}, "M1": {"gen_kwargs": "do_sample=false,max_gen_toks=16",
+                                           "metadata": {"template_tier": "cot"}}}}
+    m0, m1 = build_spec(raw).cells
+    assert m0.options["gen_kwargs"] == {"max_gen_toks": 8}
+    assert m1.options["gen_kwargs"] == {"max_gen_toks": 16, "do_sample": False}
+    assert m1.options["metadata"] == {"seed_note": "a", "template_tier": "cot"}
+    argv = m1.lm_eval_argv("out")
+    assert json.loads(argv[argv.index("--gen_kwargs") + 1]) == {"do_sample": False,
+                                                                 "max_gen_toks": 16}
+    with pytest.raises(ConfigError) as error:  # the merged settings are checked as one
+        build_spec({**raw, "lm_eval": {"gen_kwargs": {"temperature": 0.0}},
+                    "conditions": {"M0": {"gen_kwargs": {"do_sample": True}}}})
+    assert str(error.value).startswith("conditions.M0 with lm_eval: gen_kwargs: do_sample=True,"
+                                       "temperature=0.0: sampling needs a temperature above 0")
+
+
+def test_sampling_set_in_one_part_and_its_temperature_in_the_other_is_one_setting():
+    """The merged gen_kwargs are what a cell runs: the campaign's temperature serves the
+    condition's do_sample, and sampling without any temperature is refused."""
+    raw = {"models": {"smollm2": ""}, "tasks": ["bbq_subset_12p5pct"],
+           "lm_eval": {"gen_kwargs": {"temperature": 0.7}},
+           "conditions": {"M0": {"gen_kwargs": {"do_sample": True}}}}
+    assert build_spec(raw).cells[0].options["gen_kwargs"] == {"temperature": 0.7,
+                                                             "do_sample": True}
+    with pytest.raises(ConfigError) as error:
+        build_spec({**raw, "lm_eval": {}})
+    assert str(error.value).startswith("conditions.M0: gen_kwargs: do_sample=True without a "
+                                       "temperature samples at lm-eval's default temperature")

@@ -585,7 +585,7 @@ def test_an_include_path_task_lm_eval_cannot_build_is_one_line(body, cause, tmp_
         check_command_line([*BASE[:2], "--tasks", "mine", "--include_path", str(folder)])
     assert str(caught.value) == (
         f"lm-eval cannot build the task(s) mine ({cause}); fix the task YAML under {folder} (its "
-        "data files, prompt, choices or target) and run again")
+        "data files, prompt, choices or target), and run again")
 
 
 def test_sampling_without_a_temperature_is_refused():

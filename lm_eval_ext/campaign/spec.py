@@ -65,7 +65,8 @@ LM_EVAL_OPTIONS = (
 )
 #: lm_eval options whose values are checked when the campaign file is read (no model loads)
 _VALUE_CHECKS = {"limit": check_limit, "num_fewshot": check_num_fewshot,
-                 "gen_kwargs": check_gen_kwargs}
+                 "gen_kwargs": lambda value, where: check_gen_kwargs(value, where,
+                                                                     complete=False)}
 _TOP_KEYS = ("name", "models", "tasks", "lm_eval", "conditions", "compare", "subsets",
              "execution", "backend")
 _LABEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]*")
@@ -297,6 +298,42 @@ def _model_arg_names() -> set[str]:
     return set(HFMeteredArgs.names())
 
 
+#: lm_eval options holding key=value pairs: a condition's add to (and override) the campaign's
+MERGED_OPTIONS = ("gen_kwargs", "metadata")
+
+
+def _pairs(value: Any) -> dict[str, Any]:
+    """A key=value option as a mapping: a mapping as it is, JSON text, else ``k=v,k=v`` text."""
+    if isinstance(value, Mapping):
+        return dict(value)
+    text = str(value).strip()
+    if text.startswith("{"):
+        return dict(json.loads(text))  # checked as JSON by the option checks
+    from lm_eval.utils import simple_parse_args_string  # lm-eval's own reading (types too)
+
+    return simple_parse_args_string(text)
+
+
+def _merged_options(common: Mapping[str, Any], own: Mapping[str, Any],
+                    where: str) -> dict[str, Any]:
+    """A condition's lm_eval options over the campaign's, key=value options merged by key.
+
+    (A condition's ``gen_kwargs: {do_sample: false}`` keeps the campaign's ``max_gen_toks``.)
+    """
+    options = {**common, **own}
+    merged = [key for key in MERGED_OPTIONS
+              if common.get(key) is not None and own.get(key) is not None]
+    for key in merged:
+        options[key] = {**_pairs(common[key]), **_pairs(own[key])}
+    if options.get("gen_kwargs") is not None:  # what the cell's run gets, checked as a whole
+        try:
+            check_gen_kwargs(options["gen_kwargs"], "gen_kwargs:")
+        except PreflightError as exc:
+            raise ConfigError(f"{where}{' with lm_eval' if 'gen_kwargs' in merged else ''}: "
+                              f"{exc}") from None
+    return options
+
+
 def _options(raw: Any, where: str) -> dict[str, Any]:
     if raw is None:
         return {}
@@ -414,7 +451,7 @@ def build_spec(raw: Mapping[str, Any]) -> CampaignSpec:
             args = _with_execution(
                 {**base_args, **parse_model_args(settings.pop("model_args", None), where)},
                 BACKENDS[backend][execution], execution, f"models.{model_label} with {where}")
-            options = {**common, **_options(settings, where)}
+            options = _merged_options(common, _options(settings, where), where)
             for task in tasks:
                 cell_id = f"{model_label}__{condition}__{task}"
                 cells.append(Cell(cell_id, model_label, condition, task,
