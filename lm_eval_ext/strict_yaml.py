@@ -14,6 +14,16 @@ import yaml
 
 from lm_eval_ext.errors import ConfigError
 
+#: a number in exponent form that YAML 1.1 resolves as text (no dot, or an unsigned exponent)
+_EXPONENT_TEXT = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+")
+
+
+def _as_yaml_float(text: str) -> str:
+    """``text`` (a number in exponent form) as YAML 1.1 reads a float: 1e1 -> 1.0e+1."""
+    mantissa, _, exponent = text.lower().partition("e")
+    mantissa = mantissa if "." in mantissa else f"{mantissa}.0"
+    return f"{mantissa}e{exponent if exponent[0] in '+-' else '+' + exponent}"
+
 
 class NoRepeatedKeysLoader(yaml.SafeLoader):
     """PyYAML's safe loader, refusing a key that a mapping already holds (else as YAML reads).
@@ -64,6 +74,19 @@ class UniqueKeyLoader(NoRepeatedKeysLoader):
                               "for a switch")
         return value
 
+    def construct_yaml_str(self, node: yaml.ScalarNode) -> str:
+        """Text as written: an unquoted exponent-form number YAML 1.1 reads as text, refused.
+
+        (``1e1``, ``5e-324``: YAML 1.1's floats need a dot and a signed exponent.)
+        """
+        value = super().construct_yaml_str(node)
+        if node.style is None and _EXPONENT_TEXT.fullmatch(value):
+            raise ConfigError(f"{value} (line {node.start_mark.line + 1}) is read by YAML as "
+                              "text, not a number: write it with a dot and a signed exponent "
+                              f"({_as_yaml_float(value)}) or as a plain number, or quote it for "
+                              "text")
+        return value
+
     def construct_yaml_int(self, node: yaml.ScalarNode) -> int:
         """An integer as written: YAML 1.1's octal ``010`` and sexagesimal ``1:30`` refused."""
         text = str(node.value).replace("_", "")
@@ -77,3 +100,4 @@ class UniqueKeyLoader(NoRepeatedKeysLoader):
 
 UniqueKeyLoader.add_constructor("tag:yaml.org,2002:int", UniqueKeyLoader.construct_yaml_int)
 UniqueKeyLoader.add_constructor("tag:yaml.org,2002:bool", UniqueKeyLoader.construct_yaml_bool)
+UniqueKeyLoader.add_constructor("tag:yaml.org,2002:str", UniqueKeyLoader.construct_yaml_str)

@@ -311,7 +311,10 @@ def test_the_seed_and_samples_messages_in_full():
 
 
 @pytest.mark.parametrize(("lines", "message"), [
-    ("limit: 1e300\n", "--limit 1e300: more items than any task holds"),
+    ("limit: 1.0e+300\n", "--limit 1e+300: more items than any task holds"),
+    # trial 13: YAML reads 1e1 as text; lm-eval's TypeError came after the model loaded
+    ("limit: 1e1\n", "1e1 (line 4) is read by YAML as text, not a number: write it with a dot "
+                     "and a signed exponent (1.0e+1) or as a plain number, or quote it for text"),
     ("limit: 2\nfewshot_as_multiturn: true\nnum_fewshot: 1\n",
      "--fewshot_as_multiturn needs --apply_chat_template (lm-eval's rule)"),
     ("limit: 2\nbatch_size: auto\nmax_batch_size: -1\n", "--max_batch_size -1: give a positive"),
@@ -337,7 +340,7 @@ def test_a_config_files_options_are_checked_as_their_flags_are(lines, message, t
 def test_a_config_file_whose_flag_replaces_the_bad_value_passes(tmp_path):
     config = tmp_path / "run.yaml"
     config.write_text("model: hf-metered\nmodel_args: idle_seconds=0\n"
-                      "tasks: bbq_subset_25pct_loglik\nlimit: 1e300\nseed: -1\n")
+                      "tasks: bbq_subset_25pct_loglik\nlimit: 1.0e+300\nseed: -1\n")
     check_command_line(["--config", str(config), "--limit", "2", "--seed", "3"])
 
 
