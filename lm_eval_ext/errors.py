@@ -35,6 +35,7 @@ def interrupt_once(repeat_seconds: float = 1.0) -> None:
         if now - last[0] < repeat_seconds:
             return
         last[0] = now
+        _INTERRUPTS["raised"] += 1
         raise KeyboardInterrupt
 
     current = signal.getsignal(signal.SIGINT)
@@ -46,8 +47,21 @@ def interrupt_once(repeat_seconds: float = 1.0) -> None:
 
 def say_interrupted(command: str) -> int:
     """Ctrl-C as one line on standard error, naming ``command``; the exit code (130)."""
+    _INTERRUPTS["reported"] = _INTERRUPTS["raised"]
     print(f"\n{command}: {INTERRUPTED}", file=sys.stderr)
     return 130
+
+
+#: Ctrl-Cs raised by :func:`interrupt_once`'s handler, and those said by :func:`say_interrupted`
+_INTERRUPTS = {"raised": 0, "reported": 0}
+
+
+def swallowed_interrupt() -> bool:
+    """Whether a Ctrl-C was raised and never reached us.
+
+    A library (or CPython, in a callback) swallowed it, and its repeat was taken for the same.
+    """
+    return _INTERRUPTS["raised"] > _INTERRUPTS["reported"]
 
 
 def quiet_closed_stdout() -> None:

@@ -50,6 +50,37 @@ def test_ctrl_c_is_one_line_and_exit_130(monkeypatch, capsys):
         "again (a campaign resumes from its finished cells)")
 
 
+def test_a_ctrl_c_a_library_swallowed_still_ends_the_command_as_interrupted(monkeypatch,
+                                                                          capsys):
+    """trial 13: analyze (0.4 s) and run (0.01 s, in CPython's import-lock callback) went on past
+    a Ctrl-C whose repeat was taken for the same one, rc 0 without a word."""
+    import signal
+    import time
+
+    from lm_eval_ext.cli import mde
+    from lm_eval_ext.errors import interrupt_once
+
+    def swallowing(args):
+        for _ in range(2):  # timeout's SIGINT to the command, then to its process group
+            try:
+                os.kill(os.getpid(), signal.SIGINT)
+                time.sleep(0.05)
+            except KeyboardInterrupt:
+                pass  # a library's bare except
+        return 0
+
+    monkeypatch.setattr(mde, "run", swallowing)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        interrupt_once()
+        assert cli_main.main(["mde", "--m", "5", "--rho-d", "0.1"]) == 130
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    assert capsys.readouterr().err.strip().startswith("lm-eval-ext mde: interrupted (Ctrl-C)")
+    monkeypatch.setattr(mde, "run", lambda args: 0)
+    assert cli_main.main(["mde", "--m", "5", "--rho-d", "0.1"]) == 0  # said once, not again
+
+
 def test_the_same_look_twice_is_refused_before_any_run():
     """`sequential --looks A,A` was 'unexpected ValueError: looks must increase' (a bug)."""
     with pytest.raises(ConfigError) as error:

@@ -40,7 +40,13 @@ from lm_eval_ext.cli import (
     sequential,
 )
 from lm_eval_ext.cli.options import CommandParser
-from lm_eval_ext.errors import TRACEBACK_ENV, LmEvalExtError, quiet_closed_stdout, say_interrupted
+from lm_eval_ext.errors import (
+    TRACEBACK_ENV,
+    LmEvalExtError,
+    quiet_closed_stdout,
+    say_interrupted,
+    swallowed_interrupt,
+)
 from lm_eval_ext.files import path_error
 
 COMMANDS = (run, data, model, analyze, compare_harness, mde, recommend, sequential, campaign,
@@ -132,11 +138,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     _printable_output()
     try:
-        return _command(argv)
+        code = _command(argv)
     except KeyboardInterrupt:  # Ctrl-C once loaded (console.py: while loading): nothing half-written
         if os.environ.get(TRACEBACK_ENV):
             raise
         return say_interrupted(command_name(argv))
+    if swallowed_interrupt():  # the command ran on past a Ctrl-C: it was asked to stop
+        return say_interrupted(command_name(argv))
+    return code
 
 
 def _command(argv: list[str]) -> int:
