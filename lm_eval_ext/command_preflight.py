@@ -603,10 +603,13 @@ def _blaming_the_config(argv: Sequence[str], from_file: Mapping[str, object]):
         raise PreflightError(f"--config {_arguments(argv).config}: {exc}") from None
 
 
-def check_command_line(argv: Sequence[str], with_config: bool = True) -> None:
+def check_command_line(argv: Sequence[str], with_config: bool = True,
+                       build_user_tasks: bool = True) -> None:
     """Every check above on an lm-eval command line (``lm_eval [run] ...`` arguments).
 
-    ``with_config``: the ``--config`` file's options count as their flags.
+    ``with_config``: the ``--config`` file's options count as their flags;
+    ``build_user_tasks``: :func:`check_user_tasks` too (the stock command's hook makes it apart,
+    once ``lm_eval.tasks`` has loaded).
     """
     if not with_config:
         args, from_file = _arguments(argv), {}
@@ -616,6 +619,19 @@ def check_command_line(argv: Sequence[str], with_config: bool = True) -> None:
     args, from_file = check_arguments_lm_eval_parses(argv)
     with _blaming_the_config(argv, from_file):
         _check_options(args, from_file)
+    if build_user_tasks:
+        check_user_tasks(argv)
+
+
+def check_user_tasks(argv: Sequence[str]) -> None:
+    """The user's own tasks the command line runs, built as lm-eval builds them.
+
+    Their data is read: last, after every cheaper check.
+    """
+    args = _arguments(_with_config(argv)[0])
+    if args.tasks:
+        check_user_tasks_build([n.strip() for value in args.tasks for n in value.split(",")],
+                               args.include_path, model_args_of(args.metadata))
 
 
 def _check_options(args: argparse.Namespace, from_file: Mapping[str, object]) -> None:
@@ -655,9 +671,6 @@ def _check_options(args: argparse.Namespace, from_file: Mapping[str, object]) ->
         where = f" (and --config {args.config} names none)" if args.config else ""
         raise PreflightError(f"--tasks is missing{where}: name the tasks to run (e.g. --tasks "
                              "bbq_subset_25pct; `lm-eval ls tasks` lists them)")
-    if args.tasks:  # last: it reads the data of the user's own tasks
-        check_user_tasks_build([n.strip() for value in args.tasks for n in value.split(",")],
-                               args.include_path, model_args_of(args.metadata))
 
 
 def _subset_hint(name: str) -> str | None:

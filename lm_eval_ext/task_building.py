@@ -8,6 +8,7 @@ traceback. Built here first, its failure is one line naming the task and the fol
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from lm_eval_ext.errors import EnvironmentProblem, LmEvalExtError, PreflightError
@@ -40,16 +41,17 @@ REGISTER_AGAIN = ("its files under {folders} were changed after `lm-eval-ext dat
 
 def build_tasks(names: Sequence[str], manager: Any, user_folders: Sequence[str] = (),
                 fix: str = FIX_THE_YAML) -> dict:
-    """lm-eval's ``get_task_dict(names, manager)``.
+    """lm-eval's tasks ``names``, built by ``manager.load_task_or_group``.
+
+    (What lm-eval's ``get_task_dict`` calls, and usable while ``lm_eval.tasks`` is still
+    loading, where the start-up hook checks the stock command.)
 
     A data set out of reach is :func:`unreachable_data`'s line and our own errors keep theirs;
     any other failure, where the tasks come from the user's ``user_folders``, is a line naming
     them and ``fix`` (elsewhere it is a bug, ours or lm-eval's, raised as it is).
     """
-    from lm_eval.tasks import get_task_dict
-
     try:
-        return get_task_dict(list(names), manager)
+        return manager.load_task_or_group(list(names))
     except LmEvalExtError:
         raise
     except Exception as exc:
@@ -64,13 +66,24 @@ def build_tasks(names: Sequence[str], manager: Any, user_folders: Sequence[str] 
                              "again") from None
 
 
+def _defined_under(manager: Any, name: str, folder: Path) -> bool:
+    """Whether ``manager`` indexed task ``name`` from a YAML file under ``folder``.
+
+    (The index also holds the package's own tasks.)
+    """
+    entry = manager.task_index.get(name)
+    path = getattr(entry, "yaml_path", None) or (entry.get("yaml_path")
+                                                 if isinstance(entry, dict) else None)
+    return path is not None and folder.resolve() in Path(path).resolve().parents
+
+
 def check_user_tasks_build(tasks: Sequence[str], include_path: str | None,
                            metadata: Mapping[str, Any] | None = None) -> None:
     """The user's own tasks among ``tasks``, built as lm-eval will build them.
 
     Those of the ``include_path`` folder, and those ``data fingerprint --register`` wrote.
     """
-    from lm_eval.tasks import TaskManager
+    from lm_eval.tasks.manager import TaskManager
 
     from lm_eval_ext.paths import user_tasks_dir
 
@@ -81,6 +94,6 @@ def check_user_tasks_build(tasks: Sequence[str], include_path: str | None,
             continue
         manager = TaskManager(include_path=[folder], include_defaults=False,
                               metadata=dict(metadata or {}) or None)
-        own = [name for name in tasks if name in manager.all_subtasks]
+        own = [name for name in tasks if _defined_under(manager, name, Path(folder))]
         if own:
             build_tasks(own, manager, [folder], fix)

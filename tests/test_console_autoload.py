@@ -161,10 +161,10 @@ def test_the_hook_lists_every_install_it_makes():
     proc = _python(_WRAPPED, PYTHONPATH=f"{stand_in}:{Path.cwd()}")
     assert proc.returncode == 0, proc.stderr
     listed, wrapped = json.loads(proc.stdout)
-    # the installs that replace no attribute: the registry's and logging's public methods, two checks
+    # the installs that replace no attribute: the registry's and logging's public methods, checks
     assert sorted(set(listed) - {"register_models", "drop_metadata_hint",
                                  "check_stock_command_line", "check_stock_arguments",
-                                 "start_stock_command"}) == wrapped
+                                 "start_stock_command", "check_stock_user_tasks"}) == wrapped
     assert len(listed) == len(set(listed)) and "add_task_folders" in wrapped
 
 

@@ -34,6 +34,7 @@ INSTALLS: tuple[tuple[str, str], ...] = (
     ("lm_eval.loggers.evaluation_tracker", "saved_outputs:check_saved_results"),
     ("lm_eval.loggers.evaluation_tracker", "saved_outputs:check_saved_samples"),
     ("lm_eval.evaluator", "upstream_noise:quiet_git_hash"),
+    ("lm_eval.evaluator", "lm_eval_cli:check_stock_user_tasks"),
     ("lm_eval.models.vllm_causallms", "vllm_engines:hand_over_kept_engines"),
 )
 #: installs that run as an lm-eval module starts importing, before its own imports: the

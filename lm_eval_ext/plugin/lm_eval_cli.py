@@ -160,6 +160,19 @@ def check_disable_value() -> None:
                           f"lm-eval alone), or unset it to keep the hook")
 
 
+def check_stock_user_tasks() -> None:
+    """In the stock ``lm_eval``: the user's own tasks built (their data read).
+
+    Once ``lm_eval.evaluator`` (and so ``lm_eval.tasks``) has loaded, before the model does.
+    """
+    if not stock_lm_eval_command():
+        return
+    from lm_eval_ext.command_preflight import check_user_tasks
+
+    with ending_lm_eval_command():
+        check_user_tasks(sys.argv[1:])
+
+
 def check_stock_command_line() -> None:
     """In the stock ``lm_eval`` command: its command line checked, lm-eval's index narrowed."""
     if not stock_lm_eval_command():  # lm-eval imports its task manager before it loads the model
@@ -169,5 +182,5 @@ def check_stock_command_line() -> None:
 
     install_one_line_errors()
     with ending_lm_eval_command():  # one line, exit 2 (1: a full disk), no model loaded
-        check_command_line(sys.argv[1:])
+        check_command_line(sys.argv[1:], build_user_tasks=False)  # lm_eval.tasks still loads
     narrow_to_command_line(sys.argv[1:])
