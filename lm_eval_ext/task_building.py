@@ -32,7 +32,7 @@ def unreachable_data(error: BaseException) -> EnvironmentProblem | None:
 
 
 #: the fix for a task YAML of the user's own that lm-eval cannot build
-FIX_THE_YAML = "fix the task YAML under {folders} (its data files, prompt, choices or target)"
+FIX_THE_YAML = "fix the task YAML in {folders} (its keys, data files, prompt, choices or target)"
 #: the fix for a task written by ``data fingerprint --register`` (changed or cut since)
 REGISTER_AGAIN = ("its files under {folders} were changed after `lm-eval-ext data fingerprint "
                   "--register` wrote them: register it again from the manifest CSV it came from "
@@ -81,19 +81,24 @@ def check_user_tasks_build(tasks: Sequence[str], include_path: str | None,
                            metadata: Mapping[str, Any] | None = None) -> None:
     """The user's own tasks among ``tasks``, built as lm-eval will build them.
 
-    Those of the ``include_path`` folder, and those ``data fingerprint --register`` wrote.
+    Those of the ``include_path`` folder, those ``data fingerprint --register`` wrote, and
+    task YAMLs given by their path.
     """
     from lm_eval.tasks.manager import TaskManager
 
     from lm_eval_ext.paths import user_tasks_dir
 
+    metadata = dict(metadata or {}) or None
     registered = user_tasks_dir()
     for folder, fix in ((include_path, FIX_THE_YAML),
                         (str(registered) if registered.is_dir() else None, REGISTER_AGAIN)):
         if folder is None:
             continue
-        manager = TaskManager(include_path=[folder], include_defaults=False,
-                              metadata=dict(metadata or {}) or None)
+        manager = TaskManager(include_path=[folder], include_defaults=False, metadata=metadata)
         own = [name for name in tasks if _defined_under(manager, name, Path(folder))]
         if own:
             build_tasks(own, manager, [folder], fix)
+    files = [name for name in tasks if name.endswith((".yaml", ".yml")) and Path(name).is_file()]
+    if files:  # a task YAML given by its path (lm-eval reads it as the task)
+        build_tasks(files, TaskManager(include_defaults=False, metadata=metadata), files,
+                    FIX_THE_YAML)

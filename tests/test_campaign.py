@@ -488,8 +488,8 @@ def test_a_task_lm_eval_cannot_build_is_one_line(tmp_path, capsys):
     assert main(argv) == 2
     assert capsys.readouterr().err.strip().splitlines()[-1] == (  # after datasets' bar
         "lm-eval-ext: error: lm-eval cannot build the task(s) gone_t (IndexError: list index out "
-        f"of range); fix the task YAML under {tasks} (its data files, prompt, choices or target), "
-        "and run again")
+        f"of range); fix the task YAML in {tasks} (its keys, data files, prompt, choices or "
+        "target), and run again")
     _task_failing_on_its_second_item(tmp_path, tasks)  # followed: it builds (and counts 2 items)
     assert main(argv) == 0
     assert "gone_t" in capsys.readouterr().out

@@ -563,7 +563,9 @@ def test_a_task_file_naming_a_key_twice_or_no_documents_is_refused(tmp_path):
         check_command_line([*BASE[:2], "--tasks", "bare_t", "--include_path", str(bare.parent)])
     assert str(caught.value) == f"--include_path {bare.parent}: {bare} {message}"
     # followed: with its documents named, the same file passes
-    fixed = _task_yaml(tmp_path / "fixed", f"task: fixed_t\n{JSON_TASK}")
+    (tmp_path / "d.jsonl").write_text('{"q": "2+2", "a": "4"}\n')
+    fixed = _task_yaml(tmp_path / "fixed", f"task: fixed_t\n{JSON_TASK}".replace(
+        "test: d.jsonl", f"test: {tmp_path}/d.jsonl"))
     check_command_line([*BASE[:2], "--tasks", str(fixed)])
 
 
@@ -587,8 +589,8 @@ def test_an_include_path_task_lm_eval_cannot_build_is_one_line(body, cause, tmp_
     with pytest.raises(PreflightError) as caught:
         check_command_line([*BASE[:2], "--tasks", "mine", "--include_path", str(folder)])
     assert str(caught.value) == (
-        f"lm-eval cannot build the task(s) mine ({cause}); fix the task YAML under {folder} (its "
-        "data files, prompt, choices or target), and run again")
+        f"lm-eval cannot build the task(s) mine ({cause}); fix the task YAML in {folder} (its "
+        "keys, data files, prompt, choices or target), and run again")
 
 
 def test_sampling_without_a_temperature_is_refused():
@@ -613,3 +615,27 @@ def test_sampling_without_a_temperature_is_refused():
         "do_sample=True,temperature=0.7)")
     check_command_line(["--model", "hf-metered", "--tasks", "bbq_subset_25pct", "--gen_kwargs",
                         "do_sample=true,temperature=0.7"])  # followed
+
+
+def test_a_task_yaml_given_by_its_path_that_lm_eval_cannot_build_is_one_line(tmp_path):
+    """trial 14: a task YAML in --tasks with an unknown key (a YAML anchor's helper `base:`)
+    was lm-eval's 'TaskConfig.__init__() got an unexpected keyword argument' traceback after the
+    model loaded."""
+    from lm_eval.tasks import TaskManager, get_task_dict
+
+    task = tmp_path / "t.yaml"
+    (tmp_path / "d.jsonl").write_text('{"q": "2+2", "a": "4"}\n')
+    task.write_text("base: &b {dataset_path: json}\ntask: mine\n<<: *b\n"
+                    + JSON_TASK.replace("dataset_path: json\n", "").replace(
+                        "test: d.jsonl", f"test: {tmp_path}/d.jsonl"))
+    with pytest.raises(TypeError, match="unexpected keyword argument 'base'"):  # lm-eval's own
+        get_task_dict([str(task)], TaskManager(include_defaults=False))
+    with pytest.raises(PreflightError) as caught:
+        check_command_line([*BASE[:2], "--tasks", str(task)])
+    assert str(caught.value) == (
+        f"lm-eval cannot build the task(s) {task} (TypeError: TaskConfig.__init__() got an "
+        f"unexpected keyword argument 'base'); fix the task YAML in {task} (its keys, data "
+        "files, prompt, choices or target), and run again")
+    task.write_text(f"task: mine\n{JSON_TASK}".replace("test: d.jsonl",
+                                                      f"test: {tmp_path}/d.jsonl"))
+    check_command_line([*BASE[:2], "--tasks", str(task)])  # followed: no helper key
