@@ -291,6 +291,36 @@ def test_misspelled_metadata_key_is_rejected_before_the_model_loads():
     check_setting_keys({"template_tier": "cot", "max_seq_lengths": [4096]})  # others pass
 
 
+def test_a_metadata_key_our_tasks_set_themselves_is_refused(data_dir):
+    """trial 14: `--metadata '{"membership": "50pct_r1"}'` (or scoring_path) was load_membership's
+    'got multiple values for keyword argument' TypeError after the model loaded."""
+    import inspect
+
+    import yaml
+    from lm_eval.api.task import ConfigurableTask
+
+    from lm_eval_ext.paths import package_tasks_dir
+    from lm_eval_ext.plugin.task_folders import check_setting_keys
+    from lm_eval_ext.tasks.common.prompting import DATASET_KEYS
+
+    class Loader(yaml.SafeLoader):
+        pass
+
+    Loader.add_constructor("!function", lambda loader, node: None)
+    used = {key for path in package_tasks_dir().rglob("*yaml*") if path.is_file()
+            for key in ((yaml.load(path.read_text(), Loader=Loader) or {})  # noqa: S506
+                        .get("dataset_kwargs") or {})}
+    assert used <= set(DATASET_KEYS)  # every key our YAMLs pass their loader
+    # lm-eval calls the loader with the metadata and the dataset_kwargs as keywords, both
+    assert "**(self.config.metadata or {}), **(self.config.dataset_kwargs or {})" in \
+        inspect.getsource(ConfigurableTask.download)
+    for key in ("membership", "scoring_path"):
+        with pytest.raises(ConfigError) as caught:
+            check_setting_keys({key: "x"})
+        assert str(caught.value).startswith(f"--metadata key {key!r} is set by each of this "
+                                            "package's tasks itself")
+
+
 def test_register_rejects_a_trailing_newline(tmp_path, data_dir):
     # (a name lm-eval or we already define: test_fingerprint_cli)
     from lm_eval_ext.tasks.bbq.registered import register_manifest_task

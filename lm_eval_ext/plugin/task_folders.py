@@ -27,13 +27,22 @@ def _merge_include_paths(user_value) -> list:
 
 
 def check_setting_keys(metadata) -> None:
-    """Refuse a ``--metadata`` key near a task setting's name (other keys: other tasks')."""
+    """Refuse a ``--metadata`` key near a task setting's name, or one our tasks set themselves.
+
+    (Other keys are other tasks'.)
+    """
     import difflib
 
     from lm_eval_ext.errors import ConfigError
-    from lm_eval_ext.tasks.common.prompting import TASK_SETTING_KEYS
+    from lm_eval_ext.tasks.common.prompting import DATASET_KEYS, TASK_SETTING_KEYS
 
     for key in metadata or {}:
+        if key in DATASET_KEYS:
+            raise ConfigError(f"--metadata key {key!r} is set by each of this package's tasks "
+                              "itself (its dataset_kwargs; lm-eval would pass it twice to the "
+                              "task's loader): leave it out, and name the task that has the "
+                              f"{key} you want (e.g. bbq_subset_50pct_r2_loglik, "
+                              "bbq_subset_25pct)")
         close = difflib.get_close_matches(str(key), TASK_SETTING_KEYS, n=1, cutoff=0.75)
         if close and key != close[0]:
             raise ConfigError(f"--metadata key {key!r} is not a task setting; did you mean "

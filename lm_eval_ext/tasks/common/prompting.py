@@ -34,6 +34,9 @@ PATHS = ("generative", "loglik")
 DEFAULT_TIER = {"generative": "detailed", "loglik": "minimal"}
 #: task settings our tasks read from ``--metadata``
 TASK_SETTING_KEYS = ("template_tier",)
+#: the package's tasks' own ``dataset_kwargs`` keys: lm-eval passes ``--metadata`` to the same
+#: loader, so one of these there is the keyword given twice (a TypeError after the model loads)
+DATASET_KEYS = ("membership", "scoring_path", "split", "variant", "manifest_csv")
 COT_GENERATIVE = ("Think step by step in a few sentences, then give your final answer on its own "
                   'last line as "Answer: X", where X is the letter of your choice.')
 COT_LOGLIK = "Let's think step by step."
