@@ -251,23 +251,33 @@ def check_batch_size(value: str, where: str = "--batch_size") -> None:
 
 def check_gen_kwargs(value: str | Mapping[str, object], where: str = "--gen_kwargs",
                      complete: bool = True) -> None:
-    """``max_gen_toks`` a positive whole number, ``temperature`` >= 0, ``top_p`` in (0, 1].
+    """The generation settings as lm-eval and transformers take them.
+
+    ``max_gen_toks`` and ``num_beams`` positive whole numbers, ``top_k`` 0 or more,
+    ``temperature`` >= 0, ``top_p`` and ``typical_p`` in (0, 1], ``min_p`` in [0, 1],
+    ``repetition_penalty`` above 0.
 
     ``value`` is lm-eval's ``k=v,k=v`` text or (in a campaign file) a mapping; ``complete``:
     all the settings a run gets (sampling then needs its temperature among them; a campaign's
     part may leave it to the other part).
     """
-    if isinstance(value, Mapping):  # a file's values: numbers must be numbers (YAML reads
-        for key in ("max_gen_toks", "temperature", "top_p"):  # 1e300 as text)
-            if key in value and (isinstance(value[key], (str, bool))):
-                raise PreflightError(f"{where} {key}={value[key]!r}: {key} must be a number, "
-                                     "not text (YAML reads 1e300 as text; write 1.0e+300)")
     pairs = ({str(k): str(v) for k, v in value.items()} if isinstance(value, Mapping) else
              dict(item.partition("=")[::2] for item in str(value).split(",") if "=" in item))
-    checks = {"max_gen_toks": (lambda v: v.isdigit() and int(v) > 0, "a positive whole number"),
+    whole = "whole number, written without a decimal point (e.g. 8)"
+    # transformers' bounds where it refuses only after the model loads (its logits processors)
+    checks = {"max_gen_toks": (lambda v: v.isdigit() and int(v) > 0, f"a positive {whole}"),
+              "num_beams": (lambda v: v.isdigit() and int(v) > 0, f"a positive {whole}"),
+              "top_k": (lambda v: v.isdigit(), f"a {whole}, 0 or more (0: no top-k)"),
               "temperature": (lambda v: _number(v) >= 0, "a number >= 0"),
-              "top_p": (lambda v: 0 < _number(v) <= 1, "a number in (0, 1]")}
+              "top_p": (lambda v: 0 < _number(v) <= 1, "a number in (0, 1]"),
+              "typical_p": (lambda v: 0 < _number(v) <= 1, "a number in (0, 1]"),
+              "min_p": (lambda v: 0 <= _number(v) <= 1, "a number in [0, 1]"),
+              "repetition_penalty": (lambda v: 0 < _number(v) < math.inf,
+                                     "a number above 0 (1: no penalty)")}
     for key, (ok, wanted) in checks.items():
+        if isinstance(value, Mapping) and isinstance(value.get(key), (str, bool)):
+            raise PreflightError(f"{where} {key}={value[key]!r}: {key} must be a number, not "
+                                 "text (YAML reads 1e300 as text; write 1.0e+300)")
         if key in pairs and not ok(pairs[key].strip()):
             raise PreflightError(f"{where} {key}={pairs[key]}: {key} must be {wanted}")
     sampling = pairs.get("do_sample", "").strip().lower() == "true"

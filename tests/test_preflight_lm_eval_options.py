@@ -639,3 +639,34 @@ def test_a_task_yaml_given_by_its_path_that_lm_eval_cannot_build_is_one_line(tmp
     task.write_text(f"task: mine\n{JSON_TASK}".replace("test: d.jsonl",
                                                       f"test: {tmp_path}/d.jsonl"))
     check_command_line([*BASE[:2], "--tasks", str(task)])  # followed: no helper key
+
+
+@pytest.mark.parametrize(("setting", "processor", "message"), [
+    ("top_k=-1", ("TopKLogitsWarper", -1), "top_k must be a whole number, written without a "
+                                           "decimal point (e.g. 8), 0 or more (0: no top-k)"),
+    ("repetition_penalty=0", ("RepetitionPenaltyLogitsProcessor", 0.0),
+     "repetition_penalty must be a number above 0 (1: no penalty)"),
+    ("min_p=2", ("MinPLogitsWarper", 2.0), "min_p must be a number in [0, 1]"),
+    ("typical_p=0", ("TypicalLogitsWarper", 0.0), "typical_p must be a number in (0, 1]"),
+    ("num_beams=0", None, "num_beams must be a positive whole number"),
+    ("max_gen_toks=8.0", None, "max_gen_toks must be a positive whole number, written without a "
+                               "decimal point (e.g. 8)"),
+])
+def test_generation_settings_transformers_refuses_after_the_load_are_refused(setting, processor,
+                                                                             message):
+    """trial 14: top_k=-1, repetition_penalty=0 and num_beams=0 passed, then transformers'
+    ValueError (ZeroDivisionError for the beams) after the model loaded; max_gen_toks=8.0 was
+    refused without saying to write 8."""
+    import transformers.generation.logits_process as processors
+
+    if processor is not None:  # transformers' own refusal, once the model has loaded
+        name, value = processor
+        with pytest.raises(ValueError):
+            getattr(processors, name)(value)
+    with pytest.raises(PreflightError) as caught:
+        check_command_line([*BASE[:2], "--tasks", "bbq_subset_25pct", "--gen_kwargs",
+                            f"do_sample=true,temperature=0.7,{setting}"])
+    assert str(caught.value).startswith(f"--gen_kwargs {setting}: {message}")
+    check_command_line([*BASE[:2], "--tasks", "bbq_subset_25pct", "--gen_kwargs",
+                        "do_sample=true,temperature=0.7,top_k=0,repetition_penalty=1.1,"
+                        "min_p=0,typical_p=1,num_beams=1,max_gen_toks=8"])  # the edges pass
