@@ -106,7 +106,8 @@ def check_num_fewshot(value: object, where: str = "--num_fewshot") -> None:
     except ValueError:
         shots = -1
     if shots < 0:
-        raise PreflightError(f"{where} {value}: give 0 or more few-shot examples")
+        raise PreflightError(f"{where} {value}: give 0 or more few-shot examples, as a whole "
+                             "number written without a decimal point or a sign (e.g. 0 or 5)")
 
 
 def check_fewshot_pools(tasks: Sequence[str], shots: int, where: str = "--num_fewshot") -> None:

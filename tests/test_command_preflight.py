@@ -174,6 +174,10 @@ def test_sequential_keeps_another_pre_registration(tmp_path):
     (["--gen_kwargs", "max_gen_toks=-1"], "max_gen_toks must be a positive whole number"),
     (["--gen_kwargs", "temperature=-0.5,do_sample=true"], "temperature must be a number >= 0"),
     (["--gen_kwargs", "top_p=1.5"], "top_p must be a number in (0, 1]"),
+    # trial 14: -0.0 and 1.0 were told "give 0 or more", which they are
+    (["--num_fewshot", "1.0"], "--num_fewshot 1.0: give 0 or more few-shot examples, as a whole "
+                               "number written without a decimal point or a sign (e.g. 0 or 5)"),
+    (["--num_fewshot", "-0.0"], "--num_fewshot -0.0: give 0 or more few-shot examples, as a whole"),
 ])
 def test_more_arguments_that_would_fail_or_mislead_after_loading(argv, message):
     """More bad arguments: --limit with --samples was a traceback after lm-eval's start;
