@@ -133,6 +133,19 @@ def test_frozen_memberships_are_placed_among_draws(instrument_rows, tmp_path):
     assert s.loc[62, "sd_pp"] > s.loc[375, "sd_pp"]  # smaller subsets vary more
 
 
+def test_a_few_units_give_each_subset_size_once_and_no_empty_one(instrument_rows, tmp_path):
+    """trial 14: two runs of 2 units gave membership rows of 0 units and 0 items (20 draws each)
+    and two rows of 1 unit."""
+    rows = load_membership("instrument").rows[:8]  # two contexts: two natural units
+    write_run(tmp_path, "bbq_instrument_loglik", rows, np.zeros(8, dtype=int))
+    [run] = load_runs([tmp_path])
+    _, codes = np.unique(run.items["unit_id"].astype(str), return_inverse=True)
+    assert codes.max() + 1 == 2
+    result = membership_sensitivity(ACCURACY, run.items, codes, n_draws=20, rng=0)
+    assert list(result.summary["size_units"]) == [1]  # 0.75 and 0.5 of 2 units: 1; the rest 0
+    assert (result.summary["size_items"] > 0).all()
+
+
 def test_known_effect_is_found_and_cost_ratios_reported(instrument_rows, tmp_path):
     rng = np.random.default_rng(11)
     rows = instrument_rows
