@@ -141,10 +141,18 @@ def test_sequential_of_one_configuration_against_itself_is_refused(tmp_path, cap
                       "idle_seconds=0", "--out", str(tmp_path / "o")], capsys)
     assert line == (
         "lm-eval-ext: error: sequential: the reference and the candidate are one configuration "
-        "(model args 'idle_seconds=0', batch 1), so every look would compare a run with "
-        "itself; give the candidate the change to test (e.g. --candidate-batch 8, or "
+        "(model args 'idle_seconds=0', batch 1), so every look would compare the same "
+        "answers; give the candidate the change to test (e.g. --candidate-batch 8, or "
         "--candidate-args with another precision)")
     assert not (tmp_path / "o").exists()
+    # trial 14: arms differing only in how they are measured ran to "unresolved" too
+    line = _one_line(["sequential", "--reference-args", "idle_seconds=0", "--candidate-args",
+                      "idle_seconds=0.5,energy=off", "--out", str(tmp_path / "o")], capsys)
+    assert line == (
+        "lm-eval-ext: error: sequential: the reference and the candidate differ only in energy, "
+        "idle_seconds, which change how a run is measured, not one answer, so every look would "
+        "compare the same answers; give the candidate the change to test (e.g. "
+        "--candidate-batch 8, or --candidate-args with another precision)")
 
 
 @pytest.mark.slow

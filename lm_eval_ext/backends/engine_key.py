@@ -53,6 +53,9 @@ PLACEMENT_ARGS = ("device",)
 SERVING_ARGS = ("chat_template", "energy", "idle_seconds", "power_check", "sync", "codecarbon",
                 "codecarbon_country", "codecarbon_region", "carbon_intensity", "mc_scoring",
                 "generation", "cuda_graphs")
+#: the serving args that change only how a run is measured, never one of its answers
+METERING_ARGS = ("energy", "idle_seconds", "power_check", "sync", "codecarbon",
+                 "codecarbon_country", "codecarbon_region", "carbon_intensity")
 #: lm_eval options that reach the model as model args (``--device``, ``--trust_remote_code``)
 LOAD_OPTIONS = ("device", "trust_remote_code")
 #: lm_eval options a derived cell may have apart from its parent (its items are checked apart)

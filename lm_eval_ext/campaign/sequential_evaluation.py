@@ -168,12 +168,20 @@ def preregistration(plan: SequentialPlan, looks: Sequence[str], arms: dict[str, 
                          "the last"}
 
 
-def _same_configuration(reference: Arm, candidate: Arm) -> bool:
-    """Whether two arms are one configuration (model args compared as key=value sets)."""
-    def args(arm: Arm) -> dict[str, str]:
-        return parse_model_args(arm.model_args, "sequential")
+def _same_answers(reference: Arm, candidate: Arm) -> list[str] | None:
+    """The model args two arms differ in, when none of them changes an answer; else None.
 
-    return args(reference) == args(candidate) and reference.batch_size == candidate.batch_size
+    Such args change only how a run is measured
+    (:data:`~lm_eval_ext.backends.engine_key.METERING_ARGS`). ``[]``: one configuration
+    (model args compared as key=value sets, and the batch).
+    """
+    from lm_eval_ext.backends.engine_key import METERING_ARGS
+
+    ref, cand = (parse_model_args(arm.model_args, "sequential") for arm in (reference, candidate))
+    differing = sorted(k for k in set(ref) | set(cand) if ref.get(k) != cand.get(k))
+    if reference.batch_size != candidate.batch_size or set(differing) - set(METERING_ARGS):
+        return None
+    return differing
 
 
 def run_sequential(out: str | Path, reference: Arm, candidate: Arm, *, metric: str = "accuracy",
@@ -191,12 +199,16 @@ def run_sequential(out: str | Path, reference: Arm, candidate: Arm, *, metric: s
     for role, arm in (("reference", reference), ("candidate", candidate)):
         check_model_args(arm.model_args, arm.batch_size, f"sequential: --{role}-args",
                          f"sequential: --{role}-batch")
-    if _same_configuration(reference, candidate):
+    differing = _same_answers(reference, candidate)
+    if differing is not None:
+        kind = (f"differ only in {', '.join(differing)}, which change how a run is measured, "
+                "not one answer" if differing else
+                f"are one configuration (model args {reference.model_args or 'none'!r}, batch "
+                f"{reference.batch_size})")
         raise ConfigError(
-            f"sequential: the reference and the candidate are one configuration (model args "
-            f"{reference.model_args or 'none'!r}, batch {reference.batch_size}), so every look "
-            "would compare a run with itself; give the candidate the change to test (e.g. "
-            "--candidate-batch 8, or --candidate-args with another precision)")
+            f"sequential: the reference and the candidate {kind}, so every look would compare "
+            "the same answers; give the candidate the change to test (e.g. --candidate-batch "
+            "8, or --candidate-args with another precision)")
     card_path = out / "preregistration.json"
     if out.is_dir() and any(out.iterdir()) and not card_path.is_file():
         raise ConfigError(f"sequential: --out {out} holds other files and no sequential "
