@@ -18,8 +18,15 @@ from lm_eval_ext.errors import ConfigError
 _EXPONENT_TEXT = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+")
 
 
-def _as_yaml_float(text: str) -> str:
-    """``text`` (a number in exponent form) as YAML 1.1 reads a float: 1e1 -> 1.0e+1."""
+def _as_number(text: str) -> str:
+    """How to write ``text`` (a number in exponent form) for YAML 1.1 to read it as one.
+
+    A whole number of at most 15 digits as digits (1e1 -> 10: a count takes no other form),
+    else with a dot and a signed exponent (5e-324 -> 5.0e-324).
+    """
+    value = float(text)
+    if value.is_integer() and abs(value) < 1e15:
+        return str(int(value))
     mantissa, _, exponent = text.lower().partition("e")
     mantissa = mantissa if "." in mantissa else f"{mantissa}.0"
     return f"{mantissa}e{exponent if exponent[0] in '+-' else '+' + exponent}"
@@ -82,8 +89,7 @@ class UniqueKeyLoader(NoRepeatedKeysLoader):
         value = super().construct_yaml_str(node)
         if node.style is None and _EXPONENT_TEXT.fullmatch(value):
             raise ConfigError(f"{value} (line {node.start_mark.line + 1}) is read by YAML as "
-                              "text, not a number: write it with a dot and a signed exponent "
-                              f"({_as_yaml_float(value)}) or as a plain number, or quote it for "
+                              f"text, not a number: write {_as_number(value)}, or quote it for "
                               "text")
         return value
 

@@ -313,8 +313,13 @@ def test_the_seed_and_samples_messages_in_full():
 @pytest.mark.parametrize(("lines", "message"), [
     ("limit: 1.0e+300\n", "--limit 1e+300: more items than any task holds"),
     # trial 13: YAML reads 1e1 as text; lm-eval's TypeError came after the model loaded
-    ("limit: 1e1\n", "1e1 (line 4) is read by YAML as text, not a number: write it with a dot "
-                     "and a signed exponent (1.0e+1) or as a plain number, or quote it for text"),
+    ("limit: 1e1\n", "1e1 (line 4) is read by YAML as text, not a number: write 10, or quote "
+                     "it for text"),
+    # trial 14: `num_fewshot: 1e0` was told to write 1.0e+0, which a count refuses in turn
+    ("num_fewshot: 1e0\n", "1e0 (line 4) is read by YAML as text, not a number: write 1, or "
+                           "quote it for text"),
+    ("limit: 5e-324\n", "5e-324 (line 4) is read by YAML as text, not a number: write "
+                        "5.0e-324, or quote it for text"),
     ("limit: 2\nfewshot_as_multiturn: true\nnum_fewshot: 1\n",
      "--fewshot_as_multiturn needs --apply_chat_template (lm-eval's rule)"),
     ("limit: 2\nbatch_size: auto\nmax_batch_size: -1\n", "--max_batch_size -1: give a positive"),
