@@ -158,3 +158,24 @@ def test_model_args_that_act_only_beside_another_are_refused_without_it(args, me
     own = HFMeteredLM.checked_args({"answers_from": "r.json", "recheck": "0.5"})[0]
     assert (own.recheck, own.recheck_seed) == (0.5, 0)
     assert dataclasses.astuple(HFMeteredLM.checked_args({})[0])[-2:] == (0.05, 0)
+
+
+def test_energy_rapl_where_rapl_cannot_be_read_is_refused_before_the_load():
+    """trial 14: energy=rapl where RAPL is not readable was an OSError traceback from
+    metering/sources.py after the model loaded; it is refused exactly where RAPL cannot be
+    read (this machine's RaplSource is the reference)."""
+    from lm_eval_ext.backends.hf.metered import HFMeteredLM
+    from lm_eval_ext.metering.sources import RaplSource
+
+    try:
+        RaplSource()
+    except OSError as exc:
+        with pytest.raises(ConfigError) as caught:
+            HFMeteredLM.check_model_args("energy=rapl")
+        assert str(caught.value) == (
+            f"hf-metered: energy=rapl needs RAPL counters this process can read ({exc}); use "
+            "energy=auto (RAPL where it can be read, else none), or run where "
+            "/sys/class/powercap/intel-rapl:*/energy_uj is readable")
+    else:
+        HFMeteredLM.check_model_args("energy=rapl")
+    HFMeteredLM.check_model_args("energy=auto")  # followed

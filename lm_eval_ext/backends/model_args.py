@@ -190,6 +190,8 @@ class MeteredArgs:
         packaged_models.check_available(self.pretrained)
         if self.energy == "nvml":
             _check_nvml_device(model, lm_args.get("device"))
+        if self.energy == "rapl":
+            _check_rapl(model)
         return dataclasses.replace(
             self, idle_seconds=_number(model, "idle_seconds", self.idle_seconds),
             power_check=strict_bool(model, "power_check", self.power_check))
@@ -221,6 +223,19 @@ class HFMeteredArgs(MeteredArgs):
             common, sync=strict_bool(model, "sync", self.sync), codecarbon=codecarbon,
             carbon_intensity=None if self.carbon_intensity is None
             else _number(model, "carbon_intensity", self.carbon_intensity))
+
+
+def _check_rapl(model: str) -> None:
+    """``energy=rapl`` needs RAPL counters this process can read (checked before the load)."""
+    from lm_eval_ext.metering.sources import RaplSource
+
+    try:
+        RaplSource()
+    except OSError as exc:
+        raise ConfigError(f"{model}: energy=rapl needs RAPL counters this process can read "
+                          f"({exc}); use energy=auto (RAPL where it can be read, else none), "
+                          "or run where /sys/class/powercap/intel-rapl:*/energy_uj is "
+                          "readable") from None
 
 
 def _check_nvml_device(model: str, device: Any) -> None:
