@@ -67,6 +67,19 @@ def test_name_equals_path_only_for_identifiers_and_existing_paths(two_runs, tmp_
         assert split_run_argument(f"{usable}={folder}") == (usable, folder)  # followed
 
 
+@pytest.mark.parametrize(("label", "usable"), [("b4,x", "b4_x"), ("β1", "_1"), ("b=4", "b_4")])
+def test_a_label_that_is_not_a_run_name_is_refused_as_the_name_would_be(label, usable,
+                                                                       two_runs):
+    """trial 14: --label 'b4,x' (or β1, b=4) named the run so; recommend --order/--weights could
+    then name it in no way."""
+    ref, run = two_runs
+    with pytest.raises(AnalysisInputError) as error:
+        analyze(ref, [run], labels=["ref", label], **FAST)
+    assert str(error.value) == (
+        f"--label {label!r} is not a run name (letters, digits and _ . + -, not starting with a "
+        f"digit or one of . + -); write e.g. {usable}")
+
+
 def test_several_runs_under_one_reference_is_an_error_listing_them(two_runs, tmp_path):
     ref, run = two_runs
     with pytest.raises(AnalysisInputError, match=r"holds 2 runs:(.|\n)*precision=int8(.|\n)*ref"):

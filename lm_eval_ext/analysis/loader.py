@@ -370,12 +370,27 @@ def split_run_argument(raw: str | Path) -> tuple[str | None, str]:
         raise AnalysisInputError(f"{text}: the NAME before = is empty; write NAME={path} "
                                  f"(e.g. base={path}), or the path alone")
     if sep and Path(path).exists() and not Path(text).exists():  # a name of other characters
-        usable = re.sub(r"[^A-Za-z0-9_.+-]", "_", name.strip())
-        usable = usable if _RUN_NAME.fullmatch(usable) else f"run_{usable}"
-        raise AnalysisInputError(f"{text}: the NAME {name!r} is not a run name (letters, "
-                                 "digits and _ . + -, not starting with a digit or one of "
-                                 f". + -); write e.g. {usable}={path}")
+        raise AnalysisInputError(f"{text}: the NAME {name!r} {RUN_NAME_RULE}; write e.g. "
+                                 f"{usable_run_name(name)}={path}")
     return None, text
+
+
+#: what a run name may hold (it is written in tables and named again in RUN=W options)
+RUN_NAME_RULE = ("is not a run name (letters, digits and _ . + -, not starting with a digit or "
+                 "one of . + -)")
+
+
+def usable_run_name(name: str) -> str:
+    """``name`` made a run name: other characters replaced by ``_``."""
+    usable = re.sub(r"[^A-Za-z0-9_.+-]", "_", name.strip())
+    return usable if _RUN_NAME.fullmatch(usable) else f"run_{usable}"
+
+
+def check_run_name(name: str, where: str) -> None:
+    """A run name given directly (``--label``) follows the ``NAME=PATH`` rule."""
+    if not _RUN_NAME.fullmatch(name):
+        raise AnalysisInputError(f"{where} {name!r} {RUN_NAME_RULE}; write e.g. "
+                                 f"{usable_run_name(name)}")
 
 
 def load_runs(paths: Iterable[str | Path], *, one_per_entry: bool = True,

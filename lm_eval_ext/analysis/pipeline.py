@@ -22,7 +22,12 @@ from lm_eval_ext.analysis.clustering import cluster_column, clustering_sensitivi
 from lm_eval_ext.analysis.comparisons import add_power, comparison_row
 from lm_eval_ext.analysis.errors import AnalysisInputError, DegenerateDataWarning
 from lm_eval_ext.analysis.grid import grid_analysis
-from lm_eval_ext.analysis.loader import distinct_labels, load_runs, split_run_argument
+from lm_eval_ext.analysis.loader import (
+    check_run_name,
+    distinct_labels,
+    load_runs,
+    split_run_argument,
+)
 from lm_eval_ext.analysis.membership import membership_sensitivity
 from lm_eval_ext.analysis.metrics import ACCURACY, BIAS_S_AMB, BIAS_S_DIS, paired_metrics
 from lm_eval_ext.analysis.pairing import (
@@ -147,6 +152,8 @@ def analyze(reference: str | Path, runs: Sequence[str | Path], *,
     if labels is not None and len(labels) != 1 + len(runs):
         raise AnalysisInputError(f"{len(labels)} labels for the reference and {len(runs)} runs; "
                                  "give one label each, reference first")
+    for label in labels or ():
+        check_run_name(label, "--label")
     given = list(labels) if labels else [split_run_argument(r)[0] for r in [reference, *runs]]
     twice = sorted({n for n in given if n is not None and given.count(n) > 1})
     if twice:
