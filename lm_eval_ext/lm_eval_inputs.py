@@ -271,6 +271,15 @@ def check_config_value_types(options: Mapping[str, object]) -> None:
     YAML reads ``no`` as false and ``"false"`` as text; lm-eval then takes the text as true, or
     adds a path to false (a traceback).
     """
+    if "config" in options:  # lm-eval reads one file: the one on the command line
+        raise PreflightError(f"config: {options['config']!r}: a --config file cannot name "
+                             "another (lm-eval would not read it); copy its options into this "
+                             "file")
+    requests = options.get("cache_requests")
+    if requests is not None and not isinstance(requests, Mapping):  # lm-eval calls .get on it
+        raise PreflightError(f"cache_requests: {requests!r} is not read by lm-eval from a file "
+                             "(it takes a mapping there, e.g. cache_requests: {cache_requests: "
+                             "true}); or give --cache_requests true on the command line")
     for key in _SWITCHES:
         if key in options and options[key] is not None and not isinstance(options[key], bool):
             raise PreflightError(f"{key}: {options[key]!r} is not true or false (lm-eval takes "

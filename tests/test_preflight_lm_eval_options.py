@@ -459,6 +459,12 @@ def test_a_files_sampling_settings_lm_eval_cannot_run_are_refused(gen_kwargs, me
     ("limit: 010", "010 (line 4) is read by YAML as 8, not as written: write the number without "
                    "a leading zero or a colon, or quote it for text"),
     ("limit: 1:30", "1:30 (line 4) is read by YAML as 90, not as written"),
+    # trial 14: an AttributeError from lm-eval's cfg.cache_requests.get after the load, and a
+    # nested config file never read
+    ("cache_requests: 1", "cache_requests: 1 is not read by lm-eval from a file (it takes a "
+                          "mapping there, e.g. cache_requests: {cache_requests: true})"),
+    ("config: other.yaml", "config: 'other.yaml': a --config file cannot name another (lm-eval "
+                           "would not read it); copy its options into this file"),
 ])
 def test_a_config_value_yaml_or_lm_eval_reads_otherwise_is_refused(line, message, tmp_path):
     """trial 12: `predict_only: "false"` turned predict-only on, `limit: 010` ran 8 items,
@@ -675,3 +681,11 @@ def test_generation_settings_transformers_refuses_after_the_load_are_refused(set
     check_command_line([*BASE[:2], "--tasks", "bbq_subset_25pct", "--gen_kwargs",
                         "do_sample=true,temperature=0.7,top_k=0,repetition_penalty=1.1,"
                         "min_p=0,typical_p=1,num_beams=1,max_gen_toks=8"])  # the edges pass
+
+
+def test_lm_eval_reads_a_files_cache_requests_as_a_mapping():
+    import inspect
+
+    from lm_eval._cli.run import Run
+
+    assert 'cfg.cache_requests.get("cache_requests", False)' in inspect.getsource(Run)
