@@ -179,3 +179,49 @@ def test_energy_rapl_where_rapl_cannot_be_read_is_refused_before_the_load():
     else:
         HFMeteredLM.check_model_args("energy=rapl")
     HFMeteredLM.check_model_args("energy=auto")  # followed
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    ("max_length=1", "model arg max_length=1: give a whole number of tokens, at least 16"),
+    ("max_length=-1", "model arg max_length=-1: give a whole number of tokens"),
+    ("backend=seq2seq", "model arg backend='seq2seq': hf-metered runs causal language models"),
+    ("add_bos_token=maybe", "model arg add_bos_token='maybe' is not a boolean"),
+    ("revision=nope", "model arg revision='nope' names a hub revision, and this model is the "
+                      "embedded or a packaged one"),
+])
+def test_lm_evals_own_hf_args_that_fail_after_the_load_are_refused(args, message):
+    """trial 14: max_length=1 (lm-eval's bare AssertionError), backend=seq2seq, add_bos_token=
+    maybe (tracebacks after the load) and revision=nope on the embedded model (recorded, not
+    used) passed the model-arg check."""
+    import inspect
+
+    from lm_eval.models.huggingface import HFLM
+
+    from lm_eval_ext.backends.hf.metered import HFMeteredLM
+
+    assert "assert len(continuation_enc) <= self.max_length" in inspect.getsource(HFLM)
+    with pytest.raises(ConfigError) as caught:
+        HFMeteredLM.check_model_args(f"idle_seconds=0,{args}")
+    assert str(caught.value).startswith(f"hf-metered: {message}")
+    HFMeteredLM.check_model_args("max_length=2048,backend=causal,add_bos_token=true,"
+                                 "revision=main")  # followed
+
+
+def test_hf_args_that_need_what_this_machine_lacks_are_refused():
+    """trial 14: parallelize=True without CUDA, peft= without the peft package and
+    attn_implementation=flash_attention_2 without flash-attn were tracebacks at the load."""
+    import importlib.util
+
+    import torch
+
+    from lm_eval_ext.backends.hf.metered import HFMeteredLM
+
+    lacking = {"parallelize=True": not torch.cuda.is_available(),
+               "peft=/x": importlib.util.find_spec("peft") is None,
+               "attn_implementation=flash_attention_2":
+                   importlib.util.find_spec("flash_attn") is None or not torch.cuda.is_available()}
+    assert any(lacking.values())  # this machine (and CI) lacks them
+    for args, lacks in lacking.items():
+        if lacks:
+            with pytest.raises(ConfigError, match=re.escape(args.split("=")[0])):
+                HFMeteredLM.check_model_args(args)

@@ -213,6 +213,8 @@ class HFMeteredArgs(MeteredArgs):
 
     def checked(self, model: str, lm_args: Mapping[str, Any]) -> Self:  # noqa: D102
         common = super().checked(model, lm_args)
+        check_hf_args(model, lm_args, embedded=self.pretrained is None
+                      or self.pretrained in packaged_models.PACKAGED)
         codecarbon = strict_bool(model, "codecarbon", self.codecarbon)
         defaults = {field.name: field.default for field in dataclasses.fields(self)}
         unused = [name for name in _CODECARBON_SETTINGS if getattr(self, name) != defaults[name]]
@@ -223,6 +225,52 @@ class HFMeteredArgs(MeteredArgs):
             common, sync=strict_bool(model, "sync", self.sync), codecarbon=codecarbon,
             carbon_intensity=None if self.carbon_intensity is None
             else _number(model, "carbon_intensity", self.carbon_intensity))
+
+
+#: lm-eval's HF model args read as true/false (any other text fails only once requests run)
+HF_SWITCHES = ("add_bos_token", "parallelize", "trust_remote_code", "use_fast_tokenizer",
+               "truncation", "logits_cache")
+#: the shortest context window (tokens) that holds a multiple-choice answer and some context
+MIN_MAX_LENGTH = 16
+
+
+def check_hf_args(model: str, lm_args: Mapping[str, Any], embedded: bool) -> None:
+    """lm-eval's own HF model args that fail only after the load (or do nothing), checked.
+
+    ``embedded``: the model is the embedded or a packaged one (local files, one version).
+    """
+    import importlib.util
+
+    import torch
+
+    for name in HF_SWITCHES:
+        if name in lm_args:
+            strict_bool(model, name, lm_args[name])
+    length = lm_args.get("max_length")
+    if length is not None and not (str(length).isdigit() and int(length) >= MIN_MAX_LENGTH):
+        raise ConfigError(f"{model}: model arg max_length={length!r}: give a whole number of "
+                          f"tokens, at least {MIN_MAX_LENGTH} (lm-eval asserts that each answer "
+                          "fits), or leave it out for the model's own")
+    if str(lm_args.get("backend", "causal")) not in ("causal", "default"):
+        raise ConfigError(f"{model}: model arg backend={lm_args['backend']!r}: {model} runs "
+                          "causal language models; leave backend out (or backend=causal)")
+    if lm_args.get("parallelize") in (True, 1) and not torch.cuda.is_available():
+        raise ConfigError(f"{model}: model arg parallelize=true spreads the model over CUDA "
+                          "GPUs, and none is here; leave it out on the CPU")
+    for name in ("peft", "delta"):
+        if lm_args.get(name) and importlib.util.find_spec("peft") is None:
+            raise ConfigError(f"{model}: model arg {name}= needs the peft package, which is not "
+                              f"installed: pip install peft, or leave {name} out")
+    if str(lm_args.get("attn_implementation", "")).startswith("flash_attention") and (
+            importlib.util.find_spec("flash_attn") is None or not torch.cuda.is_available()):
+        raise ConfigError(f"{model}: model arg attn_implementation="
+                          f"{lm_args['attn_implementation']} needs the flash-attn package and "
+                          "a CUDA GPU; use attn_implementation=sdpa (or eager), or leave it out")
+    if embedded and lm_args.get("revision") not in (None, "main"):
+        raise ConfigError(f"{model}: model arg revision={lm_args['revision']!r} names a hub "
+                          "revision, and this model is the embedded or a packaged one (one "
+                          "version, local files); leave revision out, or give pretrained=<hub "
+                          "model>")
 
 
 def _check_rapl(model: str) -> None:
