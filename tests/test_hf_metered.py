@@ -225,3 +225,10 @@ def test_hf_args_that_need_what_this_machine_lacks_are_refused():
         if lacks:
             with pytest.raises(ConfigError, match=re.escape(args.split("=")[0])):
                 HFMeteredLM.check_model_args(args)
+    if lacking["attn_implementation=flash_attention_2"]:
+        with pytest.raises(ConfigError) as caught:
+            HFMeteredLM.check_model_args("attn_implementation=flash_attention_2")
+        assert str(caught.value) == (
+            "hf-metered: model arg attn_implementation=flash_attention_2 needs the flash-attn "
+            "package and a CUDA GPU; use attn_implementation=sdpa (or eager), or leave it out")
+        HFMeteredLM.check_model_args("attn_implementation=sdpa")  # followed
