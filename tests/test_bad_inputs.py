@@ -415,6 +415,13 @@ def test_the_console_names_an_interval_that_cannot_be_estimated():
     finite = row.copy()
     finite[["ci_low", "ci_high"]] = [-1.5, 2.25]
     assert delta_line(finite, 0.95) == "b4: bias_s_dis +0.00 pp [-1.50, +2.25] p=1 (cluster_permutation)"
+    # trial 14: under --cluster template the caution counted templates as natural units
+    few = finite.copy()
+    few["n_clusters"] = 3
+    assert delta_line(few, 0.95, "template").endswith(
+        "(caution: only 3 template(s): the interval and p are rough; evaluate more items)")
+    assert delta_line(few, 0.95).endswith("(caution: only 3 natural unit(s): the interval and p "
+                                          "are rough; evaluate more items)")
 
 
 @pytest.mark.parametrize("name", ["my task", "my12"])

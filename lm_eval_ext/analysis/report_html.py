@@ -19,7 +19,8 @@ def report_html(result, figure_paths: list[Path], out: Path) -> str:
             f"</b>; {result.n_items} paired items in {result.n_clusters} natural units.</p>",
             "<h2>Conclusions</h2><ul>"]
     body += [f"<li>{html.escape(line[2:].replace('**', ''))}</li>"
-             for line in conclusion_lines(result.deltas, result.settings["level"])]
+             for line in conclusion_lines(result.deltas, result.settings["level"],
+                                          result.settings["cluster"])]
     body += ["</ul><h2>Cost</h2>", table(result.runs.drop(columns=["task_settings"],
                                                         errors="ignore")),
              "<h2>Paired comparisons</h2>", table(result.comparisons),

@@ -70,12 +70,16 @@ TWO_ACCURACIES = ("Accuracy counts a parse failure as wrong (lm-eval's `acc`); t
 FEW_UNITS = 10
 
 
-def small_sample_note(n_clusters: int) -> str:
-    """A caution for a delta over fewer than :data:`FEW_UNITS` natural units (else empty)."""
+#: what the bootstrap resamples, as the report names it (``--cluster``)
+CLUSTER_NAMES = {"unit": "natural unit(s)", "template": "template(s)"}
+
+
+def small_sample_note(n_clusters: int, cluster: str = "unit") -> str:
+    """A caution for a delta over fewer than :data:`FEW_UNITS` clusters (else empty)."""
     if n_clusters >= FEW_UNITS:
         return ""
-    return (f" (caution: only {n_clusters} natural unit(s): the interval and p are rough; "
-            "evaluate more items)")
+    return (f" (caution: only {n_clusters} {CLUSTER_NAMES.get(cluster, cluster)}: the interval "
+            "and p are rough; evaluate more items)")
 
 
 def _undefined_note(share: float) -> str:
@@ -86,7 +90,7 @@ def _undefined_note(share: float) -> str:
             else f" (no interval: {100 * share:.1f}% of resamples undefined)")
 
 
-def conclusion_lines(deltas: pd.DataFrame, level: float) -> list[str]:
+def conclusion_lines(deltas: pd.DataFrame, level: float, cluster: str = "unit") -> list[str]:
     """One line per run and metric over all items: values, delta, interval, p, verdict."""
     lines = []
     overall = deltas[deltas["subgroup_type"] == "all"]
@@ -99,7 +103,7 @@ def conclusion_lines(deltas: pd.DataFrame, level: float) -> list[str]:
             + (f"; item-level McNemar p = {row['p_value_mcnemar']:.3g}"
                if math.isfinite(row["p_value_mcnemar"]) else "") + f"): {verdict}"
             + _undefined_note(row.get("undefined_resample_share", 0.0))
-            + small_sample_note(int(row["n_clusters"])))
+            + small_sample_note(int(row["n_clusters"]), cluster))
     return lines
 
 
@@ -215,7 +219,7 @@ def report_markdown(result, figure_paths: list[Path], out: Path) -> str:
         + f". Cluster bootstrap: {s['n_resamples']} resamples, seed {s['seed']}; "
         f"Monte Carlo: {s['mc_draws']} draws per size.\n",
         "## Conclusions (all items)\n", *[line + "\n" for line in
-                                          conclusion_lines(result.deltas, s["level"])],
+                                          conclusion_lines(result.deltas, s["level"], s["cluster"])],
         *([TWO_ACCURACIES + "\n"] if (result.deltas["metric"] == "parse_failure_rate").any()
           else []),
         *_clustering_lines(result),

@@ -102,7 +102,7 @@ def run(args: argparse.Namespace) -> int:
         labels=args.label, cluster=args.cluster or "unit")
     overall = result.deltas[result.deltas["subgroup_type"] == "all"]
     for _, row in overall.iterrows():
-        print(delta_line(row, args.level))
+        print(delta_line(row, args.level, args.cluster or "unit"))
     if result.clustering is not None:
         moved = result.clustering[result.clustering["depends_on_clustering"]]
         apart = result.clustering[~result.clustering["comparable"]]
@@ -116,7 +116,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def delta_line(row: pd.Series, level: float) -> str:
+def delta_line(row: pd.Series, level: float, cluster: str = "unit") -> str:
     """One run's delta on one metric over all items, as the console prints it.
 
     An interval that cannot be estimated says why (the report's verdict), never ``[nan, nan]``.
@@ -130,4 +130,4 @@ def delta_line(row: pd.Series, level: float) -> str:
                 else f"[no interval: {verdict_of(row, level)}]")
     return (f"{row['run']}: {row['metric']} {row['delta_pp']:+.2f} pp {interval} "
             f"p={row['p_value']:.3g} ({row['test']}{mcnemar})"
-            + small_sample_note(int(row["n_clusters"])))
+            + small_sample_note(int(row["n_clusters"]), cluster))
