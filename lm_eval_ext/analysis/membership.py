@@ -81,8 +81,10 @@ def membership_sensitivity(spec: MetricSpec, items: pd.DataFrame, codes: np.ndar
     full = float(spec.value(sums.sum(0)))
     unit_of_cluster, categories = cluster_categories(items["unit_id"], codes)
     items_per_cluster = np.bincount(codes, minlength=n_clusters)
-    # each subset size once, and no empty subset (a few units round several fractions alike)
-    sizes = sizes or [n for n in dict.fromkeys(int(f * n_clusters) for f in FRACTIONS) if n > 0]
+    # each subset size once, and no empty subset (a few units round several fractions alike);
+    # one unit has no proper subset: its single empty row keeps the tables' shape
+    sizes = sizes or ([n for n in dict.fromkeys(int(f * n_clusters) for f in FRACTIONS)
+                       if n > 0] or [0])
     summaries, draw_rows = [], []
     for n_units in sizes:
         selection = draw_matrix(categories, n_units, n_draws, rng)
