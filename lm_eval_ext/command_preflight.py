@@ -631,7 +631,7 @@ def check_command_line(argv: Sequence[str], with_config: bool = True,
     with _blaming_the_config(argv, from_file):
         _check_options(args, from_file)
     if build_user_tasks:
-        check_user_tasks(argv)
+        _build_user_tasks(args)
 
 
 def check_user_tasks(argv: Sequence[str]) -> None:
@@ -639,17 +639,24 @@ def check_user_tasks(argv: Sequence[str]) -> None:
 
     Their data is read: last, after every cheaper check.
     """
-    args = _arguments(_with_config(argv)[0])
+    _build_user_tasks(_arguments(_with_config(argv)[0]))
+
+
+def _build_user_tasks(args: argparse.Namespace) -> None:
     if args.tasks:
-        check_user_tasks_build([n.strip() for value in args.tasks for n in value.split(",")],
-                               args.include_path, model_args_of(args.metadata))
+        check_user_tasks_build(_task_names(args), args.include_path,
+                               model_args_of(args.metadata))
+
+
+def _task_names(args: argparse.Namespace) -> list[str]:
+    """The task names of ``--tasks`` (its values split at commas, as lm-eval splits them)."""
+    return [name.strip() for value in args.tasks or [] for name in value.split(",")]
 
 
 def _check_options(args: argparse.Namespace, from_file: Mapping[str, object]) -> None:
     """The checks that need the model, the tasks or the file system."""
     if args.include_path is not None:
-        check_include_path(args.include_path,
-                           [n.strip() for value in args.tasks or [] for n in value.split(",")])
+        check_include_path(args.include_path, _task_names(args))
     if args.limit is not None and args.samples is not None:
         raise PreflightError("--limit and --samples exclude each other: --samples names the "
                              "items to run, --limit cuts each task; pass one")

@@ -135,24 +135,22 @@ def test_a_device_torch_does_not_know_is_refused(tmp_path, capsys):
                     "would run on the CPU); use cuda (or cuda:N) for a GPU, or cpu")
 
 
-def test_sequential_of_one_configuration_against_itself_is_refused(tmp_path, capsys):
-    """Identical reference and candidate ran four evaluations to "unresolved"."""
-    line = _one_line(["sequential", "--reference-args", "idle_seconds=0", "--candidate-args",
-                      "idle_seconds=0", "--out", str(tmp_path / "o")], capsys)
-    assert line == (
-        "lm-eval-ext: error: sequential: the reference and the candidate are one configuration "
-        "(model args 'idle_seconds=0', batch 1), so every look would compare the same "
-        "answers; give the candidate the change to test (e.g. --candidate-batch 8, or "
-        "--candidate-args with another precision)")
-    assert not (tmp_path / "o").exists()
+@pytest.mark.parametrize(("candidate", "kind"), [
+    # identical reference and candidate ran four evaluations to "unresolved"
+    ("idle_seconds=0", "are one configuration (model args 'idle_seconds=0', batch 1)"),
     # trial 14: arms differing only in how they are measured ran to "unresolved" too
+    ("idle_seconds=0.5,energy=off", "differ only in energy, idle_seconds, which change how a "
+                                    "run is measured, not one answer"),
+])
+def test_sequential_of_one_configuration_against_itself_is_refused(candidate, kind, tmp_path,
+                                                                   capsys):
     line = _one_line(["sequential", "--reference-args", "idle_seconds=0", "--candidate-args",
-                      "idle_seconds=0.5,energy=off", "--out", str(tmp_path / "o")], capsys)
+                      candidate, "--out", str(tmp_path / "o")], capsys)
     assert line == (
-        "lm-eval-ext: error: sequential: the reference and the candidate differ only in energy, "
-        "idle_seconds, which change how a run is measured, not one answer, so every look would "
-        "compare the same answers; give the candidate the change to test (e.g. "
+        f"lm-eval-ext: error: sequential: the reference and the candidate {kind}, so every look "
+        "would compare the same answers; give the candidate the change to test (e.g. "
         "--candidate-batch 8, or --candidate-args with another precision)")
+    assert not (tmp_path / "o").exists()
 
 
 @pytest.mark.slow

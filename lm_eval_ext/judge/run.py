@@ -76,8 +76,11 @@ def _item_fields(doc: dict[str, Any], answer: str | None, reasoning: str | None)
             "reasoning": (reasoning or "").strip()}
 
 
-def judge_model_class(model: str, model_args: str) -> type:
-    """The registered lm-eval model class, with its args checked where it can (no load)."""
+def judge_model_class(model: str, model_args: str, device: str | None = None) -> type:
+    """The registered lm-eval model class, with its args checked where it can (no load).
+
+    ``device``: the judge's ``--device``, which its model args must not set again.
+    """
     from lm_eval.api.registry import get_model
 
     from lm_eval_ext.command_preflight import check_model_name
@@ -86,14 +89,19 @@ def judge_model_class(model: str, model_args: str) -> type:
     activate()
     check_model_name(model, "judge: --judge-model")
     model_class = get_model(model)
-    keys = {part.partition("=")[0].strip() for part in model_args.split(",")}
-    derivation = next((key for key in DERIVATION_ARGS if key in keys), None)
+    given = {part.partition("=")[0].strip(): part.partition("=")[2]
+             for part in model_args.split(",")}
+    derivation = next((key for key in DERIVATION_ARGS if key in given), None)
     if derivation is not None:  # a judge writes its own verdicts: there is no parent to take
         raise ConfigError(f"judge: --judge-model-args {derivation}: a judge takes no answers "
                           f"from a parent run (it writes its own verdicts); leave {derivation} "
                           "out")
     if hasattr(model_class, "check_model_args"):  # ours: args checked before the load
         model_class.check_model_args(model_args)
+    if device is not None and "device" in given:
+        raise ConfigError(f"judge: --judge-model-args device={given['device']} and --device "
+                          f"{device} both set the judge's device; give it once (--device "
+                          f"{device}, or device= in --judge-model-args)")
     return model_class
 
 
@@ -204,13 +212,7 @@ def judge_run(run_dir: str | Path, *, model: str = "hf-metered", model_args: str
     unknown = [name for name in rubrics if name not in RUBRICS]
     if unknown:
         raise ConfigError(f"unknown rubrics {unknown}; available: {', '.join(RUBRICS)}")
-    judge_model_class(model, model_args)  # a misspelled model or arg costs no work
-    given = {part.partition("=")[0].strip(): part.partition("=")[2]
-             for part in model_args.split(",")}
-    if device is not None and "device" in given:
-        raise ConfigError(f"judge: --judge-model-args device={given['device']} and --device "
-                          f"{device} both set the judge's device; give it once (--device "
-                          f"{device}, or device= in --judge-model-args)")
+    judge_model_class(model, model_args, device)  # a misspelled model or arg costs no work
     targets = find_targets(run_dir)
     judge = {"model": model, "model_args": model_args, "batch_size": batch_size}
     chosen = [RUBRICS[n] for n in rubrics]
