@@ -150,6 +150,10 @@ def test_the_campaign_energy_table_is_relative_to_the_reference_with_intervals()
                                                                     rel=1e-5)
     assert table.loc["M4", "energy_ratio"] == pytest.approx(0.5)
     assert "derived energy" in table.loc["M4", "ratio_note"]
+    assert ("50 items against the reference's 100: the ratios compare totals"
+            in table.loc["M4", "ratio_note"])
+    assert "items against" not in table.loc["M2", "ratio_note"]  # same item count
+    assert table.loc["M4", "joules_per_item"] == pytest.approx(7.0)  # = M0's 700 J / 100
     text = energy_markdown(table.reset_index(), "m")
     assert "**Execution modes differ**" in text and "M2 (lm_eval_forward)" in text
     assert energy_table(spec, {ids["M2"]: records[ids["M2"]]}, "m") is None  # no reference

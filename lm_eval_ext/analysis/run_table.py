@@ -59,7 +59,7 @@ def _ratio_columns(table: pd.DataFrame, column: str, se_column: str, ratio: str)
 
 
 def interval_note(reference: dict[str, Any], run: dict[str, Any]) -> str:
-    """Why a run's ratios have no interval, or mix execution modes ("" when neither)."""
+    """Why a run's ratios have no interval, mix execution modes or cover other item counts."""
     notes = []
     sides = (run, reference)
     if run.get("energy_derived") in (True, 1) or reference.get("energy_derived") in (True, 1):
@@ -80,7 +80,19 @@ def interval_note(reference: dict[str, Any], run: dict[str, Any]) -> str:
     modes = mode_difference(reference.get("execution_mode"), run.get("execution_mode"))
     if modes:
         notes.append(modes + ": the ratio measures the mode as well as the change")
+    items = _item_count_note(reference, run)
+    if items:
+        notes.append(items)
     return "; ".join(notes)
+
+
+def _item_count_note(reference: dict[str, Any], run: dict[str, Any]) -> str | None:
+    """Where the two runs scored different numbers of items, what their ratios of totals mean."""
+    mine, theirs = _number(run.get("n_items")), _number(reference.get("n_items"))
+    if mine is None or theirs is None or mine == theirs:
+        return None
+    return (f"{mine:g} items against the reference's {theirs:g}: the ratios compare totals, "
+            "so they include the change in items; joules_per_item compares per item")
 
 
 def cost_ratios(table: pd.DataFrame) -> pd.DataFrame:
