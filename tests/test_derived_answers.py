@@ -275,7 +275,8 @@ def test_a_parent_that_cannot_give_answers_is_refused_before_the_load(parent, tm
     assert "not an lm-eval results_*.json file" in _refused(answers_from=str(tmp_path / "x.json"))
     other = _copy(parent, tmp_path / "weights")
     _edit(other, lambda p: p["config"]["hf_metered"]["embedded_model"].update(gguf_sha256="0"))
-    assert "the parent ran other weights" in _refused(answers_from=str(other))  # after the load
+    assert "the parent ran other weights (embedded_model.gguf_sha256: '0' (parent) vs 'b179" \
+        in _refused(answers_from=str(other))  # after the load, naming the field that differs
 
 
 @pytest.mark.slow

@@ -113,10 +113,23 @@ class ParentRun:
 
     def check_weights(self, model: str, weights: Mapping[str, Any]) -> None:
         """The loaded weights' provenance (embedded or packaged model) must be the parent's."""
-        if dict(weights) != dict(self.weights):
+        differences = _differences(dict(self.weights), dict(weights))
+        if differences:
+            shown = "; ".join(f"{key}: {parent!r} (parent) vs {mine!r} (this run)"
+                              for key, parent, mine in differences[:3])
             raise ConfigError(f"{model}: answers_from={self.path}: the parent ran other weights "
-                              f"({self.weights}) than this run ({dict(weights)}); rerun the "
-                              "parent with these weights, or run without answers_from")
+                              f"({shown}); rerun the parent with these weights, or run without "
+                              "answers_from")
+
+
+def _differences(parent: Any, mine: Any, where: str = "") -> list[tuple[str, Any, Any]]:
+    """Each (dotted key, parent's value, this run's value) where two records differ."""
+    if isinstance(parent, Mapping) and isinstance(mine, Mapping):
+        return [d for key in sorted(parent.keys() | mine.keys(), key=str)
+                for d in _differences(parent.get(key, "<not recorded>"),
+                                      mine.get(key, "<not recorded>"),
+                                      f"{where}.{key}" if where else str(key))]
+    return [] if parent == mine else [(where, parent, mine)]
 
 
 def load_parent(path: str | Path, model: str, model_args: Mapping[str, Any],
