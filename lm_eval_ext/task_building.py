@@ -71,10 +71,34 @@ def _defined_under(manager: Any, name: str, folder: Path) -> bool:
 
     (The index also holds the package's own tasks.)
     """
-    entry = manager.task_index.get(name)
-    path = getattr(entry, "yaml_path", None) or (entry.get("yaml_path")
-                                                 if isinstance(entry, dict) else None)
+    path = _yaml_path(manager, name)
     return path is not None and folder.resolve() in Path(path).resolve().parents
+
+
+def _yaml_path(manager: Any, name: str) -> str | None:
+    """The YAML file ``manager`` indexed task ``name`` from (None: none)."""
+    entry = manager.task_index.get(name)
+    return getattr(entry, "yaml_path", None) or (entry.get("yaml_path")
+                                                 if isinstance(entry, dict) else None)
+
+
+def _check_not_shadowing(names: Sequence[str], manager: Any) -> None:
+    """A file in the registered-task folder must not define one of the package's tasks.
+
+    (lm-eval would run the later definition, the user's file, under the packaged name.)
+    """
+    from lm_eval.tasks.manager import TaskManager
+
+    from lm_eval_ext.paths import package_tasks_dir
+
+    packaged = TaskManager(include_path=[str(package_tasks_dir())], include_defaults=False)
+    for name in names:
+        if name in packaged.task_index:
+            raise PreflightError(
+                f"task {name} is the package's own, and a file under the registered-task "
+                f"folder defines it again ({_yaml_path(manager, name)}), which lm-eval would "
+                "run in its place: remove that file (a task of your own needs another name), "
+                "and run again")
 
 
 def check_user_tasks_build(tasks: Sequence[str], include_path: str | None,
@@ -96,6 +120,8 @@ def check_user_tasks_build(tasks: Sequence[str], include_path: str | None,
             continue
         manager = TaskManager(include_path=[folder], include_defaults=False, metadata=metadata)
         own = [name for name in tasks if _defined_under(manager, name, Path(folder))]
+        if own and fix is REGISTER_AGAIN:
+            _check_not_shadowing(own, manager)
         if own:
             build_tasks(own, manager, [folder], fix)
     files = [name for name in tasks if name.endswith((".yaml", ".yml")) and Path(name).is_file()]

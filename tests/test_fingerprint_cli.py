@@ -152,3 +152,29 @@ def test_a_registered_task_damaged_after_registration_is_one_line_and_not_cement
         "(`lm-eval-ext data fingerprint CSV --register NAME --replace`), and run again")
     assert main(["data", "fingerprint", str(two), "--register", "bbq_mine", "--replace"]) == 0
     check_command_line(argv)  # followed
+
+
+def test_a_file_in_the_registered_folder_that_redefines_a_packaged_task_is_refused(
+        tmp_path, monkeypatch):
+    """trial 14: a hand-placed YAML in the cache's user_tasks named like a packaged task ran in
+    its place, with only lm-eval's generic warning."""
+    from lm_eval_ext.command_preflight import PreflightError, check_command_line
+    from lm_eval_ext.paths import user_tasks_dir
+
+    monkeypatch.setenv("LM_EVAL_EXT_CACHE", str(tmp_path / "cache"))
+    mine = user_tasks_dir() / "mine" / "copy.yaml"
+    mine.parent.mkdir(parents=True)
+    data = tmp_path / "items.jsonl"
+    data.write_text('{"q": "Who?"}\n')
+    mine.write_text(  # a task lm-eval builds: it would run silently under the packaged name
+        f"task: bbq_subset_25pct_loglik\ndataset_path: json\ndataset_kwargs: {{data_files: "
+        f"{{test: {data}}}}}\ntest_split: test\noutput_type: multiple_choice\n"
+        "doc_to_text: '{{q}}'\ndoc_to_target: 0\ndoc_to_choice: [a, b]\n")
+    with pytest.raises(PreflightError) as caught:
+        check_command_line(["--model", "hf-metered", "--tasks", "bbq_subset_25pct_loglik"])
+    assert str(caught.value) == (
+        f"task bbq_subset_25pct_loglik is the package's own, and a file under the "
+        f"registered-task folder defines it again ({mine}), which lm-eval would run in its "
+        "place: remove that file (a task of your own needs another name), and run again")
+    mine.unlink()
+    check_command_line(["--model", "hf-metered", "--tasks", "bbq_subset_25pct_loglik"])
