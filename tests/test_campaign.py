@@ -637,3 +637,21 @@ def test_sampling_set_in_one_part_and_its_temperature_in_the_other_is_one_settin
         build_spec({**raw, "lm_eval": {}})
     assert str(error.value).startswith("conditions.M0: gen_kwargs: do_sample=True without a "
                                        "temperature samples at lm-eval's default temperature")
+
+
+def test_the_advice_for_failed_cells_does_not_say_rerun_where_the_cell_was_refused():
+    """trial 14: a cell refused for a setting of the campaign file (exit 2, the same every time)
+    was told 'otherwise rerun the same command'."""
+    from lm_eval_ext.campaign import CampaignOutcome
+    from lm_eval_ext.cli.campaign import failed_cells_advice
+
+    outcome = CampaignOutcome([], [], ["m__M0__t", "m__M1__t"], [], False, [],
+                              refused=["m__M1__t"])
+    assert failed_cells_advice(outcome, "out") == (
+        "failed cells (logs under out/failed/): m__M0__t, m__M1__t; each one's error is on its "
+        "line above; m__M1__t refused a setting (exit 2) and would fail the same way again: fix "
+        "the campaign file as the error says and run it with a new --out folder (a changed file "
+        "is another campaign); m__M0__t: once what the error names is fixed (memory, disk, a "
+        "file), rerun the same command (finished cells are kept)")
+    only_refused = CampaignOutcome([], [], ["m__M1__t"], [], False, [], refused=["m__M1__t"])
+    assert "rerun the same command" not in failed_cells_advice(only_refused, "out")

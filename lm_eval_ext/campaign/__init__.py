@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -89,6 +89,8 @@ class CampaignOutcome:
     busy: list[str]
     complete: bool
     reports: list[Path]
+    #: the failed cells that lm-eval-ext refused (exit 2): a setting, not the machine
+    refused: list[str] = field(default_factory=list)
 
 
 def run_campaign(spec: CampaignSpec, out: str | Path, source_yaml: str, *, shard: str = "1/1",
@@ -144,7 +146,8 @@ def run_campaign(spec: CampaignSpec, out: str | Path, source_yaml: str, *, shard
                    + summarize_energy(spec, folder, records)
                    + summarize_table1(spec, folder, records))
     return CampaignOutcome(outcome["done"], outcome["skipped"], outcome["failed"],
-                           outcome["busy"], manifest["complete"], reports)
+                           outcome["busy"], manifest["complete"], reports,
+                           outcome.get("refused", []))
 
 
 @dataclass(frozen=True)

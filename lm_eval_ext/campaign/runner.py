@@ -142,7 +142,8 @@ def run_cells(spec: CampaignSpec, folder: CampaignFolder, cells: Sequence[Cell],
 
     ``derive``: child cell id -> parent cell id (:func:`derivation.plan_derivations`).
     """
-    outcome: dict[str, list[str]] = {"done": [], "skipped": [], "failed": [], "busy": []}
+    outcome: dict[str, list[str]] = {"done": [], "skipped": [], "failed": [], "busy": [],
+                                     "refused": []}
     waiting = []
     for cell in cells:
         record, damage = folder.read_record(cell)
@@ -226,6 +227,8 @@ class _CampaignRun:
             self.progress.report(index, self.count, cell, f"FAILED (exit {code}"
                                  + (f": {reason}" if reason else "") + ")", 0, elapsed)
             self.outcome["failed"].append(cell.cell_id)
+            if code == 2:  # refused by lm-eval-ext or lm-eval's parser: it fails again as is
+                self.outcome["refused"].append(cell.cell_id)
             return
         card_path = (inflight / "output" / summary["results_path"]).parent / CARD_FILE
         card_path.write_text(json.dumps(card, indent=2, sort_keys=True) + "\n", encoding="utf-8")

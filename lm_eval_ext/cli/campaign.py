@@ -5,8 +5,12 @@ from __future__ import annotations
 import argparse
 import sys
 import warnings
+from typing import TYPE_CHECKING
 
 from lm_eval_ext.cli.options import DRAWS, RESAMPLES, folder, non_negative_int, positive_int
+
+if TYPE_CHECKING:
+    from lm_eval_ext.campaign import CampaignOutcome
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -113,11 +117,24 @@ def run(args: argparse.Namespace) -> int:
               "analysed", file=sys.stderr)
         return 1
     if outcome.failed:
-        print(f"failed cells (logs under {args.out}/failed/): {', '.join(outcome.failed)}; "
-              "each one's error is on its line above: where it names an option of the campaign "
-              "file, fix the file and run it with a new --out folder (a changed file is another "
-              "campaign); otherwise rerun the same command (finished cells are kept)")
+        print(failed_cells_advice(outcome, args.out))
     return 1 if outcome.failed else 0
+
+
+def failed_cells_advice(outcome: CampaignOutcome, out: str) -> str:
+    """What to do about the failed cells: a refused setting is fixed in the file, not rerun."""
+    refused = [c for c in outcome.failed if c in outcome.refused]
+    others = [c for c in outcome.failed if c not in outcome.refused]
+    parts = [f"failed cells (logs under {out}/failed/): {', '.join(outcome.failed)}; each "
+             "one's error is on its line above"]
+    if refused:
+        parts.append(f"{', '.join(refused)} refused a setting (exit 2) and would fail the same way "
+                     "again: fix the campaign file as the error says and run it with a new "
+                     "--out folder (a changed file is another campaign)")
+    if others:
+        parts.append(f"{', '.join(others)}: once what the error names is fixed (memory, disk, "
+                     "a file), rerun the same command (finished cells are kept)")
+    return "; ".join(parts)
 
 
 def _judge(args: argparse.Namespace):
