@@ -7,6 +7,8 @@ traceback. Built here first, its failure is one line naming the task and the fol
 
 from __future__ import annotations
 
+import functools
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -82,18 +84,29 @@ def _yaml_path(manager: Any, name: str) -> str | None:
                                                  if isinstance(entry, dict) else None)
 
 
+@functools.cache
+def packaged_task_names() -> frozenset[str]:
+    """The ``task:`` names of the package's own task YAMLs.
+
+    (Read from the files: every lm-eval ``TaskManager`` here also indexes the user's folder.)
+    """
+    from lm_eval_ext.paths import package_tasks_dir
+
+    return frozenset(match.group(1) for path in package_tasks_dir().rglob("*.yaml")
+                     for match in _TASK_LINE.finditer(path.read_text(encoding="utf-8")))
+
+
+_TASK_LINE = re.compile(r"^task:\s*([\w.-]+)\s*$", re.MULTILINE)
+
+
 def _check_not_shadowing(names: Sequence[str], manager: Any) -> None:
     """A file in the registered-task folder must not define one of the package's tasks.
 
     (lm-eval would run the later definition, the user's file, under the packaged name.)
     """
-    from lm_eval.tasks.manager import TaskManager
-
-    from lm_eval_ext.paths import package_tasks_dir
-
-    packaged = TaskManager(include_path=[str(package_tasks_dir())], include_defaults=False)
+    packaged = packaged_task_names()
     for name in names:
-        if name in packaged.task_index:
+        if name in packaged:
             raise PreflightError(
                 f"task {name} is the package's own, and a file under the registered-task "
                 f"folder defines it again ({_yaml_path(manager, name)}), which lm-eval would "

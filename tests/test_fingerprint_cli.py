@@ -178,3 +178,17 @@ def test_a_file_in_the_registered_folder_that_redefines_a_packaged_task_is_refus
         "place: remove that file (a task of your own needs another name), and run again")
     mine.unlink()
     check_command_line(["--model", "hf-metered", "--tasks", "bbq_subset_25pct_loglik"])
+
+
+def test_the_packaged_task_names_are_those_lm_eval_indexes_from_the_package(tmp_path,
+                                                                         monkeypatch):
+    from lm_eval.tasks import TaskManager
+
+    from lm_eval_ext.paths import package_tasks_dir
+    from lm_eval_ext.task_building import packaged_task_names
+
+    monkeypatch.setenv("LM_EVAL_EXT_CACHE", str(tmp_path / "cache"))  # no user tasks
+    manager = TaskManager(include_path=[str(package_tasks_dir())], include_defaults=False)
+    indexed = {name for name, entry in manager.task_index.items()
+               if entry.yaml_path and entry.kind.name == "TASK"}
+    assert packaged_task_names() == indexed and "bbq_subset_25pct_loglik" in indexed
