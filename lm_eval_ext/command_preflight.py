@@ -26,6 +26,7 @@ from lm_eval_ext.lm_eval_inputs import (
     check_config_value_types,
     check_dict_options,
     check_include_path,
+    check_repeated_keys,
     check_samples,
     config_as_arguments,
     json_object,
@@ -584,6 +585,8 @@ def check_arguments_lm_eval_parses(argv: Sequence[str]) -> tuple[argparse.Namesp
     with _blaming_the_config(argv, from_file):
         check_config_dict_text(from_file)
         check_config_value_types(from_file)
+        check_repeated_keys(argv)
+        check_repeated_keys(config_as_arguments(from_file))
         args = _arguments(merged)
         _check_parsed(args)
     return args, from_file

@@ -214,6 +214,56 @@ def check_dict_options(args: argparse.Namespace) -> None:
                 f"key=value pairs (e.g. {option} key=1)") from None
 
 
+def _text_pairs(text: str) -> list[tuple[str, str]]:
+    """``key=value`` pairs of one argument, split at commas outside brackets and quotes.
+
+    (As lm-eval's parser splits them.)
+    """
+    parts, part, depth, quote = [], "", 0, None
+    for char in text:
+        if quote is not None:
+            quote = None if char == quote else quote
+        elif char in "\"'":
+            quote = char
+        elif char in "[({":
+            depth += 1
+        elif char in "])}":
+            depth = max(depth - 1, 0)
+        elif char == "," and depth == 0:
+            parts, part = [*parts, part], ""
+            continue
+        part += char
+    return [tuple(p.split("=", 1)) for p in [*parts, part] if "=" in p]
+
+
+def check_repeated_keys(argv: Sequence[str]) -> None:
+    """A key given twice in ``--model_args`` or a key=value option, in one or more of its words.
+
+    lm-eval merges them all and keeps the last value, with only a warning (or none, for JSON).
+    """
+    parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False, exit_on_error=False)
+    parser.add_argument("--model_args", "-a", nargs="+", action="append")
+    for option in DICT_OPTIONS:
+        parser.add_argument(option, nargs="+", action="append")
+    try:
+        args = parser.parse_known_args(list(argv))[0]
+    except argparse.ArgumentError:  # lm-eval's parser names it
+        return
+    for option in ("--model_args", *DICT_OPTIONS):
+        seen: dict[str, str] = {}
+        for words in getattr(args, option.removeprefix("--")) or []:
+            given = json_object(words[0])
+            pairs = ([(k, json.dumps(v)) for k, v in given.items()] if given is not None
+                     else [pair for word in words for pair in _text_pairs(word)])
+            for key, value in pairs:
+                if key in seen:
+                    raise PreflightError(
+                        f"{option} names {key} twice ({key}={seen[key]} and {key}={value}); "
+                        "lm-eval keeps the last with no more than a warning: give "
+                        f"{key} once")
+                seen[key] = value
+
+
 def config_as_arguments(options: Mapping[str, object]) -> list[str]:
     """A ``--config`` file's options as the flags they stand for (lm-eval: the flags win).
 

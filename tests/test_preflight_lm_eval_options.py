@@ -537,6 +537,46 @@ def test_a_json_option_naming_a_key_twice_is_refused():
     check_command_line([*BASE, "--metadata", '{"a": 1, "b": 2}'])
 
 
+@pytest.mark.parametrize(("words", "key", "first", "last"), [
+    (["--model_args", "precision=fp32,idle_seconds=0,precision=bf16"], "precision", "fp32",
+     "bf16"),
+    (["--gen_kwargs", "max_gen_toks=8,max_gen_toks=9"], "max_gen_toks", "8", "9"),
+    (["--metadata", "a=1", "--metadata", "b=2,a=3"], "a", "1", "3"),
+    (["--gen_kwargs", '{"a": 1}', "--gen_kwargs", "a=2"], "a", "1", "2"),
+    (["-a", "x=[1,2]", "x=3"], "x", "[1,2]", "3"),
+])
+def test_a_key_given_twice_as_key_value_words_is_refused(words, key, first, last):
+    """trial 15: `--model_args precision=fp32,...,precision=bf16` ran in bf16 with only
+    lm-eval's "Overwriting key" warning; `--gen_kwargs max_gen_toks=8,max_gen_toks=9` used 9."""
+    import argparse
+
+    from lm_eval._cli.utils import MergeDictAction
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--model_args", "-a", nargs="+", action=MergeDictAction)
+    parser.add_argument("--gen_kwargs", nargs="+", action=MergeDictAction)
+    parser.add_argument("--metadata", nargs="+", action=MergeDictAction)
+    option = {"-a": "model_args"}.get(words[0], words[0].removeprefix("--"))
+    kept = getattr(parser.parse_args(words), option)[key]
+    assert str(kept) == last  # lm-eval keeps the last value
+    with pytest.raises(PreflightError) as caught:
+        check_command_line([*BASE, *words])
+    assert str(caught.value) == (
+        f"--{option} names {key} twice ({key}={first} and {key}={last}); lm-eval keeps the "
+        f"last with no more than a warning: give {key} once")
+
+
+def test_key_value_words_with_brackets_and_a_config_flag_overridden_are_not_repeats(tmp_path):
+    check_command_line([*BASE, "--gen_kwargs", "until=[a,b],max_gen_toks=4"])
+    config = tmp_path / "c.yaml"
+    config.write_text("model_args: idle_seconds=0\n")
+    check_command_line([*BASE, "--config", str(config), "--model_args", "idle_seconds=1"])
+    config.write_text("model_args: idle_seconds=0,idle_seconds=1\n")
+    with pytest.raises(PreflightError, match=f"--config {config}: --model_args names "
+                                             "idle_seconds twice"):
+        check_command_line([*BASE, "--config", str(config)])
+
+
 def _task_yaml(folder, text):
     folder.mkdir(exist_ok=True)
     path = folder / "t.yaml"
