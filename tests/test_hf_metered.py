@@ -139,6 +139,8 @@ def test_hf_metered_is_composed_of_three_package_classes_with_one_init_and_one_g
     ("carbon_intensity=400", "hf-metered: model arg carbon_intensity sets CodeCarbon's cross-check,"
      " which is off: add codecarbon=true, or leave carbon_intensity out"),
     ("codecarbon_country=FRA", "hf-metered: model arg codecarbon_country sets CodeCarbon's cross-check"),
+    ("codecarbon_country=CAN", "hf-metered: model arg codecarbon_country sets CodeCarbon's"),  # default
+    ("codecarbon_region=ontario", "hf-metered: model arg codecarbon_region sets CodeCarbon's"),
     ("codecarbon_region=paris,codecarbon=false", "hf-metered: model arg codecarbon_region sets CodeCarbon's"),
 ])
 def test_model_args_that_act_only_beside_another_are_refused_without_it(args, message):
@@ -155,6 +157,9 @@ def test_model_args_that_act_only_beside_another_are_refused_without_it(args, me
         HFMeteredLM.check_model_args(args)
     assert str(caught.value).startswith(message)
     HFMeteredLM.check_model_args("codecarbon=true,carbon_intensity=400,codecarbon_country=FRA")
+    # trial 15: the defaults given by name were taken without a word; not given, they still apply
+    assert HFMeteredLMArgs().codecarbon_location() == ("CAN", "ontario")
+    assert HFMeteredLMArgs(codecarbon_country="FRA").codecarbon_location() == ("FRA", None)
     own = HFMeteredLM.checked_args({"answers_from": "r.json", "recheck": "0.5"})[0]
     assert (own.recheck, own.recheck_seed) == (0.5, 0)
     assert dataclasses.astuple(HFMeteredLM.checked_args({})[0])[-2:] == (0.05, 0)

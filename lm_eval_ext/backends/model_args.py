@@ -207,17 +207,23 @@ class HFMeteredArgs(MeteredArgs):
 
     sync: bool = True
     codecarbon: bool = False
-    codecarbon_country: str = "CAN"
-    codecarbon_region: str | None = "ontario"
+    #: None: not given (CodeCarbon then uses the seed paper's CAN, ontario)
+    codecarbon_country: str | None = None
+    codecarbon_region: str | None = None
     carbon_intensity: float | None = None
+
+    def codecarbon_location(self) -> tuple[str, str | None]:
+        """CodeCarbon's grid location: the country and region given, else CAN, ontario."""
+        if self.codecarbon_country is None:
+            return "CAN", self.codecarbon_region or "ontario"
+        return self.codecarbon_country, self.codecarbon_region
 
     def checked(self, model: str, lm_args: Mapping[str, Any]) -> Self:  # noqa: D102
         common = super().checked(model, lm_args)
         check_hf_args(model, lm_args, embedded=self.pretrained is None
                       or self.pretrained in packaged_models.PACKAGED)
         codecarbon = strict_bool(model, "codecarbon", self.codecarbon)
-        defaults = {field.name: field.default for field in dataclasses.fields(self)}
-        unused = [name for name in _CODECARBON_SETTINGS if getattr(self, name) != defaults[name]]
+        unused = [name for name in _CODECARBON_SETTINGS if getattr(self, name) is not None]
         if unused and not codecarbon:
             raise ConfigError(f"{model}: model arg {unused[0]} sets CodeCarbon's cross-check, "
                               f"which is off: add codecarbon=true, or leave {unused[0]} out")

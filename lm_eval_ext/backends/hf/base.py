@@ -95,8 +95,9 @@ class HFMeteredBase(MeteredLM):
         """CodeCarbon's cross-check on the model's GPUs, when asked for."""
         if not own.codecarbon:
             return None
+        country, region = own.codecarbon_location()
         return lambda cuda: CodeCarbonCheck(
-            cuda or None, country_iso_code=own.codecarbon_country, region=own.codecarbon_region,
+            cuda or None, country_iso_code=country, region=region,
             carbon_intensity_g_per_kwh=own.carbon_intensity)
 
     @classmethod
