@@ -77,6 +77,8 @@ def _edit(results, wall=None, **metering):
     (11.7, 1e300, {}, "energy_joules_impossible", "energy_joules"),
     (11.7, 2e-9, {}, "energy_joules_impossible", "energy_joules"),  # 0.17 nW
     (11.7, 100.0, {"forward_share": 5.0}, "forward_share_impossible", "forward_share"),
+    # trial 15: with the seconds damaged too, 1e12 J had no window to be held to
+    (1e6, 1e12, {"wall": 12.0}, "energy_joules_impossible", "energy_joules"),
     (11.7, 100.0, {"inference_seconds_se": -1.0}, "inference_seconds_se_impossible",
      "inference_seconds_se"),
 ])
@@ -111,3 +113,8 @@ def test_the_bounds_keep_every_power_a_meter_can_read():
         "inference_seconds",)
     assert run_cost({"inference_seconds": 500.0}, 20.0, derived=True).inference_seconds == 500.0
     assert run_cost({"inference_seconds": 500.0}, None).inference_seconds == 500.0
+    wall_top = high * (20.0 * 1.01 + 1.0)  # seconds impossible: joules held to the wall time
+    for joules, kept in ((wall_top, True), (wall_top * 1.01, False)):
+        cost = run_cost({"inference_seconds": 1e6, "energy_joules": joules}, 20.0)
+        assert (cost.energy_joules is not None) is kept, joules
+    assert run_cost({"energy_joules": 1e12}, 20.0, derived=True).energy_joules == 1e12

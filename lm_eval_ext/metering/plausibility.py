@@ -7,6 +7,7 @@ not measured (None, with a flag ``<key>_impossible``) where they are physically 
 * inference seconds beyond the evaluation's own wall time (inference runs inside it; derived
   seconds, taken from a parent run, are exempt);
 * joules whose mean power over the inference seconds lies outside :data:`POWER_RANGE_W`;
+  where the seconds are missing or impossible, joules beyond its top over the wall time;
 * a standard error that is negative or not finite; a forward share outside [0, 1].
 """
 
@@ -72,6 +73,10 @@ def run_cost(metering: Mapping[str, object], wall_seconds: float | None,
     if joules is not None and seconds is not None and not (
             POWER_RANGE_W[0] <= joules / seconds <= POWER_RANGE_W[1]):
         joules = None
+    if (joules is not None and seconds is None and not derived and wall_seconds is not None
+            and math.isfinite(wall_seconds)
+            and joules > POWER_RANGE_W[1] * (wall_seconds * WALL_SLACK[0] + WALL_SLACK[1])):
+        joules = None  # no window inside the wall time holds them, whatever its seconds
     share = metering.get("forward_share")
     share = share if isinstance(share, (int, float)) and not isinstance(share, bool) \
         and 0 <= share <= 1 else None
