@@ -79,3 +79,9 @@ def test_table1_has_every_condition_and_the_m4_memberships_mean_and_sd(tmp_path)
     text = table1_markdown(table.reset_index(), "embedded")
     assert "| M4 (mean over 2) | 2500 | 50 +- 14 |" in text
     assert "| M2 | 2000 | 40 | 0.1 | n/a | n/a | n/a | 3 [" in text
+    # trial 15: a ratio over other item counts than the reference's was shown without a word
+    assert ("**Other item counts**: the reference scored 2000 items, and M4_75pct 1500, "
+            "M4_50pct_r1 1000. Their ratios compare totals" in text)
+    assert "items against the reference's 2000" in table.loc["M4_75pct", "ratio_note"]
+    same = table.loc[["M0", "M2"]].reset_index()
+    assert "Other item counts" not in table1_markdown(same, "embedded")

@@ -99,7 +99,7 @@ def table1(spec: CampaignSpec, folder: CampaignFolder, records: Mapping[str, Map
             **{k: ratio.get(k) for r in RATIOS for k in (r, f"{r}_ci_low", f"{r}_ci_high")},
             "execution_mode": ratio.get("execution_mode"),
             "reference_execution_mode": energy.iloc[0].get("execution_mode"),
-            "derived_from": record.get("derived_from")})
+            "derived_from": record.get("derived_from"), "ratio_note": ratio.get("ratio_note")})
     table = pd.DataFrame(rows)
     return pd.concat([table, *group_rows(table)], ignore_index=True)
 
@@ -155,6 +155,7 @@ def table1_markdown(table: pd.DataFrame, model: str) -> str:
         "derived from": table["derived_from"].fillna("").str.split("__").str[1].fillna("")})
     return "\n".join([
         f"# Table 1 ({model}): every condition, energy and runtime relative to {reference}\n",
+        *_other_items_line(table),
         "Accuracy, S_DIS and S_AMB are the cells' metrics. The judge's columns are means over "
         "the items it scored (a parse failure or null score is not scored; `table1.csv` has "
         "the counts) with a 95% interval clustered by natural unit. Ratios carry their 95% "
@@ -163,6 +164,19 @@ def table1_markdown(table: pd.DataFrame, model: str) -> str:
         f"Execution modes: the reference ran {table.iloc[0]['execution_mode']}; a ratio between "
         "different modes measures the mode as well as the condition.\n",
         markdown_table(shown, list(shown.columns))]) + "\n"
+
+
+def _other_items_line(table: pd.DataFrame) -> list[str]:
+    """The line naming conditions of other item counts than the reference (none: no line)."""
+    items = pd.to_numeric(table["n_items"], errors="coerce")
+    other = table[(items != items.iloc[0]) & items.notna()
+                  & ~table["condition"].str.contains(" (mean over", regex=False)]
+    if other.empty:
+        return []
+    return [f"**Other item counts**: the reference scored {items.iloc[0]:g} items, and "
+            + ", ".join(f"{r['condition']} {r['n_items']:g}" for _, r in other.iterrows())
+            + ". Their ratios compare totals, so they include the change in items; "
+            "`energy.md` has joules per item.\n"]
 
 
 def summarize_table1(spec: CampaignSpec, folder: CampaignFolder,
