@@ -649,9 +649,9 @@ def test_the_advice_for_failed_cells_does_not_say_rerun_where_the_cell_was_refus
                               refused=["m__M1__t"])
     assert failed_cells_advice(outcome, "out") == (
         "failed cells (logs under out/failed/): m__M0__t, m__M1__t; each one's error is on its "
-        "line above; m__M1__t refused a setting (exit 2) and would fail the same way again: fix "
-        "the campaign file as the error says and run it with a new --out folder (a changed file "
-        "is another campaign); m__M0__t: once what the error names is fixed (memory, disk, a "
+        "line above; m__M1__t refused (exit 2) and would fail the same way again: do what the "
+        "error says first (where it names a setting of the campaign file, fix the file and run "
+        "it with a new --out folder: a changed file is another campaign); m__M0__t: once what the error names is fixed (memory, disk, a "
         "file), rerun the same command (finished cells are kept)")
     only_refused = CampaignOutcome([], [], ["m__M1__t"], [], False, [], refused=["m__M1__t"])
     assert "rerun the same command" not in failed_cells_advice(only_refused, "out")

@@ -112,3 +112,37 @@ def test_a_vllm_engine_is_reused_by_the_next_cell_of_the_same_engine(tmp_path, m
         alone.close()
     pd.testing.assert_frame_equal(_answers(tmp_path / "b"), _answers(tmp_path / "b_alone"))
     assert (_results(tmp_path / "b")["results"] == _results(tmp_path / "b_alone")["results"])
+
+
+@pytest.mark.slow
+def test_our_error_raised_inside_lm_eval_in_a_later_job_is_one_line_and_its_exit_code(
+        tmp_path, embedded_checkpoint, monkeypatch, data_dir):
+    """trial 15: a registered task's manifest changed between two cells of one worker; the
+    second cell printed ManifestError's 40-line traceback and exited 1."""
+    from lm_eval_ext.cli.main import main
+
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    (cache / "models").symlink_to(embedded_checkpoint.parent)
+    monkeypatch.setenv("LM_EVAL_EXT_CACHE", str(cache))
+    ids = tmp_path / "ids.csv"
+    ids.write_text("category,example_id\nAge,1\nAge,2\n")
+    assert main(["data", "fingerprint", str(ids), "--register", "bbq_two"]) == 0
+
+    def argv(name: str) -> list[str]:
+        return ["--model", "hf-metered", "--model_args", "idle_seconds=0", "--tasks",
+                "bbq_two_loglik", "--output_path", str(tmp_path / name)]
+
+    worker = Worker(echo=False)
+    try:
+        first = worker.run(argv("a"), tmp_path / "a.log")
+        (cache / "user_tasks" / "bbq_two" / "bbq_two_ids.csv").write_text(
+            "category,example_id\nAge,1\nAge,2\nAge,3\n")
+        second = worker.run(argv("b"), tmp_path / "b.log")
+    finally:
+        worker.close()
+    log = (tmp_path / "b.log").read_text()
+    assert (first, second) == (0, 2), log
+    assert "Traceback" not in log
+    [line] = [x for x in log.splitlines() if x.startswith("lm_eval: error: ")]
+    assert "now gives sample fingerprint" in line and "--register NAME --replace" in line

@@ -35,16 +35,21 @@ def die_with_parent() -> None:  # pragma: no cover - runs in the child
 
 def run_job(argv: list[str]) -> int:
     """lm-eval's command line on ``argv`` in this process; its exit code."""
-    from lm_eval_ext.plugin.lm_eval_cli import run_lm_eval_cli
+    from lm_eval_ext.errors import LmEvalExtError
+    from lm_eval_ext.plugin.lm_eval_cli import one_line_error, run_lm_eval_cli
 
     try:
         run_lm_eval_cli(argv, "lm_eval")
     except SystemExit as stop:
         code = stop.code
         return code if isinstance(code, int) else (0 if code is None else 1)
-    except Exception:  # the cell's log gets the traceback; the campaign records the failure
-        traceback.print_exc()
-        return 1
+    except Exception as exc:  # the cell's log gets the cause; the campaign records the failure
+        shown = exc if isinstance(exc, LmEvalExtError) else one_line_error(exc)
+        if not isinstance(shown, LmEvalExtError):  # not one we can name: the traceback
+            traceback.print_exc()
+            return 1
+        print(f"lm_eval: error: {shown}", file=sys.stderr, flush=True)  # what was wrong, the fix
+        return shown.exit_code
     return 0
 
 

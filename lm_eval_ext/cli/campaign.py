@@ -128,9 +128,10 @@ def failed_cells_advice(outcome: CampaignOutcome, out: str) -> str:
     parts = [f"failed cells (logs under {out}/failed/): {', '.join(outcome.failed)}; each "
              "one's error is on its line above"]
     if refused:
-        parts.append(f"{', '.join(refused)} refused a setting (exit 2) and would fail the same way "
-                     "again: fix the campaign file as the error says and run it with a new "
-                     "--out folder (a changed file is another campaign)")
+        parts.append(f"{', '.join(refused)} refused (exit 2) and would fail the same way "
+                     "again: do what the error says first (where it names a setting of the "
+                     "campaign file, fix the file and run it with a new --out folder: a changed "
+                     "file is another campaign)")
     if others:
         parts.append(f"{', '.join(others)}: once what the error names is fixed (memory, disk, "
                      "a file), rerun the same command (finished cells are kept)")
