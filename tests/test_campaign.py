@@ -651,7 +651,25 @@ def test_the_advice_for_failed_cells_does_not_say_rerun_where_the_cell_was_refus
         "failed cells (logs under out/failed/): m__M0__t, m__M1__t; each one's error is on its "
         "line above; m__M1__t refused (exit 2) and would fail the same way again: do what the "
         "error says first (where it names a setting of the campaign file, fix the file and run "
-        "it with a new --out folder: a changed file is another campaign); m__M0__t: once what the error names is fixed (memory, disk, a "
-        "file), rerun the same command (finished cells are kept)")
+        "it with a new --out folder: a changed file is another campaign); m__M0__t: once what "
+        "the error names is fixed (memory, disk, a file), rerun the same command (finished "
+        "cells are kept)")
     only_refused = CampaignOutcome([], [], ["m__M1__t"], [], False, [], refused=["m__M1__t"])
     assert "rerun the same command" not in failed_cells_advice(only_refused, "out")
+
+
+def test_a_cells_lm_eval_options_are_checked_as_the_command_line_checks_them(tmp_path):
+    """trial 15: `fewshot_as_multiturn: true` without apply_chat_template passed the campaign's
+    checks and its dry run; the cell failed with lm-eval's ValueError on every rerun."""
+    from lm_eval_ext.campaign.preflight import check_cells
+
+    raw = {"models": {"m": ""}, "tasks": ["bbq_subset_12p5pct_loglik"], "lm_eval": {"limit": 2},
+           "conditions": {"M0": {}, "M1": {"fewshot_as_multiturn": True}}}
+    with pytest.raises(ConfigError) as caught:
+        check_cells(build_spec(raw).cells)
+    assert str(caught.value) == (
+        "cell m__M1__bbq_subset_12p5pct_loglik: --fewshot_as_multiturn needs "
+        "--apply_chat_template (lm-eval's rule): add it, or leave --fewshot_as_multiturn out (in "
+        "the campaign file, each lm_eval option is its flag's name without --)")
+    raw["conditions"]["M1"]["apply_chat_template"] = True  # the fix, followed
+    check_cells(build_spec(raw).cells)

@@ -89,6 +89,17 @@ def check_task_names(tasks: Iterable[str], include_path: str | None = None) -> N
         raise ConfigError(unknown_task_message(",".join(unknown), list(known)))
 
 
+def _check_lm_eval_options(cell: Cell) -> None:
+    """The cell's lm_eval options as ``lm-eval-ext run`` checks them on its command line."""
+    from lm_eval_ext.command_preflight import PreflightError, check_arguments_lm_eval_parses
+
+    try:
+        check_arguments_lm_eval_parses(cell.lm_eval_argv("<cell>"))
+    except PreflightError as exc:
+        raise ConfigError(f"cell {cell.cell_id}: {exc} (in the campaign file, each lm_eval "
+                          "option is its flag's name without --)") from None
+
+
 def check_cells(cells: Sequence[Cell], devices: bool = False) -> None:
     """Model args, batch sizes, task settings and task names of a campaign's cells, once each.
 
@@ -143,6 +154,7 @@ def check_cells(cells: Sequence[Cell], devices: bool = False) -> None:
                              backend=cell.backend)
             _check_recheck(cell)
         check_task_settings(cell.options.get("metadata"), f"cell {cell.cell_id}")
+        _check_lm_eval_options(cell)
     by_path: dict[str | None, set[str]] = {}
     for cell in cells:
         by_path.setdefault(cell.options.get("include_path"), set()).add(cell.task)
