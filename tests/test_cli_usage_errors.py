@@ -363,14 +363,29 @@ def test_mde_advice_followed_gives_the_mde(tmp_path, capsys):
     assert capsys.readouterr().out.startswith("paired MDE = ") and card.is_file()
 
 
-def test_a_grid_of_one_model_under_two_labels_is_refused(tmp_path, capsys):
+@pytest.mark.parametrize(("a", "b"), [
+    ("precision=bf16,idle_seconds=0", "idle_seconds=0, precision=bf16"),
+    ("idle_seconds=0", "idle_seconds=0.5"),  # trial 15: only how a run is measured differs
+    ("", "precision=fp32"),  # the embedded checkpoint's own dtype
+    ("pretrained=gemma3-270m", "pretrained=gemma3-270m,precision=fp32,energy=auto"),
+    ("", "batch_size=4"),
+])
+def test_a_grid_of_one_model_under_two_labels_is_refused(a, b, tmp_path, capsys):
     grid = tmp_path / "g.yaml"
-    grid.write_text(yaml.safe_dump({"models": {"a": "precision=bf16,idle_seconds=0",
-                                               "b": "idle_seconds=0, precision=bf16"},
+    grid.write_text(yaml.safe_dump({"models": {"a": a, "b": b},
                                     "benchmarks": ["bbq_subset_12p5pct"]}))
-    code = cli_main.main(["grid", str(grid), "--out", str(tmp_path / "g"), "--dry-run"])
+    code = cli_main.main(["grid", str(grid), "--out", str(tmp_path / "g"), "--dry-run",
+                          "--calibration-limit", "0"])
     [line] = capsys.readouterr().err.strip().splitlines()
-    assert code == 2 and "grid models 'a' and 'b' are the same model" in line
+    assert code == 2 and (f"grid models 'a' ({a or 'the embedded model'}) and 'b' ({b}) load "
+                          "the same model at the same precision") in line
+
+
+@pytest.mark.parametrize("b", ["precision=bf16", "pretrained=gemma3-270m"])
+def test_a_grid_of_another_precision_or_checkpoint_is_two_models(b):
+    from lm_eval_ext.campaign.grid import model_identity
+
+    assert model_identity({}) != model_identity(dict(x.split("=") for x in b.split(",")))
 
 
 def test_dry_run_checks_the_folder_and_lists_finished_cells_as_done(tmp_path, capsys, data_dir):

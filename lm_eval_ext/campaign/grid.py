@@ -18,6 +18,7 @@ Kendall tau and ANOVA shares per benchmark.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from itertools import product
 from typing import Any
@@ -28,6 +29,21 @@ from lm_eval_ext.errors import ConfigError
 
 _KEYS = ("name", "models", "benchmarks", "template_tier", "num_fewshot", "scoring_path",
          "decoding", "lm_eval")
+
+
+def model_identity(args: Mapping[str, Any]) -> str:
+    """What a grid model's answers depend on: its load args, with a default written out.
+
+    Metering and batch args are left out (they change how a run is measured or batched, not
+    the model); the embedded and packaged checkpoints are fp32, so ``precision=fp32`` is theirs.
+    """
+    from lm_eval_ext.backends.engine_key import METERING_ARGS, RUN_ARGS, canonical_args
+    from lm_eval_ext.backends.packaged_models import PACKAGED
+
+    kept = {k: v for k, v in canonical_args(args).items() if k not in METERING_ARGS + RUN_ARGS}
+    if kept.get("precision") == "fp32" and kept.get("pretrained") in (None, *PACKAGED):
+        del kept["precision"]  # their checkpoints' own dtype
+    return json.dumps(kept, sort_keys=True)
 
 
 def _levels(raw: Mapping[str, Any], key: str, default: list[Any]) -> list[Any]:
@@ -49,14 +65,17 @@ def grid_campaign(raw: Mapping[str, Any]) -> dict[str, Any]:
     if not isinstance(models, Mapping) or len(models) < 2:
         raise ConfigError("grid models: at least two labelled models (rank flips compare models); "
                           "precision variants of one checkpoint may stand in, labelled as such")
-    seen: dict[tuple[tuple[str, str], ...], str] = {}
+    seen: dict[str, tuple[str, Any]] = {}
     for label, args in models.items():
-        canonical = tuple(sorted(parse_model_args(args, f"models.{label}").items()))
-        if canonical in seen:
-            raise ConfigError(f"grid models {seen[canonical]!r} and {label!r} are the same model "
-                              f"({args or 'the embedded model'}): rank flips between them would "
-                              "measure noise; give each label another model or precision")
-        seen[canonical] = label
+        key = model_identity(parse_model_args(args, f"models.{label}"))
+        if key in seen:
+            other, other_args = seen[key]
+            raise ConfigError(f"grid models {other!r} ({other_args or 'the embedded model'}) and "
+                              f"{label!r} ({args or 'the embedded model'}) load the same model at "
+                              "the same precision (they differ at most in how a run is "
+                              "measured or batched, or in a default): rank flips between them "
+                              "would measure noise; give each label another model or precision")
+        seen[key] = (label, args)
     benchmarks = _levels(raw, "benchmarks", [])
     scored = [b for b in benchmarks if str(b).endswith("_loglik")]
     if scored:
