@@ -139,18 +139,32 @@ def test_a_device_torch_does_not_know_is_refused(tmp_path, capsys):
     # identical reference and candidate ran four evaluations to "unresolved"
     ("idle_seconds=0", "are one configuration (model args 'idle_seconds=0', batch 1)"),
     # trial 14: arms differing only in how they are measured ran to "unresolved" too
-    ("idle_seconds=0.5,energy=off", "differ only in energy, idle_seconds, which change how a "
-                                    "run is measured, not one answer"),
+    ("idle_seconds=0.5,energy=off", "differ only in energy, idle_seconds, which change no "
+                                    "answer here (how a run is measured, a default written "
+                                    "out, or generation settings on the log-likelihood path)"),
+    # trial 15: the embedded checkpoint's own fp32, and a generation setting on the loglik path
+    ("idle_seconds=0,precision=fp32", "differ only in precision, which change no answer here"),
+    ("idle_seconds=0,generation=standard", "differ only in generation, which change no answer"),
 ])
 def test_sequential_of_one_configuration_against_itself_is_refused(candidate, kind, tmp_path,
                                                                    capsys):
     line = _one_line(["sequential", "--reference-args", "idle_seconds=0", "--candidate-args",
                       candidate, "--out", str(tmp_path / "o")], capsys)
-    assert line == (
-        f"lm-eval-ext: error: sequential: the reference and the candidate {kind}, so every look "
-        "would compare the same answers; give the candidate the change to test (e.g. "
-        "--candidate-batch 8, or --candidate-args with another precision)")
+    assert line.startswith(f"lm-eval-ext: error: sequential: the reference and the candidate "
+                           f"{kind}")
+    assert line.endswith(
+        "so every look would compare the same answers; give the candidate the change to test "
+        "(e.g. --candidate-batch 8, or --candidate-args with another precision)")
     assert not (tmp_path / "o").exists()
+
+
+def test_sequential_arms_of_another_precision_or_generation_path_are_two_configurations():
+    from lm_eval_ext.campaign.sequential_evaluation import Arm, _same_answers
+
+    ref = Arm("idle_seconds=0", "1")
+    assert _same_answers(ref, Arm("idle_seconds=0,precision=bf16", "1"), "loglik") is None
+    assert _same_answers(ref, Arm("idle_seconds=0,generation=standard", "1"), "generative") is None
+    assert _same_answers(ref, Arm("idle_seconds=0", "4"), "loglik") is None
 
 
 @pytest.mark.slow

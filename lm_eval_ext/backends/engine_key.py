@@ -56,6 +56,8 @@ SERVING_ARGS = ("chat_template", "energy", "idle_seconds", "power_check", "sync"
 #: the serving args that change only how a run is measured, never one of its answers
 METERING_ARGS = ("energy", "idle_seconds", "power_check", "sync", "codecarbon",
                  "codecarbon_country", "codecarbon_region", "carbon_intensity")
+#: the serving args that act on generations only (a log-likelihood request never reads them)
+GENERATION_ARGS = ("generation",)
 #: lm_eval options that reach the model as model args (``--device``, ``--trust_remote_code``)
 LOAD_OPTIONS = ("device", "trust_remote_code")
 #: lm_eval options a derived cell may have apart from its parent (its items are checked apart)
@@ -76,6 +78,22 @@ def canonical(value: Any) -> str:
 def canonical_args(args: Mapping[str, Any] | None) -> dict[str, str]:
     """Model args with canonical values; a value of None is no value given."""
     return {str(k): canonical(v) for k, v in (args or {}).items() if v is not None}
+
+
+def answer_args(args: Mapping[str, Any], path: str | None = None) -> dict[str, str]:
+    """The model args a run's answers depend on (canonical values).
+
+    Left out: :data:`METERING_ARGS` and :data:`RUN_ARGS` (how a run is measured or batched),
+    :data:`GENERATION_ARGS` on the ``loglik`` path, and ``precision=fp32`` for the embedded or a
+    packaged model (their checkpoints' own dtype, which no precision also gives).
+    """
+    from lm_eval_ext.backends.packaged_models import PACKAGED
+
+    skip = METERING_ARGS + RUN_ARGS + (GENERATION_ARGS if path == "loglik" else ())
+    kept = {k: v for k, v in canonical_args(args).items() if k not in skip}
+    if kept.get("precision") == "fp32" and kept.get("pretrained") in (None, *PACKAGED):
+        del kept["precision"]
+    return kept
 
 
 def with_load_options(args: Mapping[str, Any], options: Mapping[str, Any]) -> dict[str, Any]:

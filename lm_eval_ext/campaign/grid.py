@@ -32,18 +32,10 @@ _KEYS = ("name", "models", "benchmarks", "template_tier", "num_fewshot", "scorin
 
 
 def model_identity(args: Mapping[str, Any]) -> str:
-    """What a grid model's answers depend on: its load args, with a default written out.
+    """What a grid model's answers depend on (:func:`~lm_eval_ext.backends.engine_key.answer_args`)."""
+    from lm_eval_ext.backends.engine_key import answer_args
 
-    Metering and batch args are left out (they change how a run is measured or batched, not
-    the model); the embedded and packaged checkpoints are fp32, so ``precision=fp32`` is theirs.
-    """
-    from lm_eval_ext.backends.engine_key import METERING_ARGS, RUN_ARGS, canonical_args
-    from lm_eval_ext.backends.packaged_models import PACKAGED
-
-    kept = {k: v for k, v in canonical_args(args).items() if k not in METERING_ARGS + RUN_ARGS}
-    if kept.get("precision") == "fp32" and kept.get("pretrained") in (None, *PACKAGED):
-        del kept["precision"]  # their checkpoints' own dtype
-    return json.dumps(kept, sort_keys=True)
+    return json.dumps(answer_args(args), sort_keys=True)
 
 
 def _levels(raw: Mapping[str, Any], key: str, default: list[Any]) -> list[Any]:

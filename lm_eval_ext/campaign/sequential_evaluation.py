@@ -168,18 +168,19 @@ def preregistration(plan: SequentialPlan, looks: Sequence[str], arms: dict[str, 
                          "the last"}
 
 
-def _same_answers(reference: Arm, candidate: Arm) -> list[str] | None:
+def _same_answers(reference: Arm, candidate: Arm, path: str) -> list[str] | None:
     """The model args two arms differ in, when none of them changes an answer; else None.
 
-    Such args change only how a run is measured
-    (:data:`~lm_eval_ext.backends.engine_key.METERING_ARGS`). ``[]``: one configuration
-    (model args compared as key=value sets, and the batch).
+    Such args change only how a run is measured, write out a default, or act on generations on
+    the ``loglik`` path (:func:`~lm_eval_ext.backends.engine_key.answer_args`). ``[]``: one
+    configuration (model args compared as key=value sets, and the batch).
     """
-    from lm_eval_ext.backends.engine_key import METERING_ARGS
+    from lm_eval_ext.backends.engine_key import answer_args
 
     ref, cand = (parse_model_args(arm.model_args, "sequential") for arm in (reference, candidate))
     differing = sorted(k for k in set(ref) | set(cand) if ref.get(k) != cand.get(k))
-    if reference.batch_size != candidate.batch_size or set(differing) - set(METERING_ARGS):
+    if reference.batch_size != candidate.batch_size or (
+            answer_args(ref, path) != answer_args(cand, path)):
         return None
     return differing
 
@@ -199,10 +200,11 @@ def run_sequential(out: str | Path, reference: Arm, candidate: Arm, *, metric: s
     for role, arm in (("reference", reference), ("candidate", candidate)):
         check_model_args(arm.model_args, arm.batch_size, f"sequential: --{role}-args",
                          f"sequential: --{role}-batch")
-    differing = _same_answers(reference, candidate)
+    differing = _same_answers(reference, candidate, path)
     if differing is not None:
-        kind = (f"differ only in {', '.join(differing)}, which change how a run is measured, "
-                "not one answer" if differing else
+        kind = (f"differ only in {', '.join(differing)}, which change no answer here (how a "
+                "run is measured, a default written out, or generation settings on the "
+                "log-likelihood path)" if differing else
                 f"are one configuration (model args {reference.model_args or 'none'!r}, batch "
                 f"{reference.batch_size})")
         raise ConfigError(
