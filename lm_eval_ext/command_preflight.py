@@ -359,11 +359,12 @@ def check_verbosity(value: str) -> None:
                              "ERROR or CRITICAL")
 
 
-def check_stock_pretrained(model: str, model_args: Mapping[str, object]) -> None:
+def check_stock_pretrained(model: str, model_args: Mapping[str, object],
+                           flags: tuple[str, str] = ("--model", "--model_args")) -> None:
     """``pretrained=`` of lm-eval's own models (``--model hf``), checked before loading.
 
     Our model names are not theirs; offline the value must be a folder or in the hub cache.
-    (Our models check their own.)
+    (Our models check their own.) ``flags``: the command's names for the model and its args.
     """
     from lm_eval_ext.backends import embedded_model, packaged_models
     from lm_eval_ext.backends.lm_eval_names import MODELS
@@ -373,20 +374,21 @@ def check_stock_pretrained(model: str, model_args: Mapping[str, object]) -> None
     if model in MODELS:
         return
     if pretrained is None and _needs_pretrained(model):
-        raise PreflightError(f"--model {model} needs --model_args pretrained=... (a model folder "
-                             "or hub id); or run --model hf-metered, whose default is the "
-                             "embedded model")
+        raise PreflightError(f"{flags[0]} {model} needs {flags[1]} pretrained=... (a model "
+                             f"folder or hub id); or use {flags[0]} hf-metered, whose default is "
+                             "the embedded model")
     if not isinstance(pretrained, str):
         return
     ours = {"embedded": embedded_model.checkpoint_dir(),
             **{name: m.checkpoint_dir() for name, m in packaged_models.PACKAGED.items()}}
     if pretrained in ours:
         raise PreflightError(
-            f"--model {model}: pretrained={pretrained} is hf-metered's name for a packaged model; "
-            f"run --model hf-metered, or give {model} the folder: pretrained={ours[pretrained]} "
+            f"{flags[0]} {model}: pretrained={pretrained} is hf-metered's name for a packaged "
+            f"model; use {flags[0]} hf-metered, or give {model} the folder: "
+            f"pretrained={ours[pretrained]} "
             f"(`lm-eval-ext model prepare --model {pretrained}` writes it)")
     try:
-        check_pretrained(f"--model {model}", pretrained)
+        check_pretrained(f"{flags[0]} {model}", pretrained)
     except ConfigError as exc:
         raise PreflightError(str(exc)) from None
 

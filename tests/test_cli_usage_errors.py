@@ -217,6 +217,13 @@ def test_analyze_only_on_a_missing_folder_is_an_error(tmp_path, capsys, data_dir
     (["--judge-model-args", "precision=fp32,precision=bf16"],
      "hf-metered: model arg precision is given twice (the second would win without a "
      "word); give precision once"),
+    # trial 15: lm-eval's hf without pretrained= reached the "this is a bug" catch-all
+    (["--judge-model", "hf"],
+     "judge: --judge-model hf needs --judge-model-args pretrained=... (a model folder or hub "
+     "id); or use --judge-model hf-metered, whose default is the embedded model"),
+    (["--judge-model", "hf", "--judge-model-args", "pretrained=/nonexistent"],
+     "judge: --judge-model hf: pretrained='/nonexistent': the local path /nonexistent does "
+     "not exist; pass an existing model folder or a hub id"),  # was the hub's repo-id rule
 ])
 def test_judge_refuses_an_unknown_model_or_arg_before_any_work(extra, message, tmp_path, capsys):
     code = cli_main.main(["judge", str(tmp_path), *extra])

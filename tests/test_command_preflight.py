@@ -255,7 +255,7 @@ def test_our_model_names_given_to_lm_evals_hf_name_the_folder(model_args, embedd
     with pytest.raises(PreflightError) as caught:
         check_command_line(["--model", "hf", "--model_args", *model_args, "--tasks", "x"])
     assert str(caught.value) == (
-        "--model hf: pretrained=embedded is hf-metered's name for a packaged model; run --model "
+        "--model hf: pretrained=embedded is hf-metered's name for a packaged model; use --model "
         f"hf-metered, or give hf the folder: pretrained={embedded_checkpoint} (`lm-eval-ext "
         "model prepare --model embedded` writes it)")
     check_command_line(["--tasks", "bbq_subset_25pct", "--model", "hf", "--model_args",

@@ -524,7 +524,7 @@ def test_a_closed_output_or_a_deleted_folder_is_one_line_and_an_odd_encoding_esc
 
 @pytest.mark.parametrize(("argv", "message"), [
     (["--model", "hf", "--tasks", "bbq_subset_25pct"],
-     "--model hf needs --model_args pretrained=... (a model folder or hub id); or run --model "
+     "--model hf needs --model_args pretrained=... (a model folder or hub id); or use --model "
      "hf-metered, whose default is the embedded model"),
     (["--model", "hf-metered", "--tasks", "bbq_subset_25pct", "--verbosity", "LOUD"],
      "--verbosity LOUD: give a log level: DEBUG, INFO, WARNING, ERROR or CRITICAL")])

@@ -83,7 +83,7 @@ def judge_model_class(model: str, model_args: str, device: str | None = None) ->
     """
     from lm_eval.api.registry import get_model
 
-    from lm_eval_ext.command_preflight import check_model_name
+    from lm_eval_ext.command_preflight import PreflightError, check_model_name
     from lm_eval_ext.plugin.registration import activate
 
     activate()
@@ -98,6 +98,14 @@ def judge_model_class(model: str, model_args: str, device: str | None = None) ->
                           "out")
     if hasattr(model_class, "check_model_args"):  # ours: args checked before the load
         model_class.check_model_args(model_args)
+    else:  # lm-eval's own (hf): its pretrained, as the command line checks it
+        from lm_eval_ext.command_preflight import check_stock_pretrained, model_args_of
+
+        try:
+            check_stock_pretrained(model, model_args_of([model_args] if model_args else None),
+                                   ("--judge-model", "--judge-model-args"))
+        except PreflightError as exc:
+            raise ConfigError(f"judge: {exc}") from None
     if device is not None and "device" in given:
         raise ConfigError(f"judge: --judge-model-args device={given['device']} and --device "
                           f"{device} both set the judge's device; give it once (--device "
