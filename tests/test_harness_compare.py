@@ -210,7 +210,8 @@ def test_a_helm_file_of_another_shape_is_one_line(file, text, cause, helm_run, t
 def test_compare_harness_of_one_run_is_told_to_give_two(helm_run, tmp_path, capsys):
     assert main(["compare-harness", f"helm={helm_run}", "--out", str(tmp_path / "a")]) == 2
     assert capsys.readouterr().err.strip() == (
-        "lm-eval-ext: error: --compare-harness needs at least two runs (HARNESS=PATH ...)")
+        "lm-eval-ext: error: compare-harness needs at least two runs: give two or more "
+        "HARNESS=PATH (e.g. lm_eval=out/a inspect=logs/b.eval)")  # trial 15: named the old flag
     shutil.copytree(helm_run, tmp_path / "again")
     assert main(["compare-harness", f"helm={helm_run}", f"helm:again={tmp_path / 'again'}",
                  "--out", str(tmp_path / "b"), "--bootstrap", "200"]) == 0  # followed

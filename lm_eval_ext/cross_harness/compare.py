@@ -241,7 +241,8 @@ def compare_harnesses(runs: Sequence[HarnessRun], n_resamples: int = 10_000, see
                       level: float = 0.95) -> HarnessComparison:
     """Compare every run with the first (the reference), per benchmark both evaluated."""
     if len(runs) < 2:
-        raise AnalysisInputError("--compare-harness needs at least two runs (HARNESS=PATH ...)")
+        raise AnalysisInputError("compare-harness needs at least two runs: give two or more "
+                                 "HARNESS=PATH (e.g. lm_eval=out/a inspect=logs/b.eval)")
     names = [r.name for r in runs]
     twice = next((n for n in names if names.count(n) > 1), None)
     if twice is not None:
