@@ -94,8 +94,12 @@ def test_judge_scores_real_generations_and_analysis_reads_them(embedded_lm, tmp_
     assert {"judge_bias_score", "judge_reasoning_quality"} <= {
         m.name for m in metrics_for(run.items)}
     assert run.cards["bbq_subset_12p5pct"]["judge_rubrics"] == summary["rubric_sha256"]
-    with pytest.raises(ConfigError, match="another judge, rubrics or settings; pass --overwrite"):
-        judge_run(tmp_path / "gen")  # other settings: the earlier judging is not reused
+    with pytest.raises(ConfigError) as caught:  # other settings: not reused, each one named
+        judge_run(tmp_path / "gen")
+    assert str(caught.value) == (
+        f"{scores} holds an earlier judging with other settings (judge model_args "
+        "'idle_seconds=0' then, '' now; judge batch_size 4 then, 8 now; max_gen_toks 24 then, "
+        "96 now); pass --overwrite to replace it, or judge with the earlier settings to keep it")
     # the same judging again (a rerun after an interruption): reused, no model loaded
     stamp = scores.stat().st_mtime_ns
     assert judge_run(tmp_path / "gen", model_args="idle_seconds=0", batch_size=4,

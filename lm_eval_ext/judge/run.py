@@ -198,18 +198,27 @@ def judge_target(target: JudgeTarget, lm, rubrics: Sequence[Rubric], *, max_gen_
     return summary
 
 
-def _same_judging(target: JudgeTarget, judge: dict[str, Any], rubrics: Sequence[Rubric],
-                  max_gen_toks: int, limit: int | None) -> bool:
-    """Whether ``target``'s finished scores are this judging's (judge, rubrics, settings)."""
+def _judging_differences(target: JudgeTarget, judge: dict[str, Any], rubrics: Sequence[Rubric],
+                         max_gen_toks: int, limit: int | None) -> list[str]:
+    """How ``target``'s finished judging differs from this one (``[]``: it is this one)."""
     summary_path = target.scores_path.with_suffix(".json")
     if not summary_path.is_file():
-        return False
+        return ["no summary beside its scores"]
     from lm_eval_ext.analysis.loader import read_judge_summary
 
     summary = read_judge_summary(summary_path, target.results_path)
-    return (summary.get("judge") == judge and summary.get("max_gen_toks") == max_gen_toks
-            and summary.get("rubric_sha256") == {r.name: r.sha256 for r in rubrics}
-            and (limit is None or summary.get("n_items") == limit))
+    earlier = {**{f"judge {k}": v for k, v in (summary.get("judge") or {}).items()},
+               "max_gen_toks": summary.get("max_gen_toks"),
+               "rubrics": sorted(summary.get("rubric_sha256") or {})}
+    now = {**{f"judge {k}": v for k, v in judge.items()}, "max_gen_toks": max_gen_toks,
+           "rubrics": sorted(r.name for r in rubrics)}
+    if limit is not None:
+        earlier["items"], now["items"] = summary.get("n_items"), limit
+    changed = [f"{key} {earlier.get(key)!r} then, {now.get(key)!r} now"
+               for key in now if earlier.get(key) != now.get(key)]
+    if not changed and summary.get("rubric_sha256") != {r.name: r.sha256 for r in rubrics}:
+        changed.append("the rubrics' text changed since")
+    return changed
 
 
 def judge_run(run_dir: str | Path, *, model: str = "hf-metered", model_args: str = "",
@@ -226,10 +235,12 @@ def judge_run(run_dir: str | Path, *, model: str = "hf-metered", model_args: str
     chosen = [RUBRICS[n] for n in rubrics]
     done = {t.scores_path for t in targets if not overwrite and t.scores_path.exists()}
     for target in targets:
-        if target.scores_path in done and not _same_judging(target, judge, chosen,
-                                                            max_gen_toks, limit):
-            raise ConfigError(f"{target.scores_path} holds an earlier judging with another "
-                              "judge, rubrics or settings; pass --overwrite to replace it")
+        changed = (_judging_differences(target, judge, chosen, max_gen_toks, limit)
+                   if target.scores_path in done else [])
+        if changed:
+            raise ConfigError(f"{target.scores_path} holds an earlier judging with other "
+                              f"settings ({'; '.join(changed)}); pass --overwrite to replace "
+                              "it, or judge with the earlier settings to keep it")
     from lm_eval_ext.analysis.loader import read_judge_summary
 
     todo = [t for t in targets if t.scores_path not in done]  # a rerun redoes only these
