@@ -77,6 +77,9 @@ def test_the_status_command_says_it_in_lines_and_exits_1(finished, capsys, tmp_p
     assert cli_main.main(["campaign", str(path), "--status", "--out", str(folder.root)]) == 1
     out = capsys.readouterr().out.splitlines()
     assert out[-1] == "damage: 2 cells: 1 damaged, 1 done"
+    # trial 15: without the file, --status asked for it; the folder keeps its own copy
+    assert cli_main.main(["campaign", "--status", "--out", str(folder.root)]) == 1
+    assert capsys.readouterr().out.splitlines()[-1] == "damage: 2 cells: 1 damaged, 1 done"
 
 
 def test_a_damaged_identity_file_is_one_line(finished):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 import warnings
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from lm_eval_ext.cli.options import DRAWS, RESAMPLES, folder, non_negative_int, positive_int
@@ -54,7 +55,8 @@ def _add_cell_options(parser: argparse.ArgumentParser) -> None:
                         help="items per configuration for --dry-run's timing (0: none; "
                              "default 8)")
     parser.add_argument("--status", action="store_true",
-                        help="completeness across all shards (exit 1 while cells are missing)")
+                        help="completeness across all shards (exit 1 while cells are missing; "
+                             "without a campaign file, the one --out keeps)")
     parser.add_argument("--no-analyze", action="store_true", help="skip the analysis")
     parser.add_argument("--analyze-only", action="store_true",
                         help="run no cell; analyse every comparison whose cells are done")
@@ -77,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
 
     _refuse_unused_options(args)
     spec, source = campaign_source(
-        args.spec, grid=args.command == "grid", preset=getattr(args, "preset", None),
+        _spec_path(args), grid=args.command == "grid", preset=getattr(args, "preset", None),
         preset_options={k: getattr(args, k, None) for k in
                         ("model_args", "tasks", "path", "large_batch", "limit", "execution")})
     if args.status:
@@ -119,6 +121,14 @@ def run(args: argparse.Namespace) -> int:
     if outcome.failed:
         print(failed_cells_advice(outcome, args.out))
     return 1 if outcome.failed else 0
+
+
+def _spec_path(args: argparse.Namespace) -> str | None:
+    """The campaign file: as given, else for ``--status`` the copy the folder keeps."""
+    kept = Path(args.out) / "campaign.yaml"
+    if args.spec or not args.status or getattr(args, "preset", None) or not kept.is_file():
+        return args.spec
+    return str(kept)
 
 
 def failed_cells_advice(outcome: CampaignOutcome, out: str) -> str:
