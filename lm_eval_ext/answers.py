@@ -64,14 +64,25 @@ class AnswerLog:
         return {task: fingerprint(lines) for task, lines in self._lines.items()}
 
 
-def samples_fingerprint(samples: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """The fingerprint of a samples file's answers (one line per doc: the first filter's)."""
+def samples_fingerprint(samples: Sequence[Mapping[str, Any]],
+                        by_position: bool = False) -> dict[str, Any]:
+    """The fingerprint of a samples file's answers (one line per doc: the first filter's).
+
+    ``by_position``: each doc by its rank among the file's doc ids, as the model saw it in a
+    run of selected items (lm-eval's ``--samples``: requests carry the item's position among
+    those selected, the samples file the item's index).
+    """
+    ids = [sample.get("doc_id") for sample in samples]
+    rank = ({doc_id: position for position, doc_id in enumerate(sorted(set(ids)))}
+            if by_position and all(isinstance(i, int) for i in ids) else None)
     seen: set[Any] = set()
     lines = []
     for sample in samples:
-        if sample.get("doc_id") in seen:
+        doc_id = sample.get("doc_id")
+        if doc_id in seen:
             continue
-        seen.add(sample.get("doc_id"))
+        seen.add(doc_id)
+        shown = rank[doc_id] if rank is not None else doc_id
         for idx, answers in enumerate(sample.get("resps") or []):
-            lines += [answer_line(sample.get("doc_id"), idx, a) for a in answers]
+            lines += [answer_line(shown, idx, a) for a in answers]
     return fingerprint(lines)

@@ -72,6 +72,12 @@ def check_samples(value: str, tasks: Sequence[str], include_path: str | None = N
                                  "a list of item indices (whole numbers from 0; lm-eval would "
                                  f"{'run every item' if indices == [] else 'fail'}); give "
                                  f"{_SAMPLES_SHAPE}")
+        if indices != sorted(set(indices)):
+            raise PreflightError(
+                f"--samples {value}: {task}: {json.dumps(indices)[:40]} is not in ascending "
+                "order without repeats; lm-eval runs the items in the data's order and labels "
+                "the i-th with the i-th index given, so each answer would be logged under "
+                f"another item's doc_id: give {json.dumps(sorted(set(indices)))[:40]}")
     _check_samples_tasks(value, list(samples), tasks, include_path)
 
 

@@ -69,3 +69,18 @@ def test_a_bf16_runs_samples_under_an_fp32_results_file_are_refused(embedded_lm,
     shutil.copyfile(next(bf16.rglob(f"samples_{task}_*.jsonl")), target)  # the fp32 stamp
     with pytest.raises(AnalysisInputError, match="its answers are not the ones the model gave"):
         load_runs([fp32])
+
+
+def test_a_run_of_selected_items_loads_with_its_answers_checked(embedded_lm, tmp_path):
+    """trial 15: a genuine `--samples` run was refused as mixed: lm-eval's requests carry each
+    item's position among those selected, its samples file the item's index."""
+    embedded_lm.reset_metering()
+    run = save_lm_eval_run(embedded_lm, TASK, None, tmp_path / "run", samples={TASK: [1, 3]})
+    [loaded] = load_runs([run])
+    assert sorted(loaded.items["doc_id"]) == [1, 3]
+    samples = _samples_file(run)  # the check still holds: one answer moved is refused
+    lines = [json.loads(line) for line in samples.read_text().splitlines()]
+    lines[1]["resps"][0][0][0] = str(float(lines[1]["resps"][0][0][0]) - 0.001)
+    samples.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    with pytest.raises(AnalysisInputError, match="its answers are not the ones the model gave"):
+        load_runs([run])

@@ -729,3 +729,28 @@ def test_lm_eval_reads_a_files_cache_requests_as_a_mapping():
     from lm_eval._cli.run import Run
 
     assert 'cfg.cache_requests.get("cache_requests", False)' in inspect.getsource(Run)
+
+
+@pytest.mark.parametrize("indices", ["[3, 1]", "[1, 1, 3]"])
+def test_samples_out_of_order_are_refused_because_lm_eval_mislabels_them(indices, embedded_lm,
+                                                                        tmp_path):
+    """trial 15 (found while fixing its `--samples` case): lm-eval runs the selected items in
+    the data's order and logs the i-th under the i-th index given, so `[3, 1]` logs item 1's
+    answer as doc 3's, and an analysis pairs the wrong items."""
+    import json
+
+    from helpers import save_lm_eval_run
+
+    task = "bbq_subset_12p5pct_loglik"
+    run = save_lm_eval_run(embedded_lm, task, None, tmp_path / "run", samples={task: [3, 1]})
+    logged = {json.loads(line)["doc_id"]: json.loads(line)["doc"]["example_id"] for line in
+              next(run.rglob("samples_*.jsonl")).read_text().splitlines()}
+    ordered = save_lm_eval_run(embedded_lm, task, None, tmp_path / "ok", samples={task: [1, 3]})
+    right = {json.loads(line)["doc_id"]: json.loads(line)["doc"]["example_id"] for line in
+             next(ordered.rglob("samples_*.jsonl")).read_text().splitlines()}
+    assert logged == {3: right[1], 1: right[3]}  # each item under the other's index
+    with pytest.raises(PreflightError) as caught:
+        check_command_line([*BASE, "--samples", f'{{"bbq_subset_25pct_loglik": {indices}}}'])
+    assert "is not in ascending order without repeats; lm-eval runs the items in the data's " \
+           "order and labels the i-th with the i-th index given" in str(caught.value)
+    assert str(caught.value).endswith("give [1, 3]")

@@ -125,14 +125,15 @@ def _check_answers(results: Mapping[str, Any], task: str, samples: Sequence[Mapp
     """The answers in the lines are the ones the model recorded (``config.responses``).
 
     Only where the model saw every answer (the counts agree): answers from lm-eval's request
-    cache, or another rank's share of a data-parallel run, never reached it.
+    cache, or another rank's share of a data-parallel run, never reached it. A run of selected
+    items (``--samples``) recorded them by position (:func:`samples_fingerprint`).
     """
     recorded = ((results.get("config") or {}).get(CONFIG_KEY) or {}).get(task)
     if not isinstance(recorded, Mapping):
         return
     found = samples_fingerprint(samples)
-    if found["responses"] == recorded.get("responses") and found["sha256"] != recorded.get(
-            "sha256"):
+    if found["responses"] == recorded.get("responses") and recorded.get("sha256") not in (
+            found["sha256"], samples_fingerprint(samples, by_position=True)["sha256"]):
         raise _mixed(samples_file, "its answers are not the ones the model gave in the run "
                                    "that wrote the results file (config.responses)")
 
