@@ -681,6 +681,8 @@ def _check_options(args: argparse.Namespace, from_file: Mapping[str, object]) ->
         check_batch_size(args.batch_size)
     if args.gen_kwargs:
         check_gen_kwargs(json_object(args.gen_kwargs[0]) or ",".join(args.gen_kwargs))
+        if args.tasks:
+            check_gen_kwargs_used(_task_names(args), args.include_path)
     if args.num_fewshot is not None:
         check_num_fewshot(args.num_fewshot)
         check_fewshot_pools(args.tasks or [], int(args.num_fewshot))
@@ -694,6 +696,28 @@ def _check_options(args: argparse.Namespace, from_file: Mapping[str, object]) ->
         where = f" (and --config {args.config} names none)" if args.config else ""
         raise PreflightError(f"--tasks is missing{where}: name the tasks to run (e.g. --tasks "
                              "bbq_subset_25pct; `lm-eval ls tasks` lists them)")
+
+
+def check_gen_kwargs_used(tasks: Sequence[str], include_path: str | None = None) -> None:
+    """``--gen_kwargs`` for tasks that all score by log-likelihood: lm-eval records and ignores it.
+
+    (Checked where every task is one of ours or the ``include_path`` folder's.)
+    """
+    from lm_eval_ext.plugin.task_folders import our_task_manager
+
+    index = our_task_manager([include_path] if include_path else []).task_index
+    kinds = {name: getattr(index.get(name), "cfg", None) or {} for name in tasks}
+    if not tasks or not all(name in index and index[name].kind.name == "TASK" for name in tasks):
+        return
+    if any(cfg.get("output_type") == "generate_until" for cfg in kinds.values()):
+        return
+    generative = [name.removesuffix("_loglik") for name in tasks
+                  if name.endswith("_loglik") and name.removesuffix("_loglik") in index]
+    fix = f", or run the generative form ({generative[0]})" if generative else ""
+    verb = "scores" if len(tasks) == 1 else "score"
+    raise PreflightError(f"--gen_kwargs applies to generation, and {', '.join(tasks)} {verb} by "
+                         "log-likelihood (lm-eval would record the setting and use it nowhere): "
+                         f"leave --gen_kwargs out{fix}")
 
 
 def _subset_hint(name: str) -> str | None:

@@ -16,6 +16,7 @@ from lm_eval_ext.command_preflight import PreflightError, check_command_line
 from lm_eval_ext.errors import ConfigError
 
 BASE = ["--model", "hf-metered", "--tasks", "bbq_subset_25pct_loglik"]
+GENERATIVE = ["--model", "hf-metered", "--tasks", "bbq_subset_25pct"]
 
 
 @pytest.mark.parametrize("option", ["--model_args", "--gen_kwargs", "--metadata",
@@ -27,8 +28,9 @@ def test_json_options_are_refused_exactly_where_lm_evals_parser_fails(option, va
     from lm_eval._cli.utils import try_parse_json  # lm-eval's parser reads the first value so
 
     refused = True
+    base = GENERATIVE if option == "--gen_kwargs" else BASE  # gen_kwargs act on generation
     try:
-        check_command_line([*BASE, option, value])
+        check_command_line([*base, option, value])
     except PreflightError as exc:
         assert str(exc).startswith(f"{option} {value}: lm-eval reads a value holding {{ as JSON")
     else:
@@ -567,7 +569,7 @@ def test_a_key_given_twice_as_key_value_words_is_refused(words, key, first, last
 
 
 def test_key_value_words_with_brackets_and_a_config_flag_overridden_are_not_repeats(tmp_path):
-    check_command_line([*BASE, "--gen_kwargs", "until=[a,b],max_gen_toks=4"])
+    check_command_line([*GENERATIVE, "--gen_kwargs", "until=[a,b],max_gen_toks=4"])
     config = tmp_path / "c.yaml"
     config.write_text("model_args: idle_seconds=0\n")
     check_command_line([*BASE, "--config", str(config), "--model_args", "idle_seconds=1"])
@@ -754,3 +756,17 @@ def test_samples_out_of_order_are_refused_because_lm_eval_mislabels_them(indices
     assert "is not in ascending order without repeats; lm-eval runs the items in the data's " \
            "order and labels the i-th with the i-th index given" in str(caught.value)
     assert str(caught.value).endswith("give [1, 3]")
+
+
+def test_gen_kwargs_for_tasks_that_all_score_by_log_likelihood_are_refused():
+    """trial 15: `--gen_kwargs temperature=0.5` on a log-likelihood task ran (rc 0); lm-eval
+    recorded it in the results config and used it nowhere."""
+    with pytest.raises(PreflightError) as caught:
+        check_command_line([*BASE, "--gen_kwargs", "temperature=0.5,do_sample=True"])
+    assert str(caught.value) == (
+        "--gen_kwargs applies to generation, and bbq_subset_25pct_loglik scores by "
+        "log-likelihood (lm-eval would record the setting and use it nowhere): leave "
+        "--gen_kwargs out, or run the generative form (bbq_subset_25pct)")
+    check_command_line([*GENERATIVE, "--gen_kwargs", "temperature=0.5,do_sample=True"])  # fix
+    check_command_line(["--model", "hf-metered", "--tasks", "bbq_subset_25pct_loglik,"
+                        "bbq_subset_25pct", "--gen_kwargs", "max_gen_toks=8"])  # one generates
