@@ -139,6 +139,35 @@ def test_a_candidate_of_another_model_is_refused(capsys, tmp_path):
         "the models with `lm-eval-ext analyze` alone")
 
 
+def test_a_candidate_of_other_items_alone_is_refused(capsys, tmp_path):
+    """trial 15: a campaign condition that was the reference's own settings on fewer items
+    (its answers derived, so identical on the shared items) was listed as a candidate to
+    certify; the shared items' deltas say nothing of another item set."""
+    import numpy as np
+
+    from lm_eval_ext.analysis.report import analyze_to_folder
+    from lm_eval_ext.analysis.synthetic import write_run
+    from lm_eval_ext.data.instrument import load_membership
+
+    rows = load_membership("instrument").rows[:600]
+    answers = np.array([r["label"] for r in rows])
+    ref = write_run(tmp_path / "ref", "bbq_instrument_loglik", rows, answers,
+                    energy_joules=6000.0, inference_seconds=60.0)
+    fewer = write_run(tmp_path / "few", "bbq_instrument_loglik", rows[:500], answers[:500],
+                      energy_joules=5000.0, inference_seconds=50.0)
+    analyze_to_folder(f"m0={ref}", [f"m4={fewer}"], tmp_path / "pilot", n_resamples=100,
+                      mc_draws=10, progress=False, intersection=True)
+    line = _refused([str(tmp_path / "pilot"), "--claim", "accuracy=2"], capsys,
+                    tmp_path / "card")
+    assert line == (
+        f"lm-eval-ext: error: recommend: in {tmp_path / 'pilot'} run m4 differs from the "
+        "reference m0 in its items (item_set_sha256: 74c71ab31b38 -> c5ffab4dd4ef; n_items: "
+        "600 -> 500); a card certifies a protocol change on the same items, and the pilot's "
+        "deltas on the shared items cannot vouch for another item set: analyse runs of one task "
+        "and --limit, and let recommend choose a smaller subset of the reference itself "
+        "(--sizes)")
+
+
 def test_an_edited_table_is_refused_and_the_advised_rerun_restores_it(pilot, capsys, tmp_path):
     """A pilot's items.csv with one outcome changed by hand ('maybe', or a flipped value)
     was carded, rc 0; analyze records the tables' SHA-256 and recommend checks them."""

@@ -115,7 +115,8 @@ def check_sizes(sizes: Sequence[int], instrument_units: int, items_per_unit: int
 #: the columns ``recommend`` reads from each table ``analyze`` writes into a pilot folder
 PILOT_COLUMNS = {"runs.csv": ("run", "is_reference", "model", "n_items", "energy_joules",
                               "inference_seconds"),
-                 "items.csv": ("run", "item_key")}
+                 "items.csv": ("run", "item_key"),
+                 "card_differences.csv": ("run", "factors", "differences")}
 
 
 def read_table(folder: Path, name: str) -> pd.DataFrame:
@@ -170,3 +171,24 @@ def check_one_model(runs: pd.DataFrame, reference: str, folder: Path) -> None:
                 "model's protocols against its own reference and pass one pilot per model "
                 "(recommend A=PILOT_A B=PILOT_B), or compare the models with `lm-eval-ext "
                 "analyze` alone")
+
+
+def check_same_items(folder: Path, reference: str) -> None:
+    """No run of a pilot differs from the reference in its items (task, item set or count).
+
+    The pilot pairs runs on their shared items, where a change of items alone changes no
+    answer (the same protocol answers the same item the same way), so its deltas cannot vouch
+    for another item set (``card_differences.csv``, checked where ``analyze`` recorded its
+    SHA-256; an older analysis, without it, is not checked).
+    """
+    if "card_differences.csv" not in _recorded_checksums(folder):
+        return
+    table = read_table(folder, "card_differences.csv")
+    for row in table.itertuples(index=False):
+        if "items" in str(row.factors).split(","):
+            raise AnalysisInputError(
+                f"recommend: in {folder} run {row.run} differs from the reference {reference} "
+                f"in its items ({row.differences}); a card certifies a protocol change on the "
+                "same items, and the pilot's deltas on the shared items cannot vouch for "
+                "another item set: analyse runs of one task and --limit, and let recommend "
+                "choose a smaller subset of the reference itself (--sizes)")

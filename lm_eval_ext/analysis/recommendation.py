@@ -30,6 +30,7 @@ from lm_eval_ext.analysis.pilot_checks import (
     check_margin,
     check_one_model,
     check_same_design,
+    check_same_items,
     read_table,
 )
 from lm_eval_ext.analysis.stats.pilot_contrasts import claim_estimates
@@ -100,6 +101,7 @@ class Pilot:
         self.name, self.folder = name, folder
         self.reference = str(runs.loc[runs["is_reference"].astype(bool), "run"].iloc[0])
         check_one_model(runs, self.reference, folder)
+        check_same_items(folder, self.reference)
         self.runs = [str(r) for r in runs["run"]]
         frames = {str(run): group.sort_values("item_key").reset_index(drop=True)
                   for run, group in items.groupby("run", sort=False)}

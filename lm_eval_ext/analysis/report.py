@@ -105,7 +105,7 @@ def write_outputs(result, out: Path) -> dict[str, Path]:
     paths["checksums"] = out / CHECKSUMS
     paths["checksums"].write_text("".join(  # sha256sum's format: `sha256sum -c` checks them
         f"{sha256_of(paths[name])}  {name}.csv\n"
-        for name in ("runs", "items")), encoding="utf-8")
+        for name in ("runs", "items", "card_differences") if name in paths), encoding="utf-8")
     overall = result.deltas[result.deltas["subgroup_type"] == "all"].drop_duplicates(
         ["run", "metric"])
     made = [
