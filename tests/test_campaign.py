@@ -673,3 +673,18 @@ def test_a_cells_lm_eval_options_are_checked_as_the_command_line_checks_them(tmp
         "the campaign file, each lm_eval option is its flag's name without --)")
     raw["conditions"]["M1"]["apply_chat_template"] = True  # the fix, followed
     check_cells(build_spec(raw).cells)
+
+
+def test_a_cells_samples_out_of_order_are_refused_before_any_cell():
+    """lm-eval logs `samples: [7, 5]` answers under each other's index (trial 15's --samples
+    case); a campaign cell is held to the command line's rule."""
+    from lm_eval_ext.campaign.preflight import check_cells
+
+    task = "bbq_subset_12p5pct_loglik"
+    raw = {"models": {"m": ""}, "tasks": [task],
+           "conditions": {"M0": {"samples": {task: [7, 5]}}}}
+    with pytest.raises(ConfigError, match=r"cell m__M0__bbq_subset_12p5pct_loglik: --samples .*"
+                                          r"is not in ascending order without repeats"):
+        check_cells(build_spec(raw).cells)
+    raw["conditions"]["M0"]["samples"] = {task: [5, 7]}  # the fix
+    check_cells(build_spec(raw).cells)

@@ -91,10 +91,17 @@ def check_task_names(tasks: Iterable[str], include_path: str | None = None) -> N
 
 def _check_lm_eval_options(cell: Cell) -> None:
     """The cell's lm_eval options as ``lm-eval-ext run`` checks them on its command line."""
-    from lm_eval_ext.command_preflight import PreflightError, check_arguments_lm_eval_parses
+    import json
 
+    from lm_eval_ext.command_preflight import PreflightError, check_arguments_lm_eval_parses
+    from lm_eval_ext.lm_eval_inputs import check_samples
+
+    samples = cell.options.get("samples")
     try:
         check_arguments_lm_eval_parses(cell.lm_eval_argv("<cell>"))
+        if samples is not None:  # the items it names, in the order lm-eval labels them
+            check_samples(json.dumps(samples) if isinstance(samples, Mapping) else str(samples),
+                          [cell.task], cell.options.get("include_path"))
     except PreflightError as exc:
         raise ConfigError(f"cell {cell.cell_id}: {exc} (in the campaign file, each lm_eval "
                           "option is its flag's name without --)") from None
