@@ -121,11 +121,19 @@ def check_user_tasks_build(tasks: Sequence[str], include_path: str | None,
     Those of the ``include_path`` folder, those ``data fingerprint --register`` wrote, and
     task YAMLs given by their path.
     """
+    from lm_eval_ext.plugin.task_folders import tasks_of_this_run
+
+    with tasks_of_this_run(tasks):
+        _build_user_tasks(tasks, include_path, dict(metadata or {}) or None)
+
+
+def _build_user_tasks(tasks: Sequence[str], include_path: str | None,
+                      metadata: dict[str, Any] | None) -> None:
+    """:func:`check_user_tasks_build`'s work, inside :func:`tasks_of_this_run`."""
     from lm_eval.tasks.manager import TaskManager
 
     from lm_eval_ext.paths import user_tasks_dir
 
-    metadata = dict(metadata or {}) or None
     registered = user_tasks_dir()
     for folder, fix in ((include_path, FIX_THE_YAML),
                         (str(registered) if registered.is_dir() else None, REGISTER_AGAIN)):

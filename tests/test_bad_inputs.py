@@ -334,6 +334,25 @@ def test_a_metadata_key_our_tasks_set_themselves_is_refused(data_dir):
                                             "package's tasks itself")
 
 
+def test_a_metadata_key_our_tasks_set_is_the_users_own_in_a_run_of_none_of_ours(tmp_path):
+    """trial 15: `--metadata '{"split": "test"}'` for a run of the user's own include-path task
+    alone was refused as a key of this package's tasks, with a BBQ task as the fix."""
+    from lm_eval_ext.command_preflight import check_command_line
+    from lm_eval_ext.plugin.task_folders import check_setting_keys
+
+    (tmp_path / "d.jsonl").write_text('{"q": "Who?"}\n')
+    (tmp_path / "tasks").mkdir()
+    (tmp_path / "tasks" / "t.yaml").write_text(
+        f"task: mine_t\ndataset_path: json\ndataset_kwargs: {{data_files: {{test: "
+        f"{tmp_path / 'd.jsonl'}}}}}\ntest_split: test\noutput_type: multiple_choice\n"
+        "doc_to_text: '{{q}}'\ndoc_to_target: 0\ndoc_to_choice: [a, b]\n")
+    check_setting_keys({"split": "test"}, ["mine_t"])
+    with pytest.raises(ConfigError, match="'split' is set by each of this package's tasks"):
+        check_setting_keys({"split": "test"}, ["mine_t", "bbq_subset_12p5pct_loglik"])
+    check_command_line(["--model", "hf-metered", "--tasks", "mine_t", "--include_path",
+                        str(tmp_path / "tasks"), "--metadata", '{"split": "test"}'])
+
+
 def test_register_rejects_a_trailing_newline(tmp_path, data_dir):
     # (a name lm-eval or we already define: test_fingerprint_cli)
     from lm_eval_ext.tasks.bbq.registered import register_manifest_task

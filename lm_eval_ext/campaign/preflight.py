@@ -58,12 +58,16 @@ def check_model_args(model_args: str, batch_size: Any, where: str,
         raise ConfigError(f"{batch_where or where}: {exc}") from None
 
 
-def check_task_settings(metadata: Mapping[str, Any] | None, where: str) -> None:
-    """Keys and values of our task settings (e.g. ``template_tier``) in a run's ``metadata``."""
+def check_task_settings(metadata: Mapping[str, Any] | None, where: str,
+                        tasks: Sequence[str] | None = None) -> None:
+    """Keys and values of our task settings (e.g. ``template_tier``) in a run's ``metadata``.
+
+    ``tasks``: the run's tasks, where known (:func:`check_setting_keys`).
+    """
     from lm_eval_ext.plugin.task_folders import check_setting_keys
 
     try:
-        check_setting_keys(metadata)
+        check_setting_keys(metadata, tasks)
     except ConfigError as exc:
         raise ConfigError(f"{where}: {exc}") from None
     for key, choices in SETTING_CHOICES.items():
@@ -160,7 +164,7 @@ def check_cells(cells: Sequence[Cell], devices: bool = False) -> None:
             check_model_args(cell.model_args_for(None), batch_size, f"cell {cell.cell_id}",
                              backend=cell.backend)
             _check_recheck(cell)
-        check_task_settings(cell.options.get("metadata"), f"cell {cell.cell_id}")
+        check_task_settings(cell.options.get("metadata"), f"cell {cell.cell_id}", [cell.task])
         _check_lm_eval_options(cell)
     by_path: dict[str | None, set[str]] = {}
     for cell in cells:

@@ -8,10 +8,12 @@ lm-eval's own index is skipped; its task names are checked before any index is b
 from __future__ import annotations
 
 import argparse
+import contextlib
+import contextvars
 import dataclasses
 import functools
 import inspect
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 from lm_eval_ext.errors import LmEvalExtError, ending_lm_eval_command
 from lm_eval_ext.paths import task_include_paths, user_tasks_dir
@@ -26,10 +28,11 @@ def _merge_include_paths(user_value) -> list:
     return ours + [p for p in theirs if str(p) not in ours]
 
 
-def check_setting_keys(metadata) -> None:
+def check_setting_keys(metadata, tasks: Sequence[str] | None = None) -> None:
     """Refuse a ``--metadata`` key near a task setting's name, or one our tasks set themselves.
 
-    (Other keys are other tasks'.)
+    (Other keys are other tasks'.) ``tasks``: the run's task names, where known; a key our
+    tasks set themselves is left to a run of none of ours.
     """
     import difflib
 
@@ -37,7 +40,8 @@ def check_setting_keys(metadata) -> None:
     from lm_eval_ext.tasks.common.prompting import DATASET_KEYS, TASK_SETTING_KEYS
 
     for key in metadata or {}:
-        if key in DATASET_KEYS:
+        if key in DATASET_KEYS and (tasks is None
+                                    or any(t in our_task_names() for t in tasks)):
             raise ConfigError(f"--metadata key {key!r} is set by each of this package's tasks "
                               "itself (its dataset_kwargs; lm-eval would pass it twice to the "
                               "task's loader): leave it out, and name the task that has the "
@@ -47,6 +51,21 @@ def check_setting_keys(metadata) -> None:
         if close and key != close[0]:
             raise ConfigError(f"--metadata key {key!r} is not a task setting; did you mean "
                               f"{close[0]!r}? (e.g. --metadata '{{\"{close[0]}\": \"cot\"}}')")
+
+
+#: the tasks a check before the run builds (:func:`tasks_of_this_run`); None: not known
+_RUN_TASKS: contextvars.ContextVar[tuple[str, ...] | None] = contextvars.ContextVar(
+    "lm_eval_ext_run_tasks", default=None)
+
+
+@contextlib.contextmanager
+def tasks_of_this_run(tasks: Sequence[str]) -> Iterator[None]:
+    """TaskManagers made inside know the run's tasks (before the command line is recorded)."""
+    token = _RUN_TASKS.set(tuple(tasks))
+    try:
+        yield
+    finally:
+        _RUN_TASKS.reset(token)
 
 
 @wrap_once("lm_eval.tasks.manager", "TaskManager.__init__")
@@ -60,7 +79,9 @@ def add_task_folders(init: Callable) -> Callable:
         bound = signature.bind(self, *args, **kwargs)
         bound.arguments["include_path"] = _merge_include_paths(bound.arguments.get("include_path"))
         with ending_lm_eval_command():
-            check_setting_keys(bound.arguments.get("metadata"))
+            check_setting_keys(bound.arguments.get("metadata"),
+                               COMMAND_LINE.tasks if COMMAND_LINE.tasks is not None
+                               else _RUN_TASKS.get())
         if "include_defaults" not in bound.arguments and lm_eval_index_skipped():
             bound.arguments["include_defaults"] = False
         init(*bound.args, **bound.kwargs)
