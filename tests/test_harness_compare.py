@@ -416,3 +416,34 @@ def test_a_run_and_its_copy_are_refused_as_one_run(tmp_path, capsys):
         f"lm-eval-ext: error: compare-harness: lm_eval ({tmp_path / 'a'}) and b "
         f"({tmp_path / 'copy'}) are copies of one run (identical results and samples files); a "
         "comparison needs two different runs")
+
+
+def test_a_change_of_scoring_path_is_named_in_the_attribution(tmp_path):
+    """trial 15: a log-likelihood lm-eval run against generated answers put the whole -50 pp
+    under prompt_and_decoding, with no word that the scoring path differed."""
+    import dataclasses
+
+    import numpy as np
+
+    from lm_eval_ext.analysis.synthetic import simulate_predictions, write_run
+    from lm_eval_ext.cross_harness.readers import read_lm_eval
+    from lm_eval_ext.data.instrument import load_membership
+
+    rows = load_membership("instrument").rows[:40]
+    answers = simulate_predictions(rows, 0.6, np.random.default_rng(0))
+    write_run(tmp_path / "a", "bbq_instrument_loglik", rows, answers)
+    write_run(tmp_path / "ll", "bbq_instrument_loglik", rows, simulate_predictions(
+        rows, 0.6, np.random.default_rng(1), base=answers, flip_rate=0.3), precision="bf16")
+    loglik = read_lm_eval("ll", tmp_path / "ll")
+    assert loglik.scoring_path == "loglik"  # the reader's, from the task's output type
+    generated = dataclasses.replace(read_lm_eval("gen", tmp_path / "a"),
+                                    scoring_path="generative")  # as Inspect's and HELM's are
+    result = compare_harnesses([generated, loglik], n_resamples=100)
+    assert ("bbq: ll's answers are loglik and gen's generative: prompt_and_decoding includes the "
+            "change of scoring path; compare runs of one path to attribute the rest"
+            in result.notes)
+    rest = result.attribution[result.attribution["component"] == "prompt_and_decoding"]
+    assert rest["note"].str.contains("and the scoring path (gen generative, ll loglik)",
+                                     regex=False).all()
+    same = compare_harnesses([read_lm_eval("a", tmp_path / "a"), loglik], n_resamples=100)
+    assert not any("scoring path" in note for note in same.notes)

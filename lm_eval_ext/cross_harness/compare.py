@@ -221,7 +221,8 @@ def _pair(ref_run: HarnessRun, run: HarnessRun, benchmark: str, ref_all: pd.Data
             "answer_extraction": (step("parrish", "our_parser"), "own extraction vs "
                                   "lm-eval-ext's parser on the raw outputs"),
             "prompt_and_decoding": (o["our_parser"] - r["our_parser"], "the rest: prompt text, "
-                                    "shots, chat template, decoding (paired, common items)"),
+                                    "shots, chat template, decoding" + _path_note(ref_run, run)
+                                    + " (paired, common items)"),
         }
         if spec.name != "bias_s_amb":
             del parts["s_amb_scaling"]
@@ -235,6 +236,14 @@ def _pair(ref_run: HarnessRun, run: HarnessRun, benchmark: str, ref_all: pd.Data
                 "ci_low_pp": ci.low * spec.scale if ci else np.nan,
                 "ci_high_pp": ci.high * spec.scale if ci else np.nan, "note": note})
     return agreement_rows, attribution
+
+
+def _path_note(reference: HarnessRun, run: HarnessRun) -> str:
+    """Where the two runs' answers were had differently: what the rest then includes too."""
+    if reference.scoring_path == run.scoring_path:
+        return ""
+    return (f", and the scoring path ({reference.name} {reference.scoring_path}, {run.name} "
+            f"{run.scoring_path})")
 
 
 def compare_harnesses(runs: Sequence[HarnessRun], n_resamples: int = 10_000, seed: int = 0,
@@ -279,6 +288,11 @@ def compare_harnesses(runs: Sequence[HarnessRun], n_resamples: int = 10_000, see
                 notes.append(f"{run.name} has no {benchmark} items")
                 continue
             scores += _scores(run, benchmark, items)
+            if run.scoring_path != ref_run.scoring_path:
+                notes.append(f"{benchmark}: {run.name}'s answers are {run.scoring_path} and "
+                             f"{ref_run.name}'s {ref_run.scoring_path}: prompt_and_decoding "
+                             "includes the change of scoring path; compare runs of one path "
+                             "to attribute the rest")
             a, b = _pair(ref_run, run, benchmark, ref_items, items, n_resamples, seed, level)
             agreement += a
             attribution += b

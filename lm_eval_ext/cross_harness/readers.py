@@ -57,6 +57,8 @@ class HarnessRun:
     notes: list[str] = field(default_factory=list)
     #: the run's files by SHA-256, where the reader knows them (two equal ones: one run)
     fingerprint: tuple[str, ...] | None = None
+    #: how its answers were had: ``generative`` (Inspect and HELM) or ``loglik`` (lm-eval's)
+    scoring_path: str = "generative"
 
 
 def benchmark_of(item_key: str) -> str:
@@ -111,7 +113,8 @@ def read_lm_eval(name: str, path: str | Path) -> HarnessRun:
     """An lm-eval output folder (one run, ``--log_samples``)."""
     [run] = load_runs([path])
     return HarnessRun(name, "lm_eval", Path(path), str(run.info["model"]), _finish(run.items),
-                      fingerprint=(run.info["results_sha256"], run.info["samples_sha256"]))
+                      fingerprint=(run.info["results_sha256"], run.info["samples_sha256"]),
+                      scoring_path=str(run.info.get("scoring_path") or "generative"))
 
 
 # -- Inspect AI ------------------------------------------------------------------------------
