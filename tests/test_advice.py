@@ -409,6 +409,11 @@ def test_order_and_weights_together_are_refused_and_either_one_runs(pilot):
     with pytest.raises(AnalysisInputError) as error:
         recommend_from_pilots([pilot], ["accuracy=5"], order=["int8"], weights={"int8": 1.0})
     assert str(error.value) == "recommend: give --order or --weights, not both"
+    with pytest.raises(AnalysisInputError) as error:  # trial 15: was carded as "(int8, int8)"
+        recommend_from_pilots([pilot], ["accuracy=5"], order=["int8", "int8"])
+    assert str(error.value) == ("recommend: --order names int8 twice; a fixed sequence tests "
+                                "each candidate once: name each run once, in the order to test "
+                                "them")
     card = recommend_from_pilots([pilot], ["accuracy=5"], order=["int8"], n_resamples=200)
     assert card["settings"]["alpha_rule"] == "a fixed sequence declared before the pilot (int8)"
     assert card["recommended"]["protocol"] == "int8"  # followed

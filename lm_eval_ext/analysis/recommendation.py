@@ -301,6 +301,11 @@ def check_declared(declared: Declared, runs: Sequence[str], reference: str) -> N
                                  f"run of the pilot; name some of {', '.join(candidates)}")
     if declared.order and declared.weights:
         raise AnalysisInputError("recommend: give --order or --weights, not both")
+    twice = next((n for n in declared.order if declared.order.count(n) > 1), None)
+    if twice is not None:
+        raise AnalysisInputError(f"recommend: --order names {twice} twice; a fixed sequence "
+                                 "tests each candidate once: name each run once, in the order "
+                                 "to test them")
     if any(not (w > 0 and math.isfinite(w)) for w in declared.weights.values()):
         raise AnalysisInputError("recommend: --weights must be positive numbers (e.g. "
                                  "--weights int8=0.8,nf4=0.2)")
