@@ -703,9 +703,12 @@ def check_gen_kwargs_used(tasks: Sequence[str], include_path: str | None = None)
 
     (Checked where every task is one of ours or the ``include_path`` folder's.)
     """
-    from lm_eval_ext.plugin.task_folders import our_task_manager
+    from lm_eval.tasks import TaskManager
 
-    index = our_task_manager([include_path] if include_path else []).task_index
+    from lm_eval_ext.paths import task_include_paths
+
+    folders = [str(p) for p in task_include_paths()] + ([include_path] if include_path else [])
+    index = TaskManager(include_path=folders, include_defaults=False).task_index
     kinds = {name: getattr(index.get(name), "cfg", None) or {} for name in tasks}
     if not tasks or not all(name in index and index[name].kind.name == "TASK" for name in tasks):
         return

@@ -7,9 +7,11 @@ traceback. Built here first, its failure is one line naming the task and the fol
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import functools
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +33,21 @@ def unreachable_data(error: BaseException) -> EnvironmentProblem | None:
             "the web cannot be reached from here; a task from `lm-eval-ext export-upstream` "
             "reads local files when exported with --local-data")
     return None
+
+
+#: the tasks a check before the run builds (:func:`tasks_of_this_run`); None: not known
+RUN_TASKS: contextvars.ContextVar[tuple[str, ...] | None] = contextvars.ContextVar(
+    "lm_eval_ext_run_tasks", default=None)
+
+
+@contextlib.contextmanager
+def tasks_of_this_run(tasks: Sequence[str]) -> Iterator[None]:
+    """TaskManagers made inside know the run's tasks (before the command line is recorded)."""
+    token = RUN_TASKS.set(tuple(tasks))
+    try:
+        yield
+    finally:
+        RUN_TASKS.reset(token)
 
 
 #: the fix for a task YAML of the user's own that lm-eval cannot build
@@ -121,8 +138,6 @@ def check_user_tasks_build(tasks: Sequence[str], include_path: str | None,
     Those of the ``include_path`` folder, those ``data fingerprint --register`` wrote, and
     task YAMLs given by their path.
     """
-    from lm_eval_ext.plugin.task_folders import tasks_of_this_run
-
     with tasks_of_this_run(tasks):
         _build_user_tasks(tasks, include_path, dict(metadata or {}) or None)
 

@@ -8,16 +8,15 @@ lm-eval's own index is skipped; its task names are checked before any index is b
 from __future__ import annotations
 
 import argparse
-import contextlib
-import contextvars
 import dataclasses
 import functools
 import inspect
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 
 from lm_eval_ext.errors import LmEvalExtError, ending_lm_eval_command
 from lm_eval_ext.paths import task_include_paths, user_tasks_dir
 from lm_eval_ext.plugin.wrapping import wrap_once
+from lm_eval_ext.task_building import RUN_TASKS
 
 
 def _merge_include_paths(user_value) -> list:
@@ -53,21 +52,6 @@ def check_setting_keys(metadata, tasks: Sequence[str] | None = None) -> None:
                               f"{close[0]!r}? (e.g. --metadata '{{\"{close[0]}\": \"cot\"}}')")
 
 
-#: the tasks a check before the run builds (:func:`tasks_of_this_run`); None: not known
-_RUN_TASKS: contextvars.ContextVar[tuple[str, ...] | None] = contextvars.ContextVar(
-    "lm_eval_ext_run_tasks", default=None)
-
-
-@contextlib.contextmanager
-def tasks_of_this_run(tasks: Sequence[str]) -> Iterator[None]:
-    """TaskManagers made inside know the run's tasks (before the command line is recorded)."""
-    token = _RUN_TASKS.set(tuple(tasks))
-    try:
-        yield
-    finally:
-        _RUN_TASKS.reset(token)
-
-
 @wrap_once("lm_eval.tasks.manager", "TaskManager.__init__")
 def add_task_folders(init: Callable) -> Callable:
     """Every ``TaskManager`` also indexes our task folders (and checks ``--metadata`` keys)."""
@@ -81,7 +65,7 @@ def add_task_folders(init: Callable) -> Callable:
         with ending_lm_eval_command():
             check_setting_keys(bound.arguments.get("metadata"),
                                COMMAND_LINE.tasks if COMMAND_LINE.tasks is not None
-                               else _RUN_TASKS.get())
+                               else RUN_TASKS.get())
         if "include_defaults" not in bound.arguments and lm_eval_index_skipped():
             bound.arguments["include_defaults"] = False
         init(*bound.args, **bound.kwargs)
