@@ -237,3 +237,19 @@ def test_hf_args_that_need_what_this_machine_lacks_are_refused():
             "hf-metered: model arg attn_implementation=flash_attention_2 needs the flash-attn "
             "package and a CUDA GPU; use attn_implementation=sdpa (or eager), or leave it out")
         HFMeteredLM.check_model_args("attn_implementation=sdpa")  # followed
+
+
+def test_power_check_without_a_cuda_gpu_is_refused_before_the_load():
+    """trial 15: power_check=true on the CPU ran (rc 0); its block held only 'not sampled'."""
+    import torch
+
+    from lm_eval_ext.backends.hf.metered import HFMeteredLM
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    with pytest.raises(ConfigError) as caught:
+        HFMeteredLM.check_model_args("power_check=true")
+    assert str(caught.value) == (
+        "hf-metered: power_check=true samples a GPU's power through NVML, and this run has none "
+        "(device=auto, CUDA available: False); leave power_check out, or run on a CUDA GPU")
+    HFMeteredLM.check_model_args("power_check=false")  # followed

@@ -192,9 +192,12 @@ class MeteredArgs:
             _check_nvml_device(model, lm_args.get("device"))
         if self.energy == "rapl":
             _check_rapl(model)
+        power_check = strict_bool(model, "power_check", self.power_check)
+        if power_check:
+            _check_power_samples(model, lm_args.get("device"))
         return dataclasses.replace(
             self, idle_seconds=_number(model, "idle_seconds", self.idle_seconds),
-            power_check=strict_bool(model, "power_check", self.power_check))
+            power_check=power_check)
 
 
 #: CodeCarbon's own settings: they act only with ``codecarbon=true``
@@ -290,6 +293,17 @@ def _check_rapl(model: str) -> None:
                           f"({exc}); use energy=auto (RAPL where it can be read, else none), "
                           "or run where /sys/class/powercap/intel-rapl:*/energy_uj is "
                           "readable") from None
+
+
+def _check_power_samples(model: str, device: Any) -> None:
+    """``power_check=true`` samples a CUDA GPU's power through NVML: it needs one."""
+    import torch
+
+    if not torch.cuda.is_available() or str(device or "cuda").startswith(("cpu", "mps")):
+        raise ConfigError(f"{model}: power_check=true samples a GPU's power through NVML, and "
+                          f"this run has none (device={device or 'auto'}, CUDA available: "
+                          f"{torch.cuda.is_available()}); leave power_check out, or run on a "
+                          "CUDA GPU")
 
 
 def _check_nvml_device(model: str, device: Any) -> None:
