@@ -279,7 +279,7 @@ def check_gen_kwargs(value: str | Mapping[str, object], where: str = "--gen_kwar
     for key, (ok, wanted) in checks.items():
         if isinstance(value, Mapping) and isinstance(value.get(key), (str, bool)):
             raise PreflightError(f"{where} {key}={value[key]!r}: {key} must be a number, not "
-                                 "text (YAML reads 1e300 as text; write 1.0e+300)")
+                                 f"{_not_a_number(value[key], yaml=not where.startswith('--'))}")
         if key in pairs and not ok(pairs[key].strip()):
             raise PreflightError(f"{where} {key}={pairs[key]}: {key} must be {wanted}")
     sampling = pairs.get("do_sample", "").strip().lower() == "true"
@@ -292,6 +292,21 @@ def check_gen_kwargs(value: str | Mapping[str, object], where: str = "--gen_kwar
         raise PreflightError(f"{where} do_sample=True,temperature={pairs['temperature']}: "
                              "sampling needs a temperature above 0; give one (e.g. 0.7), or "
                              "greedy decoding: do_sample=False")
+
+
+def _not_a_number(value: str | bool, yaml: bool) -> str:
+    """What a setting that must be a number was given instead, and how to write the number.
+
+    ``yaml``: the value comes from a YAML file (a campaign's), not JSON on the command line.
+    """
+    if isinstance(value, bool):
+        return "true or false"
+    if yaml and re.fullmatch(r"[+-]?\d+[eE][+-]?\d+", value.strip()):
+        return (f"text (YAML reads {value} as text; write it with a point and a signed "
+                f"exponent, e.g. {float(value):.1e})")
+    if not math.isnan(_number(value)):
+        return f"text (a number in quotes: write {value} without them)"
+    return "text"
 
 
 def _number(text: str) -> float:

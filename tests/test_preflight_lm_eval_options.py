@@ -770,3 +770,22 @@ def test_gen_kwargs_for_tasks_that_all_score_by_log_likelihood_are_refused():
     check_command_line([*GENERATIVE, "--gen_kwargs", "temperature=0.5,do_sample=True"])  # fix
     check_command_line(["--model", "hf-metered", "--tasks", "bbq_subset_25pct_loglik,"
                         "bbq_subset_25pct", "--gen_kwargs", "max_gen_toks=8"])  # one generates
+
+
+@pytest.mark.parametrize(("value", "fix"), [
+    ('{"max_gen_toks": "32"}', "max_gen_toks='32': max_gen_toks must be a number, not text (a "
+                               "number in quotes: write 32 without them)"),
+    ('{"temperature": "0.7", "do_sample": true}', "not text (a number in quotes: write 0.7 "
+                                                  "without them)"),
+])
+def test_a_json_number_in_quotes_is_told_to_drop_them(value, fix):
+    """trial 15: `--gen_kwargs '{"max_gen_toks": "32"}'` got the YAML exponent hint (write
+    1.0e+300), which followed was refused again."""
+    import json
+
+    with pytest.raises(PreflightError) as caught:
+        check_command_line([*GENERATIVE, "--gen_kwargs", value])
+    assert str(caught.value).startswith("--gen_kwargs ") and fix in str(caught.value)
+    followed = {k: (float(v) if isinstance(v, str) and "." in v else
+                    int(v) if isinstance(v, str) else v) for k, v in json.loads(value).items()}
+    check_command_line([*GENERATIVE, "--gen_kwargs", json.dumps(followed)])
