@@ -713,7 +713,8 @@ def _check_options(args: argparse.Namespace, from_file: Mapping[str, object]) ->
                              "bbq_subset_25pct; `lm-eval ls tasks` lists them)")
 
 
-def check_gen_kwargs_used(tasks: Sequence[str], include_path: str | None = None) -> None:
+def check_gen_kwargs_used(tasks: Sequence[str], include_path: str | None = None,
+                          where: str = "--gen_kwargs") -> None:
     """``--gen_kwargs`` for tasks that all score by log-likelihood: lm-eval records and ignores it.
 
     (Checked where every task is one of ours or the ``include_path`` folder's.)
@@ -733,9 +734,9 @@ def check_gen_kwargs_used(tasks: Sequence[str], include_path: str | None = None)
                   if name.endswith("_loglik") and name.removesuffix("_loglik") in index]
     fix = f", or run the generative form ({generative[0]})" if generative else ""
     verb = "scores" if len(tasks) == 1 else "score"
-    raise PreflightError(f"--gen_kwargs applies to generation, and {', '.join(tasks)} {verb} by "
+    raise PreflightError(f"{where} applies to generation, and {', '.join(tasks)} {verb} by "
                          "log-likelihood (lm-eval would record the setting and use it nowhere): "
-                         f"leave --gen_kwargs out{fix}")
+                         f"leave {where} out{fix}")
 
 
 def _subset_hint(name: str) -> str | None:

@@ -688,3 +688,21 @@ def test_a_cells_samples_out_of_order_are_refused_before_any_cell():
         check_cells(build_spec(raw).cells)
     raw["conditions"]["M0"]["samples"] = {task: [5, 7]}  # the fix
     check_cells(build_spec(raw).cells)
+
+
+def test_gen_kwargs_that_reach_no_generative_cell_are_refused():
+    """trial 15: `lm_eval: {gen_kwargs: ...}` in a campaign of log-likelihood cells only was
+    passed to every cell and used by none."""
+    from lm_eval_ext.campaign.preflight import check_cells
+
+    raw = {"models": {"m": ""}, "tasks": ["bbq_subset_12p5pct_loglik"],
+           "lm_eval": {"gen_kwargs": "max_gen_toks=24"}, "conditions": {"M0": {}}}
+    with pytest.raises(ConfigError) as caught:
+        check_cells(build_spec(raw).cells)
+    assert str(caught.value) == (
+        "gen_kwargs (the lm_eval block's or a condition's) applies to generation, and "
+        "bbq_subset_12p5pct_loglik scores by log-likelihood (lm-eval would record the setting and "
+        "use it nowhere): leave gen_kwargs (the lm_eval block's or a condition's) out, or run the "
+        "generative form (bbq_subset_12p5pct)")
+    check_cells(build_spec({**raw, "tasks": ["bbq_subset_12p5pct_loglik",
+                                             "bbq_subset_12p5pct"]}).cells)  # one generates

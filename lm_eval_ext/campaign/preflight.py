@@ -171,3 +171,22 @@ def check_cells(cells: Sequence[Cell], devices: bool = False) -> None:
         by_path.setdefault(cell.options.get("include_path"), set()).add(cell.task)
     for include_path, tasks in by_path.items():
         check_task_names(tasks, include_path)
+    _check_gen_kwargs_used(cells)
+
+
+def _check_gen_kwargs_used(cells: Sequence[Cell]) -> None:
+    """``gen_kwargs`` that reach no generative cell are refused.
+
+    (Every cell given them scores by log-likelihood: lm-eval would record them, used nowhere.)
+    """
+    from lm_eval_ext.command_preflight import PreflightError, check_gen_kwargs_used
+
+    given = [c for c in cells if c.options.get("gen_kwargs")]
+    for include_path in {c.options.get("include_path") for c in given}:
+        try:
+            check_gen_kwargs_used(sorted({c.task for c in given
+                                          if c.options.get("include_path") == include_path}),
+                                  include_path, "gen_kwargs (the lm_eval block's or a "
+                                                "condition's)")
+        except PreflightError as exc:
+            raise ConfigError(str(exc)) from None
