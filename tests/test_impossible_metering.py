@@ -48,18 +48,20 @@ def test_impossible_seconds_or_joules_are_flagged_and_not_reported(seconds, joul
     assert pd.isna(runs.loc["run", f"{kind}_saving_pct"])
 
 
+@pytest.mark.parametrize("key", ["metering", "hf_metered"])
 @pytest.mark.parametrize("block", ['"fast"', "[1, 2]"])
-def test_a_metering_block_of_the_wrong_shape_is_one_line(block, tmp_path, capsys):
+def test_a_metering_block_of_the_wrong_shape_is_one_line(key, block, tmp_path, capsys):
     """config.metering a string was an AttributeError bug line in analyze, mde and
-    compare-harness."""
+    compare-harness; config.hf_metered a string (trial 15) made the run's card another
+    model ('hf-metered', revision main), rc 0."""
     results = _runs(tmp_path, 2.0, 100.0)
     data = json.loads(results.read_text())
-    data["config"]["metering"] = json.loads(block)
+    data["config"][key] = json.loads(block)
     results.write_text(json.dumps(data))
     code = cli_main.main(["mde", "--runs", str(tmp_path / "ref"), str(tmp_path / "run")])
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and err == [
-        f"lm-eval-ext: error: {results}: config.metering is a {type(json.loads(block)).__name__}"
+        f"lm-eval-ext: error: {results}: config.{key} is a {type(json.loads(block)).__name__}"
         ", not the block hf-metered writes: the file was damaged after the run; pass the run's "
         "own file, or rerun the evaluation"]
 

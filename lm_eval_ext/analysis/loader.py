@@ -225,11 +225,14 @@ def run_info(results: dict[str, Any], results_path: Path, run_id: str) -> dict[s
     """Run-level identity, configuration and cost (from ``config.metering`` when present)."""
     config = results.get("config", {})
     metering = config.get("metering") or {}
-    if not isinstance(metering, dict):
-        raise AnalysisInputError(
-            f"{results_path}: config.metering is a {type(metering).__name__}, not the block "
-            "hf-metered writes: the file was damaged after the run; pass the run's own file, "
-            "or rerun the evaluation")
+    blocks = {"config.metering": metering, **{f"config.{key}": config[key] for key in
+                                              ("hf_metered", "vllm_metered") if key in config}}
+    for name, block in blocks.items():
+        if not isinstance(block, dict):
+            raise AnalysisInputError(
+                f"{results_path}: {name} is a {type(block).__name__}, not the block "
+                "hf-metered writes: the file was damaged after the run; pass the run's own "
+                "file, or rerun the evaluation")
     flags = [str(f) for f in _list(metering.get("flags"))]
     # a written value that no run can measure (metering/plausibility.py) is none, flagged
     wall = _number_or_none(results.get("total_evaluation_time_seconds"))
