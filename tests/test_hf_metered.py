@@ -253,3 +253,37 @@ def test_power_check_without_a_cuda_gpu_is_refused_before_the_load():
         "hf-metered: power_check=true samples a GPU's power through NVML, and this run has none "
         "(device=auto, CUDA available: False); leave power_check out, or run on a CUDA GPU")
     HFMeteredLM.check_model_args("power_check=false")  # followed
+
+
+@pytest.mark.parametrize(("make", "problem"), [
+    (lambda p: p.mkdir(), "holds no config.json, so it is no transformers model folder"),
+    (lambda p: p.write_text(""), "is a file, not a model folder"),
+    (lambda p: (p.mkdir(), (p / "config.json").write_text("{}")),
+     "config.json names no model_type, so transformers cannot tell the architecture"),
+    (lambda p: (p.mkdir(), (p / "config.json").write_text('{"model_type": "llama"}')),
+     "holds no weights (*.safetensors, *.bin)"),
+])
+def test_a_local_model_folder_transformers_cannot_load_is_one_line(make, problem, tmp_path,
+                                                                   embedded_checkpoint):
+    """trial 15: an empty folder, a file, a config.json without model_type and a half-copied
+    checkpoint were transformers tracebacks after the tasks were built (the judge's: the
+    catch-all)."""
+    import shutil
+
+    from lm_eval_ext.backends.hf.metered import HFMeteredLM
+    from lm_eval_ext.command_preflight import PreflightError, check_command_line
+    from lm_eval_ext.judge.run import judge_model_class
+
+    folder = tmp_path / "model"
+    make(folder)
+    for check in (lambda: HFMeteredLM.check_model_args(f"pretrained={folder}"),
+                  lambda: judge_model_class("hf-metered", f"pretrained={folder}"),
+                  lambda: check_command_line(["--model", "hf", "--model_args",
+                                              f"pretrained={folder}", "--tasks", "x"])):
+        with pytest.raises((ConfigError, PreflightError)) as caught:
+            check()
+        assert f"pretrained='{folder}': " in str(caught.value) and problem in str(caught.value)
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.unlink(missing_ok=True)
+    shutil.copytree(embedded_checkpoint, folder)  # a finished conversion: the fix
+    HFMeteredLM.check_model_args(f"pretrained={folder}")

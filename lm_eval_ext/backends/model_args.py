@@ -109,11 +109,16 @@ def check_pretrained(model: str, pretrained: Any, aliases: Sequence[str] = ()) -
     """
     if pretrained is None or not isinstance(pretrained, str):
         return
-    if pretrained.startswith(("/", "./", "../", "~")):
-        path = Path(pretrained).expanduser()
+    path = Path(pretrained).expanduser()
+    if pretrained.startswith(("/", "./", "../", "~")) or path.exists():
         if not path.exists():
             raise ConfigError(f"{model}: pretrained={pretrained!r}: the local path {path} does "
                               "not exist; pass an existing model folder or a hub id")
+        problem = model_folder_problem(path)
+        if problem:
+            raise ConfigError(f"{model}: pretrained={pretrained!r}: {problem}; pass a model "
+                              "folder holding config.json, the weights and the tokenizer (a "
+                              "download or conversion that has finished)")
     elif hub_offline() and not Path(pretrained).expanduser().is_dir() \
             and pretrained not in aliases and not _in_hub_cache(pretrained):
         close = difflib.get_close_matches(pretrained, list(aliases), n=1)
@@ -125,6 +130,34 @@ def check_pretrained(model: str, pretrained: Any, aliases: Sequence[str] = ()) -
             "and the hub is offline (HF_HUB_OFFLINE)"
             + (f"; did you mean pretrained={close[0]}?" if close else
                f"; pass a model folder{named}"))
+
+
+#: the files a transformers model folder holds its weights in
+WEIGHT_FILES = ("*.safetensors", "*.bin", "*.safetensors.index.json", "*.bin.index.json")
+
+
+def model_folder_problem(path: Path) -> str | None:
+    """What keeps transformers from loading a local model folder (None: nothing seen here).
+
+    A file, a folder without ``config.json`` (or one without ``model_type``), or without any
+    weights file: transformers' traceback after the tasks are built.
+    """
+    import json
+
+    if not path.is_dir():
+        return f"{path} is a file, not a model folder"
+    config = path / "config.json"
+    if not config.is_file():
+        return f"{path} holds no config.json, so it is no transformers model folder"
+    try:
+        model_type = json.loads(config.read_text(encoding="utf-8")).get("model_type")
+    except (OSError, UnicodeDecodeError, ValueError, AttributeError):
+        return f"{config} is not a readable JSON object"
+    if not model_type:
+        return f"{config} names no model_type, so transformers cannot tell the architecture"
+    if not any(next(path.glob(pattern), None) for pattern in WEIGHT_FILES):
+        return f"{path} holds no weights ({', '.join(WEIGHT_FILES[:2])})"
+    return None
 
 
 def hub_offline() -> bool:
