@@ -189,6 +189,8 @@ def test_nan_interval_reads_not_estimable_and_disagreement_reads_borderline():
     row = pd.Series({"ci_low": math.nan, "ci_high": math.nan, "reference": 0.5, "value": 0.4,
                      "n_clusters": 1, "p_value": math.nan})
     assert verdict_of(row) == "not estimable (fewer than 2 natural units)"
+    # trial 15: under --cluster template the reason named natural units
+    assert verdict_of(row, cluster="template") == "not estimable (fewer than 2 templates)"
     assert verdict_of(row.copy().replace({0.4: math.nan})).startswith(
         "not estimable (the metric is undefined")
     row = pd.Series({"ci_low": 0.8, "ci_high": 10.3, "reference": 0.0, "value": 0.05,

@@ -31,13 +31,13 @@ def markdown_table(frame: pd.DataFrame, columns: list[str] | None = None, max_ro
     return head + body + more
 
 
-def verdict_of(row: pd.Series, level: float = 0.95) -> str:
+def verdict_of(row: pd.Series, level: float = 0.95, cluster: str = "unit") -> str:
     """The verdict on one delta, from its interval and its primary (cluster) test together.
 
     "changed" needs both the interval to exclude 0 and p < 1 - level; "no change detected"
     needs neither; when they disagree (percentile bootstrap and permutation test are
     different approximations near the boundary) it says so. A NaN interval reads
-    "not estimable (reason)".
+    "not estimable (reason)"; ``cluster``: what the bootstrap resamples (``--cluster``).
     """
     from lm_eval_ext.analysis.claims import CHANGED, UNCHANGED, verdict
 
@@ -46,7 +46,7 @@ def verdict_of(row: pd.Series, level: float = 0.95) -> str:
         if not (math.isfinite(row["reference"]) and math.isfinite(row["value"])):
             reason = "the metric is undefined on these items (empty denominator)"
         elif row["n_clusters"] < 2:
-            reason = "fewer than 2 natural units"
+            reason = f"fewer than 2 {CLUSTER_NAMES.get(cluster, cluster).replace('(s)', 's')}"
         else:
             reason = "more than 10% of resamples undefined"
         return f"not estimable ({reason})"
@@ -95,7 +95,7 @@ def conclusion_lines(deltas: pd.DataFrame, level: float, cluster: str = "unit") 
     lines = []
     overall = deltas[deltas["subgroup_type"] == "all"]
     for _, row in overall.iterrows():
-        verdict = verdict_of(row, level)
+        verdict = verdict_of(row, level, cluster)
         lines.append(
             f"- **{row['run']}**, {row['metric']}: {row['value']:.4g} vs {row['reference']:.4g}, "
             f"delta {row['delta_pp']:+.2f} pp [{row['ci_low']:+.2f}, {row['ci_high']:+.2f}] "

@@ -127,7 +127,7 @@ def delta_line(row: pd.Series, level: float, cluster: str = "unit") -> str:
                if math.isfinite(row["p_value_mcnemar"]) else "")
     interval = (f"[{row['ci_low']:+.2f}, {row['ci_high']:+.2f}]"
                 if math.isfinite(row["ci_low"]) and math.isfinite(row["ci_high"])
-                else f"[no interval: {verdict_of(row, level)}]")
+                else f"[no interval: {verdict_of(row, level, cluster)}]")
     return (f"{row['run']}: {row['metric']} {row['delta_pp']:+.2f} pp {interval} "
             f"p={row['p_value']:.3g} ({row['test']}{mcnemar})"
             + small_sample_note(int(row["n_clusters"]), cluster))
