@@ -250,6 +250,10 @@ def folder_written_whole(target: str | Path, replace: bool = True) -> Iterator[P
     try:
         yield staging
         if fill:
+            if not replace and any(not e.name.startswith(".outputs.")  # not a staging
+                                   for e in target.iterdir()):
+                raise FileExistsError(errno.EEXIST, "another process wrote it meanwhile",
+                                      str(target))
             for entry in staging.iterdir():
                 entry.rename(target / entry.name)
             staging.rmdir()

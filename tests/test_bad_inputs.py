@@ -454,3 +454,29 @@ def test_the_register_name_rule_is_stated_whole(name):
         check_task_name(name)
     assert "'bbq_'" in str(caught.value)
     check_task_name("bbq_my12")  # the rule followed
+
+
+@pytest.mark.parametrize("made_first", [False, True])
+def test_an_analysis_another_process_finished_meanwhile_is_kept_and_this_one_refused(
+        made_first, tmp_path):
+    """trial 15: two `analyze` commands into one new --out both exited 0 and printed the
+    report's path; the folder held one of them. Without --overwrite the later one is refused
+    and the first kept (``made_first``: the user made the empty folder beforehand)."""
+    from lm_eval_ext.analysis.report import write_folder
+    from lm_eval_ext.errors import LmEvalExtError
+
+    out = tmp_path / "out"
+    if made_first:
+        out.mkdir()
+
+    def write(staging):
+        (staging / "report.md").write_text("mine")
+        out.mkdir(exist_ok=True)
+        (out / "report.md").write_text("theirs")  # the other analyze, finished meanwhile
+        return {"report_md": staging / "report.md"}
+
+    with pytest.raises(LmEvalExtError, match="another process wrote it meanwhile"):
+        write_folder(out, False, write)
+    assert (out / "report.md").read_text() == "theirs"
+    assert [p.name for p in out.iterdir()] == ["report.md"]  # no staging left behind
+    assert [p.name for p in tmp_path.iterdir()] == ["out"]

@@ -72,7 +72,7 @@ def write_folder(out: Path, overwrite: bool, write: Callable[[Path], dict[str, P
     from lm_eval_ext.files import folder_written_whole
 
     check_output_folder(out, overwrite=overwrite, marker=marker)
-    with folder_written_whole(out) as staging:
+    with folder_written_whole(out, replace=overwrite) as staging:  # another writer's: kept
         paths = write(staging)
     return {name: out / path.relative_to(staging) for name, path in paths.items()}
 
