@@ -84,3 +84,23 @@ def test_a_run_of_selected_items_loads_with_its_answers_checked(embedded_lm, tmp
     samples.write_text("".join(json.dumps(line) + "\n" for line in lines))
     with pytest.raises(AnalysisInputError, match="its answers are not the ones the model gave"):
         load_runs([run])
+
+
+def test_a_run_answered_from_lm_evals_request_cache_says_nothing_was_measured(embedded_lm,
+                                                                             tmp_path):
+    """trial 15: a --use_cache rerun wrote inference_seconds 0.0 with no flag, and analyze
+    called it impossible. No request reached the model: nothing was measured."""
+    from lm_eval_ext.metering.ledger import NO_REQUESTS
+
+    cache = str(tmp_path / "cache" / "c")
+    embedded_lm.reset_metering()
+    first = save_lm_eval_run(embedded_lm, TASK, 2, tmp_path / "first", use_cache=cache)
+    embedded_lm.reset_metering()
+    again = save_lm_eval_run(embedded_lm, TASK, 2, tmp_path / "again", use_cache=cache)
+    measured, cached = (json.loads(next(run.rglob("results_*.json")).read_text())["config"][
+        "metering"] for run in (first, again))
+    assert measured["inference_seconds"] > 0 and NO_REQUESTS not in measured["flags"]
+    assert cached["inference_seconds"] is None and NO_REQUESTS in cached["flags"]
+    [run] = load_runs([again])
+    assert run.info["inference_seconds"] is None
+    assert "inference_seconds_impossible" not in run.info["energy_flags"]

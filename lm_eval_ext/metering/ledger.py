@@ -77,7 +77,9 @@ class _Tally:
         error = WithinRunError.of(self.runs, meter.source.counter_period_s)
         se_seconds, se_joules = error.stated(self.seconds, joules)
         entry = {
-            "inference_seconds": self.seconds,
+            # no window: no request reached the model (lm-eval's --use_cache answered them),
+            # so nothing was measured, not 0 s
+            "inference_seconds": self.seconds if self.windows else None,
             "inference_seconds_se": se_seconds,
             "forward_seconds": self.forward_seconds if forward_observable else None,
             "forward_share": _share(self.forward_seconds, self.seconds) if forward_observable
@@ -91,9 +93,15 @@ class _Tally:
         }
         if error.se_seconds is None and self.windows:
             quality.append("interval_not_estimable")
+        if not self.windows:
+            quality.append(NO_REQUESTS)
         flags = self.flags | set(quality) | set(entry.pop("_flags"))
         return {**entry, "flags": sorted(flags | (set() if forward_observable
                                                   else {FORWARD_NOT_OBSERVABLE}))}
+
+
+#: the flag of a tally that no request reached (nothing measured)
+NO_REQUESTS = "no_request_reached_the_model"
 
 
 def _idle_fields(meter: EnergyMeter, joules: float | None, seconds: float,
