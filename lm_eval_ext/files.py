@@ -243,14 +243,15 @@ def folder_written_whole(target: str | Path, replace: bool = True) -> Iterator[P
     """
     target = Path(os.path.abspath(target))  # "." has a name to stage beside
     fill = target.is_dir() and not any(target.iterdir())
+    inside = target / ".outputs"  # (its stagings are named .<.outputs>.<host>.<pid>.new)
     try:
-        staging = _own_staging(target / ".outputs" if fill else target)
+        staging = _own_staging(inside if fill else target)
     except OSError as exc:
         raise path_error(target, exc) from None
     try:
         yield staging
         if fill:
-            if not replace and any(not e.name.startswith(".outputs.")  # not a staging
+            if not replace and any(not e.name.startswith(f".{inside.name}.")  # no staging
                                    for e in target.iterdir()):
                 raise FileExistsError(errno.EEXIST, "another process wrote it meanwhile",
                                       str(target))

@@ -274,11 +274,11 @@ def test_an_offline_hub_id_lm_evals_hf_cannot_load_is_one_line(monkeypatch):
                         "pretrained=org/not-cached"])
 
 
-def test_a_local_path_that_does_not_exist_is_named(tmp_path):
+def test_a_local_path_that_does_not_exist_is_named(tmp_path, embedded_checkpoint):
     with pytest.raises(PreflightError) as caught:
         check_command_line(["--model", "hf", "--model_args", f"pretrained={tmp_path}/nope"])
     assert str(caught.value) == (
         f"--model hf: pretrained='{tmp_path}/nope': the local path {tmp_path}/nope does not "
         "exist; pass an existing model folder or a hub id")
     check_command_line(["--tasks", "bbq_subset_25pct", "--model", "hf", "--model_args",
-                        f"pretrained={tmp_path}"])  # followed
+                        f"pretrained={embedded_checkpoint}"])  # followed (a model folder)

@@ -283,6 +283,9 @@ def test_a_local_model_folder_transformers_cannot_load_is_one_line(make, problem
         with pytest.raises((ConfigError, PreflightError)) as caught:
             check()
         assert f"pretrained='{folder}': " in str(caught.value) and problem in str(caught.value)
+        assert str(caught.value).endswith(
+            "; pass a model folder holding config.json, the weights and the tokenizer (a "
+            "download or conversion that has finished)")
     shutil.rmtree(folder, ignore_errors=True)
     folder.unlink(missing_ok=True)
     shutil.copytree(embedded_checkpoint, folder)  # a finished conversion: the fix
