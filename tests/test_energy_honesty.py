@@ -271,3 +271,37 @@ def test_a_derived_run_is_compared_in_its_parents_mode():
     assert mode_difference("graph_replay", "derived(lm_eval_forward)") == (
         "execution modes differ (derived(lm_eval_forward) vs graph_replay)")
     assert mode_difference("graph_replay", "derived") is None  # the parent's mode unknown
+
+
+def test_seconds_whose_se_is_over_half_of_them_are_flagged_and_give_no_runtime_interval():
+    """trial 16: a run recorded 18.06 s with an SE of 61.67 s (5 slices) and no flag."""
+    import pandas as pd
+
+    from lm_eval_ext.analysis.run_table import cost_ratios
+    from lm_eval_ext.metering.ledger import SECONDS_NOT_RESOLVED, _Tally
+    from lm_eval_ext.metering.uncertainty import Slice
+
+    def entry(seconds):
+        tally = _Tally(seconds=float(sum(seconds)), windows=1,
+                       joules_by_device={0: 100.0 * sum(seconds)},
+                       runs=[[Slice(float(s), 100.0 * s, 1) for s in seconds]])
+        return tally.as_dict(_meter([0], [0.0]))
+
+    steady, erratic = entry([1.0] * 8), entry([1, 9] * 4)  # 1 forward per slice each
+    NOT_METERED = {k: None for k in ("energy_joules", "energy_joules_se",  # noqa: N806
+                                     "energy_joules_idle_corrected",
+                                     "energy_joules_idle_corrected_se", "execution_mode",
+                                     "energy_derived")}
+    assert erratic["inference_seconds_se"] > 0.5 * erratic["inference_seconds"]
+    assert SECONDS_NOT_RESOLVED in erratic["flags"]
+    assert SECONDS_NOT_RESOLVED not in steady["flags"]
+    table = cost_ratios(pd.DataFrame([
+        {"run": "a", "n_items": 8, **{k: steady[k] for k in ("inference_seconds",
+                                                                "inference_seconds_se")},
+         **NOT_METERED, "is_reference": True},
+        {"run": "b", "n_items": 8, **{k: erratic[k] for k in ("inference_seconds",
+                                                                 "inference_seconds_se")},
+         **NOT_METERED, "is_reference": False}]))
+    assert math.isnan(table.loc[1, "runtime_ratio_ci_low"])
+    assert "no runtime interval: a side's seconds SE is missing or over half its seconds" in \
+        table.loc[1, "ratio_note"]

@@ -71,6 +71,11 @@ def interval_note(reference: dict[str, Any], run: dict[str, Any]) -> str:
     elif not all(resolved(_number(s.get("energy_joules")), _number(s.get("energy_joules_se")))
                  for s in sides):
         notes.append("no energy interval: a side's SE is over half its joules (not resolved)")
+    if all(_number(s.get("inference_seconds")) is not None for s in sides) and not all(
+            resolved(_number(s.get("inference_seconds")), _number(s.get("inference_seconds_se")))
+            for s in sides):
+        notes.append("no runtime interval: a side's seconds SE is missing or over half its "
+                     "seconds (not resolved)")
     measured = all(_number(side.get("energy_joules")) is not None for side in sides)
     if measured and not all(resolved(_number(s.get("energy_joules_idle_corrected")),
                                      _number(s.get("energy_joules_idle_corrected_se")))

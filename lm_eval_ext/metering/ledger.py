@@ -11,7 +11,12 @@ from typing import Any
 from lm_eval_ext.metering.derived import DerivedEnergy, combine
 from lm_eval_ext.metering.idle import idle_correction
 from lm_eval_ext.metering.meter import EnergyMeter, EnergyWindow, assess_energy
-from lm_eval_ext.metering.uncertainty import RECORDED_SLICE_SECONDS, Slice, WithinRunError
+from lm_eval_ext.metering.uncertainty import (
+    RECORDED_SLICE_SECONDS,
+    Slice,
+    WithinRunError,
+    resolved,
+)
 
 #: flag of a window whose forward time cannot be seen (the engine runs in another process)
 FORWARD_NOT_OBSERVABLE = "forward_time_not_observable"
@@ -95,6 +100,8 @@ class _Tally:
             quality.append("interval_not_estimable")
         if not self.windows:
             quality.append(NO_REQUESTS)
+        elif se_seconds is not None and not resolved(self.seconds, se_seconds):
+            quality.append(SECONDS_NOT_RESOLVED)
         flags = self.flags | set(quality) | set(entry.pop("_flags"))
         return {**entry, "flags": sorted(flags | (set() if forward_observable
                                                   else {FORWARD_NOT_OBSERVABLE}))}
@@ -102,6 +109,8 @@ class _Tally:
 
 #: the flag of a tally that no request reached (nothing measured)
 NO_REQUESTS = "no_request_reached_the_model"
+#: the flag of seconds whose SE is over half of them (no runtime interval: docs/energy.md)
+SECONDS_NOT_RESOLVED = "seconds_not_resolved"
 
 
 def _idle_fields(meter: EnergyMeter, joules: float | None, seconds: float,
