@@ -104,3 +104,19 @@ def test_a_run_answered_from_lm_evals_request_cache_says_nothing_was_measured(em
     [run] = load_runs([again])
     assert run.info["inference_seconds"] is None
     assert "inference_seconds_impossible" not in run.info["energy_flags"]
+
+
+def test_a_predict_only_run_is_named_as_such(embedded_lm, tmp_path):
+    """trial 16: a --predict_only run was blamed on a cut or mixed samples file, and the advice
+    (rerun with --log_samples) repeated the refusal."""
+    embedded_lm.reset_metering()
+    run = save_lm_eval_run(embedded_lm, TASK, 2, tmp_path / "po", predict_only=True)
+    with pytest.raises(AnalysisInputError) as caught:
+        load_runs([run])
+    assert str(caught.value).endswith(
+        ": the run was made with --predict_only (its results file reports no metric and 0 "
+        "scored samples), so its answers were never scored; analyze compares scored answers: "
+        "rerun the evaluation without --predict_only (with --log_samples)")
+    embedded_lm.reset_metering()
+    [scored] = load_runs([save_lm_eval_run(embedded_lm, TASK, 2, tmp_path / "scored")])
+    assert len(scored.items) == 2  # the advice, followed

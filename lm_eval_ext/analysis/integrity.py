@@ -94,6 +94,13 @@ def check_samples(results: Mapping[str, Any], task: str, samples: Sequence[Mappi
                                        f"{seen[key]} (a duplicated line)")
         seen[key] = line
     expected = ((results.get("n-samples") or {}).get(task) or {}).get("effective")
+    reported = (results.get("results") or {}).get(task) or {}
+    if expected == 0 and samples and reported.get("sample_len") == 0 and not any(
+            "," in str(key) for key in reported):
+        raise AnalysisInputError(
+            f"{samples_file}: the run was made with --predict_only (its results file reports no "
+            "metric and 0 scored samples), so its answers were never scored; analyze compares "
+            "scored answers: rerun the evaluation without --predict_only (with --log_samples)")
     filters = len({s.get("filter") for s in samples})
     if expected is not None and len(samples) != int(expected) * filters:
         raise AnalysisInputError(
