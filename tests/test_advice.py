@@ -60,8 +60,11 @@ def test_a_samples_folder_without_its_results_file_says_so(run, tmp_path):
 
 
 @pytest.mark.parametrize(("damage", "advice"), [
+    # trial 16: a results file copied away from its samples was told to rerun with --log_samples
     ("no samples", "{results} has no samples file for task bbq_subset_12p5pct_loglik (expected "
-     "{samples.name}); the analysis needs per-item outputs: rerun lm_eval with --log_samples"),
+     "{samples.name} beside it); the analysis needs per-item outputs: where the run wrote that "
+     "file elsewhere, put it beside its results file; otherwise rerun lm_eval with "
+     "--log_samples"),
     ("empty samples", "{samples} holds no samples; rerun with --log_samples"),
     ("cut results", "{results} is not readable JSON (Expecting ',' delimiter: line 1 column 9 "
      "(char 8)); the run may have been interrupted while writing it: rerun the evaluation"),

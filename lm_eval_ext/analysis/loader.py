@@ -321,8 +321,10 @@ def load_run(results_path: Path, run_id: str | None = None) -> Run:
         samples_file = samples_path(results_path, task)
         if not samples_file.is_file():
             raise AnalysisInputError(
-                f"{results_path} has no samples file for task {task} (expected {samples_file.name}); "
-                "the analysis needs per-item outputs: rerun lm_eval with --log_samples")
+                f"{results_path} has no samples file for task {task} (expected "
+                f"{samples_file.name} beside it); the analysis needs per-item outputs: where "
+                "the run wrote that file elsewhere, put it beside its results file; otherwise "
+                "rerun lm_eval with --log_samples")
         samples = read_samples(samples_file)
         check_samples(results, task, samples, samples_file)
         fingerprints.append(f"{task}:{sha256_of(samples_file)}")
