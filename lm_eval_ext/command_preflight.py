@@ -690,6 +690,7 @@ def _check_options(args: argparse.Namespace, from_file: Mapping[str, object]) ->
             check_device(model_args["device"], "--model_args device=")
     if args.tasks:
         check_task_list(args.tasks)
+        check_task_data(_task_names(args))
     if args.limit is not None:
         check_limit(args.limit)
     if args.batch_size is not None:
@@ -713,18 +714,40 @@ def _check_options(args: argparse.Namespace, from_file: Mapping[str, object]) ->
                              "bbq_subset_25pct; `lm-eval ls tasks` lists them)")
 
 
+def _task_index(include_path: str | None = None) -> dict:
+    """lm-eval's index of our task folders (and ``include_path``): name -> its entry."""
+    from lm_eval.tasks import TaskManager
+
+    from lm_eval_ext.paths import task_include_paths
+
+    folders = [str(p) for p in task_include_paths()] + ([include_path] if include_path else [])
+    return TaskManager(include_path=folders, include_defaults=False).task_index
+
+
+def check_task_data(tasks: Sequence[str]) -> None:
+    """The benchmark files our tasks read, verified before the model loads.
+
+    (A task whose ``dataset_path`` is a pinned benchmark's repository; lm-eval would read them
+    only after the load.)
+    """
+    from lm_eval_ext.data.sources import BENCHMARKS
+    from lm_eval_ext.data.store import benchmark_dir
+
+    by_repo = {benchmark.repo: name for name, benchmark in BENCHMARKS.items()}
+    index = _task_index()
+    wanted = {by_repo.get(str((getattr(index.get(task), "cfg", None) or {}).get("dataset_path")))
+              for task in tasks}
+    for name in sorted(wanted - {None}):
+        benchmark_dir(name)
+
+
 def check_gen_kwargs_used(tasks: Sequence[str], include_path: str | None = None,
                           where: str = "--gen_kwargs") -> None:
     """``--gen_kwargs`` for tasks that all score by log-likelihood: lm-eval records and ignores it.
 
     (Checked where every task is one of ours or the ``include_path`` folder's.)
     """
-    from lm_eval.tasks import TaskManager
-
-    from lm_eval_ext.paths import task_include_paths
-
-    folders = [str(p) for p in task_include_paths()] + ([include_path] if include_path else [])
-    index = TaskManager(include_path=folders, include_defaults=False).task_index
+    index = _task_index(include_path)
     kinds = {name: getattr(index.get(name), "cfg", None) or {} for name in tasks}
     if not tasks or not all(name in index and index[name].kind.name == "TASK" for name in tasks):
         return

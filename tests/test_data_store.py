@@ -109,3 +109,27 @@ def test_offline_without_setting_names_the_setting(tmp_path, monkeypatch):
     with pytest.raises(DataMissingError) as err:
         store.benchmark_dir("toy")
     assert "LM_EVAL_EXT_DATA" in str(err.value) and "data/a.jsonl" in str(err.value)
+
+
+def test_a_relative_data_setting_is_shown_resolved(data_dir, tmp_path, monkeypatch):
+    """trial 15: README's `LM_EVAL_EXT_DATA=../shared/data`, run from a clone elsewhere, was
+    named only as written; where it points from the current folder is the clue."""
+    (tmp_path / "work").mkdir()
+    monkeypatch.chdir(tmp_path / "work")
+    monkeypatch.setenv("LM_EVAL_EXT_DATA", "../shared/data")
+    with pytest.raises(DataMissingError) as err:
+        store.benchmark_dir("bbq")
+    assert (f"LM_EVAL_EXT_DATA is set to '../shared/data' ({tmp_path / 'shared' / 'data'} from "
+            f"the current folder {tmp_path / 'work'})") in str(err.value)
+
+
+def test_our_tasks_data_is_verified_before_the_model_loads(data_dir, tmp_path, monkeypatch):
+    """trial 15: a run whose LM_EVAL_EXT_DATA held no BBQ loaded the model first (minutes on a
+    GPU), then failed on the missing file."""
+    from lm_eval_ext.command_preflight import check_command_line
+
+    monkeypatch.setenv("LM_EVAL_EXT_DATA", str(tmp_path))
+    with pytest.raises(DataMissingError, match=f"missing benchmark file {tmp_path}/bbq/data/"):
+        check_command_line(["--model", "hf-metered", "--tasks", "bbq_subset_12p5pct_loglik"])
+    monkeypatch.setenv("LM_EVAL_EXT_DATA", str(data_dir))  # the fix: the folder that holds it
+    check_command_line(["--model", "hf-metered", "--tasks", "bbq_subset_12p5pct_loglik"])

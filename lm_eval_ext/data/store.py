@@ -137,8 +137,11 @@ def benchmark_dir(name: str, paths: tuple[str, ...] | None = None) -> Path:
     explicit = os.environ.get(DATA_ENV)
     if explicit:
         folder = Path(explicit).expanduser() / benchmark.name
+        where = Path(explicit).expanduser()
+        shown = repr(explicit) if where.is_absolute() else (
+            f"{explicit!r} ({where.resolve()} from the current folder {Path.cwd()})")
         hint = (
-            f"{DATA_ENV} is set to {explicit!r}: that folder must hold the upstream layout "
+            f"{DATA_ENV} is set to {shown}: that folder must hold the upstream layout "
             f"of {benchmark.repo}@{benchmark.commit[:10]} under {benchmark.name}/ "
             f"(or, where the network reaches {benchmark.repo}, unset {DATA_ENV} to download "
             f"the pinned files instead)."
