@@ -706,3 +706,10 @@ def test_gen_kwargs_that_reach_no_generative_cell_are_refused():
         "generative form (bbq_subset_12p5pct)")
     check_cells(build_spec({**raw, "tasks": ["bbq_subset_12p5pct_loglik",
                                              "bbq_subset_12p5pct"]}).cells)  # one generates
+
+
+def test_the_subsets_block_is_named_as_itself():
+    """trial 16: an undefined condition in `subsets:` was called 'compare.subsets'."""
+    with pytest.raises(ConfigError, match=r"^subsets: condition 'M5' is not defined"):
+        build_spec({"models": {"m": ""}, "tasks": ["bbq_subset_12p5pct_loglik"],
+                    "conditions": {"M0": {}}, "subsets": {"reference": "M5", "runs": ["M0"]}})

@@ -315,6 +315,17 @@ def check_hf_args(model: str, lm_args: Mapping[str, Any], embedded: bool) -> Non
                           "model>")
 
 
+def _rapl_readable() -> bool:
+    """Whether this process can read RAPL counters (energy=rapl would measure)."""
+    from lm_eval_ext.metering.sources import RaplSource
+
+    try:
+        RaplSource()
+    except OSError:
+        return False
+    return True
+
+
 def _check_rapl(model: str) -> None:
     """``energy=rapl`` needs RAPL counters this process can read (checked before the load)."""
     from lm_eval_ext.metering.sources import RaplSource
@@ -344,9 +355,10 @@ def _check_nvml_device(model: str, device: Any) -> None:
     import torch
 
     if not torch.cuda.is_available() or str(device or "cuda").startswith(("cpu", "mps")):
+        rapl = " or energy=rapl" if _rapl_readable() else ""
         raise ConfigError(f"{model}: energy=nvml needs the model on a CUDA GPU (device="
                           f"{device or 'auto'}, CUDA available: {torch.cuda.is_available()});"
-                          " use energy=auto or energy=rapl on the CPU")
+                          f" use energy=auto{rapl} on the CPU")
 
 
 def init_params(cls: type) -> set[str]:

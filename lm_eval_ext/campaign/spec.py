@@ -369,22 +369,25 @@ def _tasks(raw: Any, where: str) -> list[str]:
     return tasks
 
 
-def _comparison(name: str, raw: Any, conditions: list[str]) -> Comparison:
+def _comparison(name: str, raw: Any, conditions: list[str],
+                where: str | None = None) -> Comparison:
+    """A ``compare`` entry (or the ``subsets`` block: ``where`` names it) checked."""
+    where = where or f"compare.{name}"
     if not isinstance(raw, Mapping) or "reference" not in raw or not raw.get("runs"):
-        raise ConfigError(f"compare.{name}: give reference: CONDITION and runs: [CONDITION, ...]")
-    runs = tuple(_tasks(raw["runs"], f"compare.{name}.runs"))
+        raise ConfigError(f"{where}: give reference: CONDITION and runs: [CONDITION, ...]")
+    runs = tuple(_tasks(raw["runs"], f"{where}.runs"))
     for label in (raw["reference"], *runs):
         if label not in conditions:
-            raise ConfigError(f"compare.{name}: condition {label!r} is not defined; defined: "
+            raise ConfigError(f"{where}: condition {label!r} is not defined; defined: "
                               f"{', '.join(conditions)}")
     if raw["reference"] in runs:
         others = [c for c in conditions if c != raw["reference"]]
-        raise ConfigError(f"compare.{name}: {raw['reference']} is the reference and one of its "
+        raise ConfigError(f"{where}: {raw['reference']} is the reference and one of its "
                           "runs, so it would be compared with itself; list other conditions "
                           f"in runs (e.g. runs: [{others[0] if others else 'M1'}])")
     twice = next((label for label in runs if runs.count(label) > 1), None)
     if twice is not None:
-        raise ConfigError(f"compare.{name}: {twice} is listed twice in runs; list each "
+        raise ConfigError(f"{where}: {twice} is listed twice in runs; list each "
                           f"condition once (runs: [{', '.join(dict.fromkeys(runs))}])")
     return Comparison(name, raw["reference"], runs)
 
@@ -467,7 +470,8 @@ def build_spec(raw: Mapping[str, Any]) -> CampaignSpec:
             raise ConfigError("compare: a mapping of name -> {reference, runs}")
         comparisons = tuple(_comparison(_check_label("comparison", n), v, labels)
                             for n, v in compare.items())
-    subsets = _comparison("subsets", raw["subsets"], labels) if raw.get("subsets") else None
+    subsets = (_comparison("subsets", raw["subsets"], labels, "subsets") if raw.get("subsets")
+               else None)
     name = str(raw.get("name") or "campaign")
     return CampaignSpec(name, tuple(cells), comparisons, subsets, dict(raw))
 
