@@ -75,3 +75,19 @@ def test_two_by_two_grid_gives_rank_flips_that_match_the_cells(tmp_path, embedde
     shares = pd.read_csv(out / "variance_shares.csv")
     assert set(shares["term"]) >= {"model", "template_tier"}
     assert "precision identical to model" in shares["note"].iloc[0]
+
+
+def test_a_decoding_axis_without_the_generative_path_is_refused():
+    """trial 16: `decoding: {greedy: {}, hot: {...}}` with `scoring_path: [loglik]` was dropped
+    without a word (2 loglik cells planned, rc 0)."""
+    raw = {"models": {"a": "", "b": "precision=bf16"}, "benchmarks": ["bbq_subset_12p5pct"],
+           "scoring_path": ["loglik"],
+           "decoding": {"greedy": {}, "hot": {"do_sample": True, "temperature": 0.7}}}
+    with pytest.raises(ConfigError) as caught:
+        grid_campaign(raw)
+    assert str(caught.value) == (
+        "grid decoding (greedy, hot) applies to the generative path, and scoring_path is "
+        "['loglik']: add generative to scoring_path, or leave decoding out")
+    fixed = grid_campaign({**raw, "scoring_path": ["loglik", "generative"]})
+    assert sorted(fixed["conditions"]) == ["generative.default.0shot.greedy",
+                                           "generative.default.0shot.hot", "loglik.default.0shot"]

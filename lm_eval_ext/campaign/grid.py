@@ -83,6 +83,10 @@ def grid_campaign(raw: Mapping[str, Any]) -> dict[str, Any]:
     decoding = raw.get("decoding") or {"greedy": {}}
     if not isinstance(decoding, Mapping):
         raise ConfigError("grid decoding: a mapping of label -> gen_kwargs ({} = task default)")
+    if raw.get("decoding") and "generative" not in paths:
+        raise ConfigError(f"grid decoding ({', '.join(map(str, decoding))}) applies to the "
+                          f"generative path, and scoring_path is {list(paths)}: add generative "
+                          "to scoring_path, or leave decoding out")
     conditions: dict[str, Any] = {}
     for path, tier, n_shots in product(paths, tiers, shots):
         for label, gen_kwargs in (decoding.items() if path == "generative" else [("-", None)]):
