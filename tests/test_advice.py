@@ -170,9 +170,17 @@ def test_mde_of_runs_with_identical_answers_gives_its_bound(run, tmp_path, capsy
     rows = load_membership("12p5pct").rows
     preds = simulate_predictions(rows, 0.5, np.random.default_rng(0))
     same = write_run(tmp_path / "b4", "bbq_subset_12p5pct_loglik", rows, preds, batch_size=4)
-    assert cli_main.main(["mde", "--runs", str(run.parents[1]), str(same.parents[1])]) == 0
+    card = tmp_path / "card.md"
+    assert cli_main.main(["mde", "--runs", str(run.parents[1]), str(same.parents[1]),
+                          "--card", str(card)]) == 0
     lines = capsys.readouterr().out.strip().splitlines()
     bound = 1 - 0.05 ** (1 / 248)  # Clopper-Pearson, 0 of 248 (about 3/248)
+    # trial 16: the card recorded the bound as the MDE target and the prior, without a word
+    assert card.read_text().splitlines()[:2] == [
+        f"- **MDE target**: {100 * paired_mde(248, bound):.2f} pp (at most: 0 of 248 paired "
+        "items were discordant)",
+        f"- **rho_d prior** (discordance rate): {bound:.3f} (the 95% upper confidence bound "
+        "after 0 of 248 discordant items)"]
     assert discordance_upper_bound(248) == pytest.approx(bound) and bound == pytest.approx(
         0.0120069, rel=1e-5)
     assert lines[1] == ("no discordant items: the runs agree on all 248 paired items, so rho_d "

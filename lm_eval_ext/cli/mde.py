@@ -101,6 +101,6 @@ def run(args: argparse.Namespace) -> int:
     if args.card:
         write_text_atomic(Path(args.card), preregistration_card(
             mde_pp=mde, rho_d=rho_d, m=m, alpha=args.alpha, power=args.power,
-            design_effect=deff))
+            design_effect=deff, bound_after=inputs.m if bounded else None))
         print(f"wrote {args.card}")
     return 0

@@ -111,11 +111,19 @@ CARD_STATISTIC = ("paired accuracy difference; cluster permutation test over nat
 
 def preregistration_card(*, mde_pp: float, rho_d: float, m: int, alpha: float = 0.05,
                          power: float = 0.8, design_effect: float = 1.0,
-                         statistic: str = CARD_STATISTIC) -> str:
-    """Five-line Markdown pre-registration card (the MDE already includes ``design_effect``)."""
+                         statistic: str = CARD_STATISTIC, bound_after: int | None = None) -> str:
+    """Five-line Markdown pre-registration card (the MDE already includes ``design_effect``).
+
+    ``bound_after``: ``rho_d`` is the 95% upper confidence bound after 0 discordant items of
+    that many, so the MDE is a bound too (the card says so).
+    """
+    bound = (f" (at most: 0 of {bound_after} paired items were discordant)"
+             if bound_after is not None else "")
+    prior = (f" (the 95% upper confidence bound after 0 of {bound_after} discordant items)"
+             if bound_after is not None else "")
     return (
-        f"- **MDE target**: {mde_pp:.2f} pp\n"
-        f"- **rho_d prior** (discordance rate): {rho_d:.3f}\n"
+        f"- **MDE target**: {mde_pp:.2f} pp{bound}\n"
+        f"- **rho_d prior** (discordance rate): {rho_d:.3f}{prior}\n"
         f"- **m** (paired items): {m}; design effect {design_effect:.2f} "
         f"(effective m {m / design_effect:.0f}; estimated without the effect: where effects "
         "vary by natural unit the design effect grows with the effect, and the power at this "
