@@ -91,3 +91,16 @@ def test_a_decoding_axis_without_the_generative_path_is_refused():
     fixed = grid_campaign({**raw, "scoring_path": ["loglik", "generative"]})
     assert sorted(fixed["conditions"]) == ["generative.default.0shot.greedy",
                                            "generative.default.0shot.hot", "loglik.default.0shot"]
+
+
+def test_analyze_grid_without_the_paired_runs_says_what_grid_needs(tmp_path, capsys):
+    """trial 15 and 16: `analyze --grid CELLS --out X` was told about comparing harnesses."""
+    from lm_eval_ext.cli.main import main
+
+    assert main(["analyze", "--grid", str(tmp_path / "a"), str(tmp_path / "b"), "--out",
+                 str(tmp_path / "out")]) == 2
+    assert capsys.readouterr().err.strip() == (
+        "lm-eval-ext: error: analyze --grid needs --reference and --runs too: its paired part "
+        "compares --runs with --reference (e.g. two models' runs of one configuration: analyze "
+        "--reference a=CELL_A --runs b=CELL_B --grid CELL ... --out DIR; `lm-eval-ext grid` "
+        "analyses its own cells)")

@@ -89,6 +89,11 @@ def run(args: argparse.Namespace) -> int:
         return compare_harness.compare_and_report(
             args.compare_harness, args.out, n_resamples=args.bootstrap, seed=args.seed,
             level=args.level, overwrite=args.overwrite)
+    if not (args.reference and args.runs) and args.grid is not None:
+        raise ConfigError("analyze --grid needs --reference and --runs too: its paired part "
+                          "compares --runs with --reference (e.g. two models' runs of one "
+                          "configuration: analyze --reference a=CELL_A --runs b=CELL_B --grid "
+                          "CELL ... --out DIR; `lm-eval-ext grid` analyses its own cells)")
     if not (args.reference and args.runs):
         raise ConfigError("analyze needs --reference and --runs (to compare harnesses: "
                           "lm-eval-ext compare-harness HARNESS=PATH ...)")
