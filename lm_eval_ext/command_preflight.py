@@ -715,8 +715,12 @@ def _check_options(args: argparse.Namespace, from_file: Mapping[str, object]) ->
 
 
 def _task_index(include_path: str | None = None) -> dict:
-    """lm-eval's index of our task folders (and ``include_path``): name -> its entry."""
-    from lm_eval.tasks import TaskManager
+    """lm-eval's index of our task folders (and ``include_path``): name -> its entry.
+
+    (From ``lm_eval.tasks.manager``: the stock command's hook checks while ``lm_eval.tasks``
+    is still loading.)
+    """
+    from lm_eval.tasks.manager import TaskManager
 
     from lm_eval_ext.paths import task_include_paths
 

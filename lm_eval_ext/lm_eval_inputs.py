@@ -84,7 +84,7 @@ def check_samples(value: str, tasks: Sequence[str], include_path: str | None = N
 def _check_samples_tasks(value: str, named: list[str], tasks: Sequence[str],
                          include_path: str | None) -> None:
     """Every task ``--samples`` names is one ``--tasks`` runs (checked where all are ours)."""
-    from lm_eval.tasks import TaskManager
+    from lm_eval.tasks.manager import TaskManager
 
     from lm_eval_ext.paths import task_include_paths
 
