@@ -104,6 +104,16 @@ def test_a_run_answered_from_lm_evals_request_cache_says_nothing_was_measured(em
     [run] = load_runs([again])
     assert run.info["inference_seconds"] is None
     assert "inference_seconds_impossible" not in run.info["energy_flags"]
+    # trial 16: half the answers from the cache, the other half metered: no cost at all
+    embedded_lm.reset_metering()
+    half = save_lm_eval_run(embedded_lm, TASK, 4, tmp_path / "half", use_cache=cache)
+    metering = json.loads(next(half.rglob("results_*.json")).read_text())["config"]["metering"]
+    assert 0 < metering["per_task"][TASK]["n_requests"] < 16  # 4 pairs x 2 sentences
+    [partly] = load_runs([half])
+    assert partly.info["inference_seconds"] is None and partly.info["energy_joules"] is None
+    assert "requests_not_all_metered" in partly.info["energy_flags"].split(",")
+    [whole] = load_runs([first])
+    assert whole.info["inference_seconds"] > 0  # every request metered: its cost stands
 
 
 def test_a_predict_only_run_is_named_as_such(embedded_lm, tmp_path):

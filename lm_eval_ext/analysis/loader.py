@@ -310,13 +310,40 @@ def distinct_labels(runs: list[Run]) -> list[Run]:
     return runs
 
 
+#: the cost of a run whose metered requests are fewer than its samples' (one flag, no numbers)
+COST_FIELDS = ("inference_seconds", "inference_seconds_se", "energy_joules", "energy_joules_se",
+               "energy_joules_idle_corrected", "energy_joules_idle_corrected_se",
+               "forward_share", "idle_share")
+REQUESTS_NOT_ALL_METERED = "requests_not_all_metered"
+
+
+def _unmetered_requests(results: dict[str, Any], task: str,
+                        samples: list[dict[str, Any]]) -> list[str]:
+    """``["task: M of N"]`` where the model metered fewer requests than the samples hold.
+
+    (lm-eval's request cache, ``--use_cache``, answers the others without the model.)
+    """
+    entry = ((((results.get("config") or {}).get("metering") or {}).get("per_task") or {})
+             .get(task) or {})
+    metered = entry.get("n_requests") if isinstance(entry, dict) else None
+    seen: set[Any] = set()
+    logged = 0
+    for sample in samples:
+        if sample.get("doc_id") not in seen:
+            seen.add(sample.get("doc_id"))
+            logged += len(sample.get("arguments") or [])
+    if isinstance(metered, int) and not isinstance(metered, bool) and metered < logged:
+        return [f"{task}: {metered} of {logged}"]
+    return []
+
+
 def load_run(results_path: Path, run_id: str | None = None) -> Run:
     """Load one run and its items (every task of the run); unnamed: :func:`short_label`."""
     results = read_results(results_path)
     info = run_info(results, results_path, run_id or "")
     run_id = run_id or short_label(info)
     info["run"] = run_id
-    frames, cards, fingerprints = [], {}, []
+    frames, cards, fingerprints, unmetered = [], {}, [], []
     for task, setting in info["task_settings"].items():
         samples_file = samples_path(results_path, task)
         if not samples_file.is_file():
@@ -327,6 +354,7 @@ def load_run(results_path: Path, run_id: str | None = None) -> Run:
                 "rerun lm_eval with --log_samples")
         samples = read_samples(samples_file)
         check_samples(results, task, samples, samples_file)
+        unmetered += _unmetered_requests(results, task, samples)
         fingerprints.append(f"{task}:{sha256_of(samples_file)}")
         try:
             items = extract_items(task, results["configs"][task], samples)
@@ -349,6 +377,9 @@ def load_run(results_path: Path, run_id: str | None = None) -> Run:
         raise AnalysisInputError(
             f"{results_path}: item {items['item_key'][duplicated].iloc[0]} appears in two tasks "
             "of one run; analyse those tasks as separate runs")
+    if unmetered:  # answers that never reached the model (lm-eval's request cache): no cost
+        info.update(dict.fromkeys(COST_FIELDS), energy_flags=",".join(
+            [*filter(None, info["energy_flags"].split(",")), REQUESTS_NOT_ALL_METERED]))
     info["results_sha256"] = sha256_of(results_path)
     info["samples_sha256"] = ",".join(fingerprints)
     items.insert(0, "run", run_id)
