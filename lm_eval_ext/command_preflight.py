@@ -30,6 +30,7 @@ from lm_eval_ext.lm_eval_inputs import (
     check_samples,
     config_as_arguments,
     json_object,
+    our_task_manager,
     read_task_file,
     task_content_problem,
 )
@@ -714,20 +715,6 @@ def _check_options(args: argparse.Namespace, from_file: Mapping[str, object]) ->
                              "bbq_subset_25pct; `lm-eval ls tasks` lists them)")
 
 
-def _task_index(include_path: str | None = None) -> dict:
-    """lm-eval's index of our task folders (and ``include_path``): name -> its entry.
-
-    (From ``lm_eval.tasks.manager``: the stock command's hook checks while ``lm_eval.tasks``
-    is still loading.)
-    """
-    from lm_eval.tasks.manager import TaskManager
-
-    from lm_eval_ext.paths import task_include_paths
-
-    folders = [str(p) for p in task_include_paths()] + ([include_path] if include_path else [])
-    return TaskManager(include_path=folders, include_defaults=False).task_index
-
-
 def check_task_data(tasks: Sequence[str]) -> None:
     """The benchmark files our tasks read, verified before the model loads.
 
@@ -738,7 +725,7 @@ def check_task_data(tasks: Sequence[str]) -> None:
     from lm_eval_ext.data.store import benchmark_dir
 
     by_repo = {benchmark.repo: name for name, benchmark in BENCHMARKS.items()}
-    index = _task_index()
+    index = our_task_manager().task_index
     wanted = {by_repo.get(str((getattr(index.get(task), "cfg", None) or {}).get("dataset_path")))
               for task in tasks}
     for name in sorted(wanted - {None}):
@@ -751,7 +738,7 @@ def check_gen_kwargs_used(tasks: Sequence[str], include_path: str | None = None,
 
     (Checked where every task is one of ours or the ``include_path`` folder's.)
     """
-    index = _task_index(include_path)
+    index = our_task_manager([include_path] if include_path else []).task_index
     kinds = {name: getattr(index.get(name), "cfg", None) or {} for name in tasks}
     if not tasks or not all(name in index and index[name].kind.name == "TASK" for name in tasks):
         return

@@ -81,16 +81,26 @@ def check_samples(value: str, tasks: Sequence[str], include_path: str | None = N
     _check_samples_tasks(value, list(samples), tasks, include_path)
 
 
-def _check_samples_tasks(value: str, named: list[str], tasks: Sequence[str],
-                         include_path: str | None) -> None:
-    """Every task ``--samples`` names is one ``--tasks`` runs (checked where all are ours)."""
+def our_task_manager(extra_paths: Sequence[str] = ()):
+    """lm-eval's TaskManager of our task folders (plus ``extra_paths``) alone: its own skipped.
+
+    (From ``lm_eval.tasks.manager``: the stock command's hook checks while ``lm_eval.tasks``
+    is still loading.)
+    """
     from lm_eval.tasks.manager import TaskManager
 
     from lm_eval_ext.paths import task_include_paths
 
+    folders = [str(p) for p in task_include_paths()]
+    return TaskManager(include_path=folders + [p for p in extra_paths if p not in folders],
+                       include_defaults=False)
+
+
+def _check_samples_tasks(value: str, named: list[str], tasks: Sequence[str],
+                         include_path: str | None) -> None:
+    """Every task ``--samples`` names is one ``--tasks`` runs (checked where all are ours)."""
     run = [name for given in tasks for name in given.split(",") if name]
-    folders = [str(p) for p in task_include_paths()] + ([include_path] if include_path else [])
-    leaves = TaskManager(include_path=folders, include_defaults=False).all_subtasks
+    leaves = our_task_manager([include_path] if include_path else []).all_subtasks
     if not run or not all(name in leaves for name in run):
         return  # a group or a task of lm-eval's own: its subtasks are not known here
     stray = [name for name in named if name not in run]

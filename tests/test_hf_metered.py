@@ -295,13 +295,13 @@ def test_a_local_model_folder_transformers_cannot_load_is_one_line(make, problem
 def test_energy_nvml_on_the_cpu_offers_only_what_can_measure_here():
     """trial 16: the fix offered energy=rapl, which this machine cannot read (refused next)."""
     from lm_eval_ext.backends.hf.metered import HFMeteredLM
-    from lm_eval_ext.backends.model_args import _rapl_readable
+    from lm_eval_ext.backends.model_args import rapl_problem
 
     with pytest.raises(ConfigError) as caught:
         HFMeteredLM.check_model_args("energy=nvml,device=cpu")
-    offered = "use energy=auto or energy=rapl on the CPU" if _rapl_readable() else \
+    offered = "use energy=auto or energy=rapl on the CPU" if rapl_problem() is None else \
         "use energy=auto on the CPU"
     assert str(caught.value).endswith(offered)
-    for fix in ("energy=auto", *(["energy=rapl"] if _rapl_readable() else [])):
+    for fix in ("energy=auto", *(["energy=rapl"] if rapl_problem() is None else [])):
         HFMeteredLM.check_model_args(f"{fix},device=cpu")  # each offered fix, followed
 

@@ -112,12 +112,22 @@ def test_an_unfinished_analysis_folder_is_refused(pilot, capsys, tmp_path):
     assert f"{cut} is an unfinished analysis (no report.md" in line
 
 
+def _pilot_refused(reference: str, run: str, tmp_path, capsys, **settings) -> str:
+    """The line `recommend --claim accuracy=2` gives on the pilot of ``run`` against
+    ``reference`` (written to tmp_path/pilot)."""
+    from lm_eval_ext.analysis.report import analyze_to_folder
+
+    analyze_to_folder(reference, [run], tmp_path / "pilot", n_resamples=100, mc_draws=10,
+                      progress=False, **settings)
+    return _refused([str(tmp_path / "pilot"), "--claim", "accuracy=2"], capsys,
+                    tmp_path / "card")
+
+
 def test_a_candidate_of_another_model_is_refused(capsys, tmp_path):
     """`analyze --reference m=REF --runs g=OTHER_MODEL` gave a pilot whose card said
     "Run g on 248 items ... 95.3% saved" with the guarantee, rc 0: a model swap certified."""
     import numpy as np
 
-    from lm_eval_ext.analysis.report import analyze_to_folder
     from lm_eval_ext.analysis.synthetic import simulate_predictions, write_run
     from lm_eval_ext.data.instrument import load_membership
 
@@ -127,10 +137,7 @@ def test_a_candidate_of_another_model_is_refused(capsys, tmp_path):
                     energy_joules=4000.0, inference_seconds=40.0)
     other = write_run(tmp_path / "g", "bbq_instrument_loglik", rows, answers, model="gemma",
                       energy_joules=200.0, inference_seconds=2.0)
-    analyze_to_folder(f"m={ref}", [f"g={other}"], tmp_path / "pilot", n_resamples=100,
-                      mc_draws=10, progress=False)
-    line = _refused([str(tmp_path / "pilot"), "--claim", "accuracy=2"], capsys,
-                    tmp_path / "card")
+    line = _pilot_refused(f"m={ref}", f"g={other}", tmp_path, capsys)
     assert line == (
         f"lm-eval-ext: error: recommend: in {tmp_path / 'pilot'} run g is model gemma, the "
         "reference m model m; a card certifies a protocol change of the reference's own model "
@@ -145,7 +152,6 @@ def test_a_candidate_of_other_items_alone_is_refused(capsys, tmp_path):
     certify; the shared items' deltas say nothing of another item set."""
     import numpy as np
 
-    from lm_eval_ext.analysis.report import analyze_to_folder
     from lm_eval_ext.analysis.synthetic import write_run
     from lm_eval_ext.data.instrument import load_membership
 
@@ -155,10 +161,7 @@ def test_a_candidate_of_other_items_alone_is_refused(capsys, tmp_path):
                     energy_joules=6000.0, inference_seconds=60.0)
     fewer = write_run(tmp_path / "few", "bbq_instrument_loglik", rows[:500], answers[:500],
                       energy_joules=5000.0, inference_seconds=50.0)
-    analyze_to_folder(f"m0={ref}", [f"m4={fewer}"], tmp_path / "pilot", n_resamples=100,
-                      mc_draws=10, progress=False, intersection=True)
-    line = _refused([str(tmp_path / "pilot"), "--claim", "accuracy=2"], capsys,
-                    tmp_path / "card")
+    line = _pilot_refused(f"m0={ref}", f"m4={fewer}", tmp_path, capsys, intersection=True)
     assert line == (
         f"lm-eval-ext: error: recommend: in {tmp_path / 'pilot'} run m4 differs from the "
         "reference m0 in its items (item_set_sha256: 74c71ab31b38 -> c5ffab4dd4ef; n_items: "

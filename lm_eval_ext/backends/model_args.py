@@ -315,49 +315,51 @@ def check_hf_args(model: str, lm_args: Mapping[str, Any], embedded: bool) -> Non
                           "model>")
 
 
-def _rapl_readable() -> bool:
-    """Whether this process can read RAPL counters (energy=rapl would measure)."""
-    from lm_eval_ext.metering.sources import RaplSource
-
-    try:
-        RaplSource()
-    except OSError:
-        return False
-    return True
-
-
-def _check_rapl(model: str) -> None:
-    """``energy=rapl`` needs RAPL counters this process can read (checked before the load)."""
+def rapl_problem() -> str | None:
+    """Why this process cannot read RAPL counters (None: it can, and energy=rapl measures)."""
     from lm_eval_ext.metering.sources import RaplSource
 
     try:
         RaplSource()
     except OSError as exc:
+        return str(exc)
+    return None
+
+
+def _check_rapl(model: str) -> None:
+    """``energy=rapl`` needs RAPL counters this process can read (checked before the load)."""
+    problem = rapl_problem()
+    if problem is not None:
         raise ConfigError(f"{model}: energy=rapl needs RAPL counters this process can read "
-                          f"({exc}); use energy=auto (RAPL where it can be read, else none), "
+                          f"({problem}); use energy=auto (RAPL where it can be read, else none), "
                           "or run where /sys/class/powercap/intel-rapl:*/energy_uj is "
-                          "readable") from None
+                          "readable")
+
+
+def _off_cuda(device: Any) -> str | None:
+    """Where a model on ``device`` runs when that is not a CUDA GPU (None: it is one)."""
+    import torch
+
+    if torch.cuda.is_available() and not str(device or "cuda").startswith(("cpu", "mps")):
+        return None
+    return f"device={device or 'auto'}, CUDA available: {torch.cuda.is_available()}"
 
 
 def _check_power_samples(model: str, device: Any) -> None:
     """``power_check=true`` samples a CUDA GPU's power through NVML: it needs one."""
-    import torch
-
-    if not torch.cuda.is_available() or str(device or "cuda").startswith(("cpu", "mps")):
+    where = _off_cuda(device)
+    if where is not None:
         raise ConfigError(f"{model}: power_check=true samples a GPU's power through NVML, and "
-                          f"this run has none (device={device or 'auto'}, CUDA available: "
-                          f"{torch.cuda.is_available()}); leave power_check out, or run on a "
+                          f"this run has none ({where}); leave power_check out, or run on a "
                           "CUDA GPU")
 
 
 def _check_nvml_device(model: str, device: Any) -> None:
     """``energy=nvml`` needs the model on a CUDA GPU."""
-    import torch
-
-    if not torch.cuda.is_available() or str(device or "cuda").startswith(("cpu", "mps")):
-        rapl = " or energy=rapl" if _rapl_readable() else ""
-        raise ConfigError(f"{model}: energy=nvml needs the model on a CUDA GPU (device="
-                          f"{device or 'auto'}, CUDA available: {torch.cuda.is_available()});"
+    where = _off_cuda(device)
+    if where is not None:
+        rapl = " or energy=rapl" if rapl_problem() is None else ""
+        raise ConfigError(f"{model}: energy=nvml needs the model on a CUDA GPU ({where});"
                           f" use energy=auto{rapl} on the CPU")
 
 

@@ -73,11 +73,14 @@ def add_task_folders(init: Callable) -> Callable:
 
 
 def our_task_manager(extra_paths: Sequence[str] = ()):
-    """A TaskManager over our task folders (plus ``extra_paths``) alone: lm-eval's index skipped."""
-    from lm_eval.tasks import TaskManager
+    """A TaskManager over our task folders (plus ``extra_paths``) alone: lm-eval's index skipped.
+
+    (:func:`lm_eval_ext.lm_eval_inputs.our_task_manager`, with our hook installed first.)
+    """
+    from lm_eval_ext import lm_eval_inputs
 
     add_task_folders()
-    return TaskManager(include_path=list(extra_paths) or None, include_defaults=False)
+    return lm_eval_inputs.our_task_manager(extra_paths)
 
 
 def our_task_names(extra_paths: Sequence[str] = ()) -> frozenset[str]:
