@@ -112,6 +112,20 @@ def test_unknown_arguments_are_named_by_the_command_they_were_given_to(argv, lin
     assert _usage_error(argv, capsys) == line
 
 
+@pytest.mark.parametrize(("argv", "dest", "values"), [
+    (["recommend", "p1", "--claim", "accuracy=2", "p2"], "pilot", ["p1", "p2"]),
+    (["compare-harness", "a=x", "--out", "o", "b=y"], "harness_runs", ["a=x", "b=y"]),
+    (["export-upstream", "bbq_instrument", "--out", "o", "bbq_subset_25pct"], "tasks",
+     ["bbq_instrument", "bbq_subset_25pct"]),
+])
+def test_list_positionals_may_follow_the_options(argv, dest, values):
+    """Trial 15 (N15_60): `recommend P1 --claim X P2` gave argparse's "unrecognized
+    arguments: P2"; an unknown option after them is still refused."""
+    assert getattr(cli_main.build_parser().parse_args(argv), dest) == values
+    with pytest.raises(SystemExit):
+        cli_main.build_parser().parse_args([*argv, "--bogus"])
+
+
 def test_help_shows_every_default(capsys):
     with pytest.raises(SystemExit):
         cli_main.main(["sequential", "--help"])

@@ -20,6 +20,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--out", required=True, type=folder, help="folder for the report and CSVs")
     add_resampling_options(parser)
     parser.set_defaults(func=run)
+    parser.positionals_anywhere("harness_runs")
 
 
 def run(args: argparse.Namespace) -> int:

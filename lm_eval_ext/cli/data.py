@@ -15,6 +15,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     verify = data_sub.add_parser("verify", help="verify (or download) the pinned files")
     verify.add_argument("benchmarks", nargs="*", help="benchmark folders (default: all)")
     verify.set_defaults(func=run_verify)
+    verify.positionals_anywhere("benchmarks")
     fingerprint = data_sub.add_parser("fingerprint", help="sample fingerprint of a BBQ manifest")
     fingerprint.add_argument("manifest", help="CSV with header columns category,example_id")
     fingerprint.add_argument("--register", metavar="NAME",

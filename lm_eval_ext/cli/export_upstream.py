@@ -23,6 +23,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     export.add_argument("--local-data", action="store_true",
                         help="data_files from the local data folder (offline runs only)")
     export.set_defaults(func=run)
+    export.positionals_anywhere("tasks")
 
 
 def run(args: argparse.Namespace) -> int:

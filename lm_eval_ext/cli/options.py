@@ -33,9 +33,20 @@ class CommandParser(argparse.ArgumentParser):
         super().__init__(*args, **kwargs)
         self.set_defaults(command_prog=self.prog)  # the deepest command's wins
 
+    def positionals_anywhere(self, dest: str) -> None:
+        """Let ``dest`` (a list positional) take values given after options too.
+
+        argparse fills a positional once: ``recommend P1 --claim X P2`` left P2 unrecognised.
+        """
+        self.set_defaults(positionals_anywhere=dest)
+
     def parse_args(self, args=None, namespace=None):
         """Arguments no (sub)command knows: one line from the command they were given to."""
         parsed, extra = self.parse_known_args(args, namespace)
+        dest = getattr(parsed, "positionals_anywhere", None)
+        if extra and dest and not any(word.startswith("-") for word in extra):
+            getattr(parsed, dest).extend(extra)
+            extra = []
         if extra:
             prog = getattr(parsed, "command_prog", self.prog)
             self.exit(2, f"{prog}: error: unrecognized arguments: {' '.join(extra)} "

@@ -54,6 +54,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     rec.add_argument("--overwrite", action="store_true",
                      help="replace a card already in --out (kept otherwise: a card is a record)")
     rec.set_defaults(func=run)
+    rec.positionals_anywhere("pilot")
 
 
 def _names(text: str | None) -> list[str]:
