@@ -114,3 +114,29 @@ def test_a_vllm_engine_is_built_for_its_batch_size(options, same_engine):
 
     assert (parent.load_key() == child.load_key()) is same_engine
     assert (warm_key(parent) == warm_key(child)) is same_engine
+
+
+def test_fp32_written_out_is_the_embedded_models_own_dtype_for_answers_from():
+    """Trial 15 (N15_209): a parent at the default precision refused a child that wrote
+    `precision=fp32`, the same dtype; a local checkpoint's fp32 stays a difference."""
+    parent, child = _cell("p", "", {"batch_size": 1}), _cell("k", "precision=fp32",
+                                                            {"batch_size": 1})
+    assert _parent_accepts(parent, child) and _parent_accepts(child, parent)
+    packaged = _cell("k", "pretrained=gemma3-270m,precision=fp32", {"batch_size": 1})
+    assert _parent_accepts(_cell("p", "pretrained=gemma3-270m", {"batch_size": 1}), packaged)
+    local = _cell("k", "pretrained=/models/m,precision=fp32", {"batch_size": 1})
+    assert not _parent_accepts(_cell("p", "pretrained=/models/m", {"batch_size": 1}), local)
+
+
+def test_another_metering_arg_is_refused_with_its_reason():
+    """Trial 15 (N15_210): idle_seconds=3 against the parent's 0 was refused without saying
+    why a setting that moves no answer matters: the derived joules are the parent's."""
+    with pytest.raises(ConfigError) as refused:
+        _check_same_args("answers_from", {"idle_seconds": 0}, {"idle_seconds": 3})
+    assert str(refused.value) == (
+        "answers_from: model args differ from the parent's (idle_seconds: 0.0 (parent) vs 3.0 "
+        "(this run); a derived run's joules are its parent's, measured with the parent's "
+        "metering args); run with the parent's model args, or without answers_from")
+    with pytest.raises(ConfigError) as refused:
+        _check_same_args("answers_from", {}, {"precision": "bf16"})
+    assert "measured with" not in str(refused.value)

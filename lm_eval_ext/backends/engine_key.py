@@ -87,13 +87,17 @@ def answer_args(args: Mapping[str, Any], path: str | None = None) -> dict[str, s
     :data:`GENERATION_ARGS` on the ``loglik`` path, and ``precision=fp32`` for the embedded or a
     packaged model (their checkpoints' own dtype, which no precision also gives).
     """
+    skip = METERING_ARGS + RUN_ARGS + (GENERATION_ARGS if path == "loglik" else ())
+    return {k: v for k, v in _own_dtype_unsaid(canonical_args(args)).items() if k not in skip}
+
+
+def _own_dtype_unsaid(args: dict[str, str]) -> dict[str, str]:
+    """Canonical ``args`` without ``precision=fp32`` for the embedded or a packaged model."""
     from lm_eval_ext.backends.packaged_models import PACKAGED
 
-    skip = METERING_ARGS + RUN_ARGS + (GENERATION_ARGS if path == "loglik" else ())
-    kept = {k: v for k, v in canonical_args(args).items() if k not in skip}
-    if kept.get("precision") == "fp32" and kept.get("pretrained") in (None, *PACKAGED):
-        del kept["precision"]
-    return kept
+    if args.get("precision") == "fp32" and args.get("pretrained") in (None, *PACKAGED):
+        return {k: v for k, v in args.items() if k != "precision"}
+    return args
 
 
 def with_load_options(args: Mapping[str, Any], options: Mapping[str, Any]) -> dict[str, Any]:
@@ -122,10 +126,12 @@ def answer_differences(parent: Mapping[str, Any], child: Mapping[str, Any]
     """Model args on which a child's batch-1 answers may differ from its parent's.
 
     Each differing arg -> (parent's value, child's value), None where one lacks it; every arg
-    is compared but :data:`RUN_ARGS`, :data:`DERIVATION_ARGS` and :data:`PLACEMENT_ARGS`.
+    is compared but :data:`RUN_ARGS`, :data:`DERIVATION_ARGS` and :data:`PLACEMENT_ARGS`
+    (metering args too: a derived run's energy is its parent's); ``precision=fp32`` written out
+    for the embedded or a packaged model is its checkpoint's own dtype, as no precision.
     """
     skip = RUN_ARGS + DERIVATION_ARGS + PLACEMENT_ARGS
-    a, b = canonical_args(parent), canonical_args(child)
+    a, b = _own_dtype_unsaid(canonical_args(parent)), _own_dtype_unsaid(canonical_args(child))
     return {k: (a.get(k), b.get(k)) for k in sorted((set(a) | set(b)) - set(skip))
             if a.get(k) != b.get(k)}
 

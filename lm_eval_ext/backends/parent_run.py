@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lm_eval_ext.backends.engine_key import answer_differences, at_batch_one
+from lm_eval_ext.backends.engine_key import METERING_ARGS, answer_differences, at_batch_one
 from lm_eval_ext.errors import ConfigError
 from lm_eval_ext.outputs import RESULTS_NAME, samples_path
 
@@ -223,8 +223,10 @@ def _check_same_args(where: str, parent_args: Any, model_args: Mapping[str, Any]
     if differing:
         shown = ", ".join(f"{k}: {a or '<absent>'} (parent) vs {b or '<absent>'} (this run)"
                           for k, (a, b) in differing.items())
-        raise ConfigError(f"{where}: model args differ from the parent's ({shown}); run with "
-                          "the parent's model args, or without answers_from")
+        why = ("; a derived run's joules are its parent's, measured with the parent's metering "
+               "args" if set(differing) & set(METERING_ARGS) else "")
+        raise ConfigError(f"{where}: model args differ from the parent's ({shown}{why}); run "
+                          "with the parent's model args, or without answers_from")
 
 
 def _parent_task(results_path: Path, task: str, request_type: str,
