@@ -125,4 +125,19 @@ def test_analyze_only_with_a_damaged_cell_exits_1(finished, capsys, tmp_path):
         "lists them); the comparisons whose cells are not done were not analysed")
     assert cli_main.main(["campaign", str(path), "--out", str(folder.root), "--status"]) == 1
     assert "m__M0__bbq_subset_12p5pct_loglik: damaged (" in capsys.readouterr().out  # followed
+    # trial 16 (N16_232): without the file, --analyze-only asked for it; the folder keeps a copy
+    assert cli_main.main(["campaign", "--analyze-only", "--quiet", "--out",
+                          str(folder.root)]) == 1
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        f"not every cell is done (`lm-eval-ext campaign --out {folder.root} --status` lists "
+        "them); the comparisons whose cells are not done were not analysed")
+
+
+def test_a_dry_run_without_the_file_reads_the_folders_copy(finished, capsys):
+    """Trial 16 (N16_233): `campaign --dry-run --out DIR` asked for CAMPAIGN.yaml."""
+    spec, folder = finished
+    assert cli_main.main(["campaign", "--dry-run", "--calibration-limit", "0", "--out",
+                          str(folder.root)]) == 0
+    out = capsys.readouterr().out
+    assert all(cell.cell_id in out for cell in spec.cells)
 

@@ -17,7 +17,8 @@ if TYPE_CHECKING:
 def add_parser(sub: argparse._SubParsersAction) -> None:
     """Register ``campaign`` and ``grid`` (they share the cell options)."""
     campaign = sub.add_parser("campaign", help="models x conditions x tasks, resumable")
-    campaign.add_argument("spec", nargs="?", help="CAMPAIGN.yaml (or use --preset)")
+    campaign.add_argument("spec", nargs="?", help="CAMPAIGN.yaml (or use --preset; with "
+                                                     "neither, the copy --out keeps)")
     campaign.add_argument("--preset", help="a built-in campaign: paper-stress-test")
     campaign.add_argument("--model_args", help="--preset: hf-metered model_args (default: none)")
     campaign.add_argument("--tasks", help="--preset: benchmark block (bbq, the default)")
@@ -113,8 +114,9 @@ def run(args: argparse.Namespace) -> int:
     for report in outcome.reports:
         print(f"report: {report}")
     if args.analyze_only and not outcome.complete:  # a comparison was left out
-        source = args.spec or f"--preset {args.preset}"
-        print(f"not every cell is done (`lm-eval-ext {args.command} {source} --out {args.out} "
+        given = args.spec or (f"--preset {args.preset}" if args.preset else None)
+        command = " ".join(filter(None, ["lm-eval-ext", args.command, given]))
+        print(f"not every cell is done (`{command} --out {args.out} "
               "--status` lists them); the comparisons whose cells are not done were not "
               "analysed", file=sys.stderr)
         return 1
@@ -124,9 +126,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _spec_path(args: argparse.Namespace) -> str | None:
-    """The campaign file: as given, else for ``--status`` the copy the folder keeps."""
+    """The campaign file: as given, else (no preset either) the copy the folder keeps."""
     kept = Path(args.out) / "campaign.yaml"
-    if args.spec or not args.status or getattr(args, "preset", None) or not kept.is_file():
+    if args.spec or getattr(args, "preset", None) or not kept.is_file():
         return args.spec
     return str(kept)
 
