@@ -732,18 +732,27 @@ def check_task_data(tasks: Sequence[str]) -> None:
         benchmark_dir(name)
 
 
+def scores_by_loglik_only(tasks: Sequence[str], include_path: str | None = None) -> bool:
+    """Whether every task is one of ours (or the ``include_path`` folder's) and none generates.
+
+    False where a task is another's (lm-eval's index is not read before the load).
+    """
+    index = our_task_manager([include_path] if include_path else []).task_index
+    if not tasks or not all(name in index and index[name].kind.name == "TASK" for name in tasks):
+        return False
+    return not any((getattr(index[name], "cfg", None) or {}).get("output_type")
+                   == "generate_until" for name in tasks)
+
+
 def check_gen_kwargs_used(tasks: Sequence[str], include_path: str | None = None,
                           where: str = "--gen_kwargs") -> None:
     """``--gen_kwargs`` for tasks that all score by log-likelihood: lm-eval records and ignores it.
 
     (Checked where every task is one of ours or the ``include_path`` folder's.)
     """
+    if not scores_by_loglik_only(tasks, include_path):
+        return
     index = our_task_manager([include_path] if include_path else []).task_index
-    kinds = {name: getattr(index.get(name), "cfg", None) or {} for name in tasks}
-    if not tasks or not all(name in index and index[name].kind.name == "TASK" for name in tasks):
-        return
-    if any(cfg.get("output_type") == "generate_until" for cfg in kinds.values()):
-        return
     generative = [name.removesuffix("_loglik") for name in tasks
                   if name.endswith("_loglik") and name.removesuffix("_loglik") in index]
     fix = f", or run the generative form ({generative[0]})" if generative else ""

@@ -141,3 +141,19 @@ def test_a_dry_run_without_the_file_reads_the_folders_copy(finished, capsys):
     out = capsys.readouterr().out
     assert all(cell.cell_id in out for cell in spec.cells)
 
+
+
+def test_judge_on_a_log_likelihood_campaign_is_refused_before_any_cell(tmp_path, capsys):
+    """Trial 16 (N16_243): the cells ran, then the judge step found nothing to judge."""
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump(CAMPAIGN))
+    out = tmp_path / "never"
+    assert cli_main.main(["campaign", str(path), "--judge", "--quiet", "--out", str(out)]) == 2
+    assert capsys.readouterr().err.strip() == (
+        "lm-eval-ext: error: --judge scores generated reasoning, and every task of the campaign "
+        "scores by log-likelihood (bbq_subset_12p5pct_loglik): leave --judge out, or use the "
+        "generative tasks (without _loglik)")
+    assert not out.exists()
+    from lm_eval_ext.campaign.preflight import check_judgeable
+
+    check_judgeable(build_spec({**CAMPAIGN, "tasks": ["bbq_subset_12p5pct"]}).cells)  # followed

@@ -110,7 +110,7 @@ def run_campaign(spec: CampaignSpec, out: str | Path, source_yaml: str, *, shard
     from lm_eval_ext.campaign.analysis import run_comparisons, run_grid_analysis
     from lm_eval_ext.campaign.derivation import plan_derivations
     from lm_eval_ext.campaign.energy import summarize_energy
-    from lm_eval_ext.campaign.preflight import check_cells
+    from lm_eval_ext.campaign.preflight import check_cells, check_judgeable
     from lm_eval_ext.campaign.runner import run_cells
     from lm_eval_ext.campaign.subsets import summarize_subsets
     from lm_eval_ext.campaign.table1 import summarize_table1
@@ -121,6 +121,8 @@ def run_campaign(spec: CampaignSpec, out: str | Path, source_yaml: str, *, shard
         raise ConfigError(f"--analyze-only: {out} holds no campaign (no campaign.json); run the "
                           "campaign first, or check --out")
     cells = shard_cells(spec.cells, index, count)  # an empty shard is refused: nothing made
+    if judge is not None:
+        check_judgeable(spec.cells)
     if not analyze_only:
         check_cells(spec.cells, devices=True)
     folder.bind(spec, source_yaml)

@@ -166,10 +166,7 @@ def check_cells(cells: Sequence[Cell], devices: bool = False) -> None:
             _check_recheck(cell)
         check_task_settings(cell.options.get("metadata"), f"cell {cell.cell_id}", [cell.task])
         _check_lm_eval_options(cell)
-    by_path: dict[str | None, set[str]] = {}
-    for cell in cells:
-        by_path.setdefault(cell.options.get("include_path"), set()).add(cell.task)
-    for include_path, tasks in by_path.items():
+    for include_path, tasks in _tasks_by_include_path(cells).items():
         check_task_names(tasks, include_path)
     _check_gen_kwargs_used(cells)
 
@@ -190,3 +187,27 @@ def _check_gen_kwargs_used(cells: Sequence[Cell]) -> None:
                                                 "condition's)")
         except PreflightError as exc:
             raise ConfigError(str(exc)) from None
+
+
+def check_judgeable(cells: Sequence[Cell]) -> None:
+    """``--judge`` on a campaign whose tasks all score by log-likelihood is refused.
+
+    (The judge scores generated reasoning: it would refuse only after every cell had run.)
+    """
+    from lm_eval_ext.command_preflight import scores_by_loglik_only
+
+    by_path = _tasks_by_include_path(cells)
+    if by_path and all(scores_by_loglik_only(sorted(tasks), path)
+                       for path, tasks in by_path.items()):
+        tasks = sorted({cell.task for cell in cells})
+        raise ConfigError(f"--judge scores generated reasoning, and every task of the campaign "
+                          f"scores by log-likelihood ({', '.join(tasks)}): leave --judge out, "
+                          "or use the generative tasks (without _loglik)")
+
+
+def _tasks_by_include_path(cells: Sequence[Cell]) -> dict[str | None, set[str]]:
+    """The cells' tasks, by the ``include_path`` each cell reads them from."""
+    by_path: dict[str | None, set[str]] = {}
+    for cell in cells:
+        by_path.setdefault(cell.options.get("include_path"), set()).add(cell.task)
+    return by_path
