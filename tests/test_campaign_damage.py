@@ -88,6 +88,9 @@ def test_a_damaged_identity_file_is_one_line(finished):
     with pytest.raises(ConfigError) as caught:
         folder.check(spec)
     assert str(caught.value).startswith(f"{folder.identity_path} cannot be read (not valid JSON")
+    # trial 16 (N16_256): the line named the file, not what to do
+    assert str(caught.value).endswith("); it names the campaign the folder holds: restore it "
+                                      "from a copy, or use a new --out folder")
     folder.identity_path.write_text("[]")
     with pytest.raises(ConfigError) as caught:
         folder.check(spec)

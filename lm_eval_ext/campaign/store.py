@@ -109,11 +109,15 @@ class CampaignFolder:
                                   "--out folder")
             probe_writable(self.root)  # a dry run meets an unwritable --out as the run would
             return
-        stored = read_json_file(self.identity_path)
+        fix = ("it names the campaign the folder holds: restore it from a copy, or use a new "
+               "--out folder")
+        try:
+            stored = read_json_file(self.identity_path)
+        except ConfigError as exc:
+            raise ConfigError(f"{exc}; {fix}") from None
         if not isinstance(stored, dict) or not isinstance(stored.get("campaign"), dict):
             raise ConfigError(f"{self.identity_path} is damaged (it holds no campaign "
-                              "configuration); it names the campaign the folder holds: restore "
-                              "it from a copy, or use a new --out folder")
+                              f"configuration); {fix}")
         differences = config_differences(stored.get("campaign", {}), spec.resolved())
         if differences:
             shown = "\n  ".join(differences[:20])
