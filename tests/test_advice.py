@@ -442,7 +442,7 @@ def test_recommend_on_a_folder_analyze_did_not_write_is_told_the_folder_to_pass(
                                                                                   ",int4,m,"))
         (pilot / "tables.sha256").write_text("".join(  # a mixed folder, checksums remade
             f"{hashlib.sha256((pilot / name).read_bytes()).hexdigest()}  {name}\n"
-            for name in ("runs.csv", "items.csv")))
+            for name in ("runs.csv", "items.csv", "card_differences.csv")))
     message = _recommend_error(given, capsys)
     assert message == "lm-eval-ext: error: recommend: " + {
         "run folder": f"{given} has no runs.csv; pass the folder that `lm-eval-ext analyze "

@@ -209,3 +209,24 @@ def test_tables_without_their_checksums_are_refused(pilot, capsys, tmp_path):
                     f"pilot's --reference and --runs and --out {edited} --overwrite")
     assert cli_main.main(["recommend", str(pilot), "--claim", "accuracy=5", "--bootstrap",
                           "200", "--out", str(tmp_path / "card")]) == 0  # the folder analyze wrote
+
+
+def test_an_analysis_older_than_its_item_check_is_refused_with_the_rerun(pilot, capsys, tmp_path):
+    """Trial 16 (R16_N15_187): a folder analysed before card_differences.csv had a checksum
+    listed a candidate of other items, as its items were not checked; now it must be rerun."""
+    older = tmp_path / "older"
+    shutil.copytree(pilot, older)
+    checksums = older / "tables.sha256"
+    checksums.write_text("".join(line for line in checksums.read_text().splitlines(True)
+                                 if "card_differences" not in line))
+    line = _refused([str(older), "--claim", "accuracy=5"], capsys, tmp_path / "card")
+    assert line == (f"lm-eval-ext: error: recommend: {checksums} does not list "
+                    "card_differences.csv (the SHA-256 `analyze` writes beside its tables), so "
+                    "an edit of the table could not be told; `lm-eval-ext analyze` wrote it: "
+                    "rerun `lm-eval-ext analyze` with the pilot's --reference and --runs and "
+                    f"--out {older} --overwrite")
+    (older / "card_differences.csv").unlink()
+    line = _refused([str(older), "--claim", "accuracy=5"], capsys, tmp_path / "card")
+    assert line == (f"lm-eval-ext: error: recommend: {older} has no card_differences.csv; pass "
+                    "the folder that `lm-eval-ext analyze --out` wrote for the pilot (analyse it "
+                    "again with this version if it is an old one)")

@@ -20,8 +20,8 @@ from lm_eval_ext.analysis.errors import AnalysisInputError
 from lm_eval_ext.analysis.metrics import MetricSpec
 
 #: the files of a finished ``analyze --out`` folder (report.md is written last)
-ANALYSIS_FILES = ("runs.csv", "items.csv", "report.md")
-#: the SHA-256 of runs.csv and items.csv as ``analyze`` wrote them (``sha256sum -c`` format)
+ANALYSIS_FILES = ("runs.csv", "items.csv", "card_differences.csv", "report.md")
+#: the SHA-256 of the tables ``analyze`` wrote (``sha256sum -c`` format)
 CHECKSUMS = "tables.sha256"
 #: the columns of runs.csv that make a pilot's design: pilots of one study share them
 DESIGN_COLUMNS = {"tasks": "task", "scoring_path": "scoring path",
@@ -178,11 +178,9 @@ def check_same_items(folder: Path, reference: str) -> None:
 
     The pilot pairs runs on their shared items, where a change of items alone changes no
     answer (the same protocol answers the same item the same way), so its deltas cannot vouch
-    for another item set (``card_differences.csv``, checked where ``analyze`` recorded its
-    SHA-256; an older analysis, without it, is not checked).
+    for another item set (``card_differences.csv``, as ``analyze`` wrote it: an older analysis,
+    whose checksums do not list it, is refused with the rerun that records them).
     """
-    if "card_differences.csv" not in _recorded_checksums(folder):
-        return
     table = read_table(folder, "card_differences.csv")
     for row in table.itertuples(index=False):
         if "items" in str(row.factors).split(","):
