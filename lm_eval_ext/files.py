@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import shutil
 import socket
 import stat
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -114,6 +116,29 @@ def probe_writable(path: str | Path) -> None:
             pass
 
 
+#: the names of a process's own open streams
+_STREAMS = {"/dev/stdout": 1, "/dev/stderr": 2}
+
+
+def stream_fd(path: str | Path) -> int | None:
+    """The open file descriptor ``path`` names, or None for any other path.
+
+    ``/dev/stdout``, ``/dev/stderr``, ``/dev/fd/N`` and ``/proc/self/fd/N``.
+    """
+    text = os.path.normpath(str(path))
+    match = re.fullmatch(r"/(?:dev/fd|proc/self/fd)/(\d+)", text)
+    return int(match.group(1)) if match else _STREAMS.get(text)
+
+
+def _write_stream(fd: int, text: str) -> None:
+    """``text`` onto the open stream ``fd``, after what the command printed there before."""
+    for stream in (sys.stdout, sys.stderr):
+        if stream is not None:
+            stream.flush()
+    with open(fd, "w", encoding="utf-8", closefd=False) as handle:
+        handle.write(text)
+
+
 def _writable_place(path: Path) -> bool:
     """Whether ``path`` is a regular file or nothing yet (not a device, pipe or folder)."""
     try:
@@ -127,10 +152,18 @@ def write_text_atomic(path: Path, text: str) -> None:
 
     The temporary name carries the host and process, so writers on a shared file system never
     meet. A device or pipe (``/dev/stdout``, ``/dev/full``) is written in place: it cannot be
-    replaced, and must not be. Errors are :func:`path_error`'s one line.
+    replaced, and must not be; so is a stream the process holds open (``/dev/stdout``, which
+    on a redirected output links to a regular file: a rename would replace the link). A link
+    keeps linking: the file it names is replaced. Errors are :func:`path_error`'s one line.
     """
     path = Path(path)
     try:
+        fd = stream_fd(path)
+        if fd is not None:
+            _write_stream(fd, text)
+            return
+        if path.is_symlink():
+            path = path.resolve()
         if not _writable_place(path):
             path.write_text(text, encoding="utf-8")
             return

@@ -238,3 +238,30 @@ def test_a_file_where_a_folder_must_be_is_named(tmp_path):
                     "not a folder: move or remove it, or pass another path")
     (tmp_path / "analysis").unlink()
     target.mkdir(parents=True)  # followed
+
+
+def test_a_card_to_standard_output_is_printed_and_dev_stdout_kept(capfd):
+    """Trial 17 (N17_06, N17_08): with the output redirected to a file, `--card /dev/stdout`
+    was refused as "an earlier card", and with --overwrite a rename replaced the /dev/stdout
+    link with a regular file holding the card. (capfd: fd 1 is a regular file here too.)"""
+    import os
+
+    assert os.path.islink("/dev/stdout")
+    assert cli_main.main(["mde", "--m", "500", "--rho-d", "0.1", "--card", "/dev/stdout"]) == 0
+    out = capfd.readouterr().out
+    assert os.path.islink("/dev/stdout")
+    first, card = out.split("\n", 1)
+    assert first.startswith("paired MDE = 3.96 pp") and "3.96" in card
+    assert out.rstrip().endswith("wrote /dev/stdout")
+
+
+def test_a_card_through_a_link_replaces_the_file_it_names(tmp_path, capsys):
+    """A rename onto a link replaced the link itself with a regular file."""
+    target = tmp_path / "cards" / "card.md"
+    target.parent.mkdir()
+    target.write_text("old\n")
+    link = tmp_path / "card.md"
+    link.symlink_to(target)
+    assert cli_main.main(["mde", "--m", "500", "--rho-d", "0.1", "--card", str(link),
+                          "--overwrite"]) == 0
+    assert link.is_symlink() and "3.96" in target.read_text()

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from lm_eval_ext.errors import LmEvalExtError
-from lm_eval_ext.files import unexpanded_home
+from lm_eval_ext.files import stream_fd, unexpanded_home
 
 
 class _DefaultsShown(argparse.ArgumentDefaultsHelpFormatter):
@@ -222,7 +222,7 @@ def refuse_unused(option: str, given: object, needs: str, needed: object) -> Non
 
 def refuse_replacing(option: str, path: str | Path, overwrite: bool, why: str) -> None:
     """An existing file at ``path`` is kept unless ``--overwrite``: one line, ``why`` and the fix."""
-    if Path(path).is_file() and not overwrite:
+    if Path(path).is_file() and stream_fd(path) is None and not overwrite:
         raise LmEvalExtError(f"{option} {path} exists ({why}); name another file, or pass "
                              "--overwrite to replace it")
 
