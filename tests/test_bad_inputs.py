@@ -235,6 +235,9 @@ def test_energy_ratio_refused_across_gpus(rows, tmp_path):
     ({"precison": "bf16"}, "unknown model arg(s) precison (did you mean precision?)"),
     ({"template_tier": "cot"}, "template_tier is a task setting, not a model arg: pass "
      "--metadata '{\"template_tier\": \"cot\"}' instead of --model_args"),
+    ({"max_gen_toks": 16}, "max_gen_toks is a generation setting, not a model arg: pass "
+     "--gen_kwargs max_gen_toks=VALUE instead of --model_args (a campaign: the lm_eval block's "
+     "or a condition's gen_kwargs)"),  # trial 17 (N17_16): "did you mean max_length?"
     ({"precision": "int3"}, "precision='int3' is not valid; use one of bf16"),
     ({"mc_scoring": "packed"}, "mc_scoring='packed' is not valid; use one of standard"),
     ({"generation": "turbo"}, "generation='turbo' is not valid; use one of standard, fast"),

@@ -225,3 +225,26 @@ def test_no_shared_prefix_for_one_row_or_rows_that_differ_at_once():
     assert shared_prefix_length(ids, mask) == 2  # 5, 6 (the shortest row keeps its 7)
     assert shared_prefix_length(ids[:1], mask[:1]) == 0
     assert shared_prefix_length(torch.tensor([[1, 2], [3, 2]]), torch.ones(2, 2)) == 0
+
+
+@pytest.mark.parametrize("mode", ["fast", "standard"])
+def test_a_max_length_with_no_room_for_the_prompt_is_one_line(embedded_lm, mode):
+    """Trial 17 (N17_17, N17_18): max_length=16 under the task's max_gen_toks=128 cut the
+    prompts at -112 tokens on the fast path (rc 0), and lm-eval's loop raised an
+    AssertionError; lm-eval's own loop draws the same boundary (max_length - max_gen_toks > 0)."""
+    from lm_eval.models.huggingface import HFLM
+
+    from lm_eval_ext.errors import ConfigError
+
+    length = embedded_lm.max_length
+    no_room = {"until": ["\n"], "max_gen_toks": length, "do_sample": False}
+    with generation_mode(embedded_lm, mode) as stats, pytest.raises(ConfigError) as refused:
+        embedded_lm.generate_until(generation_requests(PROMPTS[:1], no_room), disable_tqdm=True)
+    assert (stats.fast_requests, stats.standard_requests) == (0, 0)
+    assert str(refused.value) == (
+        f"--model_args max_length={length} leaves no token of the prompt: the task generates "
+        f"up to max_gen_toks={length} tokens within it; leave max_length out (the model's own) "
+        f"or give one above {length}, or lower max_gen_toks with --gen_kwargs max_gen_toks=N "
+        f"(N below {length})")
+    with pytest.raises(AssertionError):  # the upstream loop, called past our seam
+        HFLM.generate_until(embedded_lm, generation_requests(PROMPTS[:1], no_room), True)

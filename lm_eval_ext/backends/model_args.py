@@ -374,6 +374,12 @@ def init_params(cls: type) -> set[str]:
     return names
 
 
+#: lm-eval's generation kwargs (``--gen_kwargs``; a task's ``generation_kwargs``), which a
+#: researcher may put in ``--model_args`` by mistake
+GENERATION_KWARGS = ("max_gen_toks", "until", "do_sample", "temperature", "top_p", "top_k",
+                     "num_beams", "max_new_tokens", "repetition_penalty")
+
+
 def check_unknown_args(model: str, cls: type, given: Iterable[str],
                        own: Iterable[str] = ()) -> None:
     """Every key must be ``own``, a keyword of some ``__init__`` of ``cls`` or a pass-through."""
@@ -386,6 +392,11 @@ def check_unknown_args(model: str, cls: type, given: Iterable[str],
     if settings:
         raise ConfigError(f"{model}: {settings[0]} is a task setting, not a model arg: pass "
                           f"--metadata '{{\"{settings[0]}\": \"cot\"}}' instead of --model_args")
+    generation = [u for u in unknown if u in GENERATION_KWARGS]
+    if generation:
+        raise ConfigError(f"{model}: {generation[0]} is a generation setting, not a model arg: "
+                          f"pass --gen_kwargs {generation[0]}=VALUE instead of --model_args (a "
+                          "campaign: the lm_eval block's or a condition's gen_kwargs)")
     if unknown:
         close = {u: difflib.get_close_matches(u, valid, n=1) for u in unknown}
         named = ", ".join(f"{u} (did you mean {close[u][0]}?)" if close[u] else u for u in unknown)

@@ -26,6 +26,7 @@ from lm_eval.models.utils import (
 from tqdm import tqdm
 from transformers.generation.stopping_criteria import StopStringCriteria
 
+from lm_eval_ext.errors import ConfigError
 from lm_eval_ext.generation.graphed import DecodeGraphs, StaticDecodeResult
 from lm_eval_ext.generation.greedy import eos_token_ids
 from lm_eval_ext.generation.settings import CPU_BATCH, Decoders, GenerationSettings
@@ -119,6 +120,26 @@ def kwargs_problem(kwargs: dict[str, Any]) -> str | None:
     return None
 
 
+def check_room_for_prompts(lm: GeneratingModel, requests: Sequence[Any]) -> None:
+    """A model length that leaves a prompt no token is one line, before any request runs.
+
+    lm-eval keeps ``max_length - max_gen_toks`` tokens of each prompt: its own loop asserts
+    that this is positive, and a negative count would cut the prompt from the wrong end.
+    """
+    if getattr(lm, "backend", "causal") != "causal":  # a seq2seq prompt is not cut so
+        return
+    for gen_kwargs in {json.dumps(r.args[1], sort_keys=True, default=str): r.args[1]
+                       for r in requests}.values():
+        max_gen_toks = normalize_gen_kwargs(copy.deepcopy(gen_kwargs), lm.max_gen_toks)[
+            "max_gen_toks"]
+        if lm.max_length <= max_gen_toks:
+            raise ConfigError(
+                f"--model_args max_length={lm.max_length} leaves no token of the prompt: the "
+                f"task generates up to max_gen_toks={max_gen_toks} tokens within it; leave "
+                f"max_length out (the model's own) or give one above {max_gen_toks}, or lower "
+                f"max_gen_toks with --gen_kwargs max_gen_toks=N (N below {lm.max_length})")
+
+
 class FastGenerator:
     """Runs ``generate_until`` requests under fixed ``settings``, counting in ``self.stats``."""
 
@@ -152,6 +173,7 @@ class FastGenerator:
                        standard: Standard) -> list[str]:
         """lm-eval's answers for ``requests``, in their order."""
         requests = list(requests)
+        check_room_for_prompts(lm, requests)
         problem = model_problem(lm) if self.settings.requested == "fast" else None
         if self.settings.requested == "standard" or problem:
             return self._standard(lm, problem, requests, disable_tqdm, standard)
