@@ -447,3 +447,42 @@ def test_a_change_of_scoring_path_is_named_in_the_attribution(tmp_path):
                                      regex=False).all()
     same = compare_harnesses([read_lm_eval("a", tmp_path / "a"), loglik], n_resamples=100)
     assert not any("scoring path" in note for note in same.notes)
+
+
+def test_two_lm_eval_runs_of_other_models_are_refused_and_other_settings_noted(tmp_path,
+                                                                                capsys):
+    """Trial 17 (N17_34): SmolLM2 against the packaged Gemma (batch 1 against 4) was reported
+    as "Same model, several harnesses", the whole difference under prompt_and_decoding."""
+    import dataclasses
+
+    import numpy as np
+
+    from lm_eval_ext.analysis.synthetic import simulate_predictions, write_run
+    from lm_eval_ext.cross_harness.readers import read_lm_eval
+    from lm_eval_ext.data.instrument import load_membership
+
+    rows = load_membership("instrument").rows[:40]
+    answers = simulate_predictions(rows, 0.6, np.random.default_rng(0))
+    write_run(tmp_path / "a", "bbq_instrument_loglik", rows, answers, model="smol")
+    write_run(tmp_path / "g", "bbq_instrument_loglik", rows, answers[::-1], model="gemma")
+    write_run(tmp_path / "b4", "bbq_instrument_loglik", rows, answers[::-1], model="smol",
+              batch_size=4)
+    code = main(["compare-harness", f"lm_eval={tmp_path / 'a'}", f"lm_eval:g={tmp_path / 'g'}",
+                 "--out", str(tmp_path / "out")])
+    assert code == 2 and capsys.readouterr().err.strip() == (
+        "lm-eval-ext: error: compare-harness: g ran model gemma and lm_eval smol; "
+        "compare-harness follows one model through several harnesses: compare models with "
+        "`lm-eval-ext analyze --reference A=RUN_A --runs B=RUN_B`")
+    assert not (tmp_path / "out").exists()
+    same = compare_harnesses([read_lm_eval("a", tmp_path / "a"),
+                              read_lm_eval("b4", tmp_path / "b4")], n_resamples=100)
+    assert ("b4 differs from a in more than its harness (batch_size: 1 -> 4): "
+            "prompt_and_decoding includes it") in same.notes
+    # another harness names its model its own way: a differing name is a note
+    inspect_like = dataclasses.replace(read_lm_eval("i", tmp_path / "g"), harness="inspect",
+                                       model="hf/google/gemma-3-270m", card=None)
+    noted = compare_harnesses([read_lm_eval("a", tmp_path / "a"), inspect_like],
+                              n_resamples=100)
+    assert ("i names its model hf/google/gemma-3-270m and a smol: if they are different "
+            "models, every difference here includes the change of model, not the harness "
+            "alone") in noted.notes

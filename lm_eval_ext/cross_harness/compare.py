@@ -43,6 +43,7 @@ from lm_eval_ext.analysis.metrics import (
 )
 from lm_eval_ext.analysis.stats.bootstrap import ClusterDesign
 from lm_eval_ext.analysis.stats.paired import answer_agreement, paired_delta
+from lm_eval_ext.cards import FACTORS, differing_axes
 from lm_eval_ext.cross_harness.readers import FOREIGN_EXTRACTION, HarnessRun
 from lm_eval_ext.tasks.common.answer_parser import AnswerParser
 
@@ -246,6 +247,48 @@ def _path_note(reference: HarnessRun, run: HarnessRun) -> str:
             f"{run.scoring_path})")
 
 
+def _model_name(run: HarnessRun) -> str:
+    """``hf/HuggingFaceTB/SmolLM2-135M-Instruct`` -> ``smollm2-135m-instruct``."""
+    return run.model.rstrip("/").rsplit("/", 1)[-1].lower()
+
+
+def _same_model_name(a: HarnessRun, b: HarnessRun) -> bool:
+    """Whether two harnesses' model names may name one model (one name holds the other: a
+    checkpoint folder adds a hash to the model's name)."""
+    first, second = _model_name(a), _model_name(b)
+    return first in second or second in first
+
+
+def _setting_note(reference: HarnessRun, run: HarnessRun) -> str | None:
+    """What besides the harness differs between two runs (None: nothing known).
+
+    Two lm-eval runs of differently named models are refused: a comparison of models is
+    ``analyze``'s. Their cards' other settings outside prompt_and_decoding (weights, precision,
+    batch size, task version) are a note; other harnesses name a model their own way: names
+    that differ are a note.
+    """
+    if reference.card is not None and run.card is not None:
+        ref_model, model = (str(c.get("model")) for c in (reference.card, run.card))
+        if ref_model.lower() != model.lower():
+            raise AnalysisInputError(
+                f"compare-harness: {run.name} ran model {model} and {reference.name} "
+                f"{ref_model}; compare-harness follows one model through several harnesses: "
+                "compare models with `lm-eval-ext analyze --reference A=RUN_A --runs B=RUN_B`")
+        outside = [axis for axis in differing_axes(reference.card, run.card)
+                   if FACTORS[axis] in ("model", "precision", "batch_size", "task_version")]
+        if not outside:
+            return None
+        shown = "; ".join(f"{axis}: {reference.card.get(axis)} -> {run.card.get(axis)}"
+                          for axis in outside)
+        return (f"{run.name} differs from {reference.name} in more than its harness ({shown}): "
+                "prompt_and_decoding includes it")
+    if not _same_model_name(reference, run):
+        return (f"{run.name} names its model {run.model} and {reference.name} {reference.model}: "
+                "if they are different models, every difference here includes the change of "
+                "model, not the harness alone")
+    return None
+
+
 def compare_harnesses(runs: Sequence[HarnessRun], n_resamples: int = 10_000, seed: int = 0,
                       level: float = 0.95) -> HarnessComparison:
     """Compare every run with the first (the reference), per benchmark both evaluated."""
@@ -279,6 +322,7 @@ def compare_harnesses(runs: Sequence[HarnessRun], n_resamples: int = 10_000, see
                 "is nothing to compare; give runs of the same benchmark")
     scores, agreement, attribution = [], [], []
     notes = [f"{r.name}: {note}" for r in runs for note in r.notes]
+    notes += [note for run in others if (note := _setting_note(ref_run, run))]
     for benchmark in sorted(set(ref_run.items["benchmark"])):
         ref_items = ref_run.items[ref_run.items["benchmark"] == benchmark]
         scores += _scores(ref_run, benchmark, ref_items)

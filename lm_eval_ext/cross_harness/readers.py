@@ -22,7 +22,7 @@ import io
 import json
 import re
 import zipfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -59,6 +59,8 @@ class HarnessRun:
     fingerprint: tuple[str, ...] | None = None
     #: how its answers were had: ``generative`` (Inspect and HELM) or ``loglik`` (lm-eval's)
     scoring_path: str = "generative"
+    #: the disclosure card of its (first) task, where the harness writes one (lm-eval)
+    card: Mapping[str, Any] | None = None
 
 
 def benchmark_of(item_key: str) -> str:
@@ -114,7 +116,8 @@ def read_lm_eval(name: str, path: str | Path) -> HarnessRun:
     [run] = load_runs([path])
     return HarnessRun(name, "lm_eval", Path(path), str(run.info["model"]), _finish(run.items),
                       fingerprint=(run.info["results_sha256"], run.info["samples_sha256"]),
-                      scoring_path=str(run.info.get("scoring_path") or "generative"))
+                      scoring_path=str(run.info.get("scoring_path") or "generative"),
+                      card=next(iter(run.cards.values()), None))
 
 
 # -- Inspect AI ------------------------------------------------------------------------------
@@ -171,7 +174,10 @@ def read_inspect_log(name: str, path: str | Path) -> HarnessRun:
     _check_scored(source, log)
     samples = [_inspect_sample(source, i, s) for i, s in enumerate(log.samples)]
     items = _items_from_samples(source, log.eval.task, samples)
-    return HarnessRun(name, "inspect", source, str(log.eval.model), _finish(items))
+    model = str(log.eval.model)  # ``hf/local`` names its checkpoint in a model arg
+    checkpoint = (log.eval.model_args or {}).get("model_path")
+    return HarnessRun(name, "inspect", source, f"{model}:{checkpoint}" if checkpoint else model,
+                      _finish(items))
 
 
 def _is_inspect_log(path: Path) -> bool:
