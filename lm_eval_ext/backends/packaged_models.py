@@ -14,10 +14,13 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from lm_eval_ext.backends import embedded_model
+from lm_eval_ext.cards import gguf_identity, model_identity
 from lm_eval_ext.data.store import sha256_of
 from lm_eval_ext.errors import ConfigError
 from lm_eval_ext.paths import cache_dir
@@ -103,3 +106,21 @@ def check_available(pretrained: object) -> None:
     converted = model is not None and (model.checkpoint_dir() / embedded_model.MARKER).is_file()
     if model is not None and not converted and importlib.util.find_spec(model.package) is None:
         raise ConfigError(model.install_hint())
+
+
+def model_identity_of(config: Mapping[str, Any]) -> tuple[str, str | None, str]:
+    """:func:`~lm_eval_ext.cards.model_identity` of a results ``config``, knowing our folders.
+
+    A run given the folder we convert the embedded or a packaged model into (stock ``hf`` with
+    ``pretrained=~/.cache/lm_eval_ext/models/gemma-3-270m-a5fd3b62230a``) ran that GGUF's
+    weights: the folder's name is the model's and its GGUF's SHA-256 prefix, and the folder is
+    made only from the pinned GGUF.
+    """
+    identity = model_identity(config)
+    if identity[2].startswith("checkpoint "):
+        name = Path(identity[2].removeprefix("checkpoint ")).name
+        for model, sha in ((embedded_model.MODEL_NAME, embedded_model.GGUF_SHA256),
+                           *((m.model, m.gguf_sha256) for m in PACKAGED.values())):
+            if name == f"{model}-{sha[:12]}":
+                return gguf_identity(model, sha)
+    return identity

@@ -253,8 +253,10 @@ def _model_name(run: HarnessRun) -> str:
 
 
 def _same_model_name(a: HarnessRun, b: HarnessRun) -> bool:
-    """Whether two harnesses' model names may name one model (one name holds the other: a
-    checkpoint folder adds a hash to the model's name)."""
+    """Whether two harnesses' model names may name one model.
+
+    One name holds the other: a checkpoint folder adds a hash to the model's name.
+    """
     first, second = _model_name(a), _model_name(b)
     return first in second or second in first
 
