@@ -19,20 +19,23 @@ INTERRUPTED = ("interrupted (Ctrl-C): nothing was saved half-written; run the co
                "(a campaign resumes from its finished cells)")
 
 
-def interrupt_once(repeat_seconds: float = 1.0) -> None:
-    """Ctrl-C raises ``KeyboardInterrupt``; a repeat within ``repeat_seconds`` is the same one.
+def interrupt_once(repeat_seconds: float = 0.05) -> None:
+    """Ctrl-C raises ``KeyboardInterrupt``; one while its line is said is the same one.
 
     GNU ``timeout -s INT`` signals the command and then its process group, so a second SIGINT
-    could land while the first one's line is printed (a traceback). A later Ctrl-C interrupts
-    again (where a library swallowed the first). Python's own handler (or the start-up hook's,
-    for ``import lm_eval``) is replaced; another one stays, and outside the main thread
-    nothing is.
+    could land while the first one's line is printed (a traceback): a SIGINT within
+    ``repeat_seconds`` of the last, or once :func:`say_interrupted` has begun, is ignored. Any
+    other interrupts again, however soon: a library (or CPython, in a finaliser) may have
+    swallowed the first, and the run would go on to its end. Python's own handler (or the
+    start-up hook's, for ``import lm_eval``) is replaced; another one stays, and outside the
+    main thread nothing is.
     """
     last = [-math.inf]
+    _INTERRUPTS["saying"] = 0  # a command starting (several run in one process under tests)
 
     def interrupt(signum, frame):
         now = time.monotonic()
-        if now - last[0] < repeat_seconds:
+        if now - last[0] < repeat_seconds or _INTERRUPTS["saying"]:
             return
         last[0] = now
         _INTERRUPTS["raised"] += 1
@@ -47,13 +50,14 @@ def interrupt_once(repeat_seconds: float = 1.0) -> None:
 
 def say_interrupted(command: str) -> int:
     """Ctrl-C as one line on standard error, naming ``command``; the exit code (130)."""
+    _INTERRUPTS["saying"] = 1  # from here on a Ctrl-C is this one
     _INTERRUPTS["reported"] = _INTERRUPTS["raised"]
     print(f"\n{command}: {INTERRUPTED}", file=sys.stderr)
     return 130
 
 
 #: Ctrl-Cs raised by :func:`interrupt_once`'s handler, and those said by :func:`say_interrupted`
-_INTERRUPTS = {"raised": 0, "reported": 0}
+_INTERRUPTS = {"raised": 0, "reported": 0, "saying": 0}
 
 
 def swallowed_interrupt() -> bool:

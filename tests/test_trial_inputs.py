@@ -461,6 +461,36 @@ def test_a_second_ctrl_c_while_the_first_is_said_is_ignored():
     assert plain.returncode == -2 and "Traceback" in plain.stderr  # killed by SIGINT
 
 
+SWALLOWED_THEN_REPEATED = """
+import os, signal, sys, time
+from lm_eval_ext.errors import interrupt_once, say_interrupted
+interrupt_once()
+try:  # a library (or a finaliser) swallows the first Ctrl-C of `timeout -s INT`-like pair
+    os.kill(os.getpid(), signal.SIGINT)
+    time.sleep(5)
+except KeyboardInterrupt:
+    pass
+try:  # the second, 0.2 s later, while the evaluation goes on
+    time.sleep(0.2)
+    os.kill(os.getpid(), signal.SIGINT)
+    time.sleep(5)
+    print("ran on")
+except KeyboardInterrupt:
+    raise SystemExit(say_interrupted("cmd"))
+"""
+
+
+def test_a_repeat_after_a_swallowed_ctrl_c_stops_the_run():
+    """The slow tier under load: the first SIGINT of two 0.2 s apart was swallowed, the second
+    taken for its repeat (1 s window), and `lm_eval` ran its 600 requests on past both."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", SWALLOWED_THEN_REPEATED], capture_output=True,
+                          text=True, timeout=60)
+    assert (done.returncode, done.stdout, done.stderr.strip()) == (130, "", f"cmd: {INTERRUPTED}")
+
+
 EARLY_SIGINT = """
 import os, signal, sys
 when, program, package = sys.argv[1:4]
