@@ -193,3 +193,26 @@ def test_a_side_that_is_not_resolved_gives_no_interval_and_no_corrected_ratio():
     assert np.isnan(m2["energy_ratio_idle_corrected"])
     assert "not resolved" in m2["ratio_note"]
     assert m2["runtime_ratio_ci_low"] < 24.5 / 11.6 < m2["runtime_ratio_ci_high"]
+
+
+@pytest.mark.parametrize("flag", ["other_processes", "other_gpu_processes"])
+def test_a_side_loaded_by_other_processes_gives_no_interval(flag):
+    """Trial 17 (N17_69): two cells of the same 4 items and settings on a CPU shared with
+    another process: runtime ratio 0.696 [0.485, 0.998], an interval excluding 1 from the
+    runs' own slices, with both sides flagged other_processes and no word of it."""
+    from lm_eval_ext.analysis.run_table import cost_ratios
+
+    side = {"n_items": 4, "energy_joules": None, "energy_joules_se": None,
+            "energy_joules_idle_corrected": None, "energy_joules_idle_corrected_se": None,
+            "execution_mode": "graph_replay", "energy_derived": False}
+    table = cost_ratios(pd.DataFrame([
+        {**side, "run": "M0", "inference_seconds": 10.0, "inference_seconds_se": 0.5,
+         "energy_flags": flag, "is_reference": True},
+        {**side, "run": "M4", "inference_seconds": 6.96, "inference_seconds_se": 0.5,
+         "energy_flags": "", "is_reference": False}]))
+    m4 = table.iloc[1]
+    assert m4["runtime_ratio"] == pytest.approx(0.696)
+    assert np.isnan(m4["runtime_ratio_ci_low"]) and np.isnan(m4["runtime_ratio_ci_high"])
+    assert ("other processes loaded the machine during the reference (flag other_processes "
+            "or other_gpu_processes): no interval, as the runs' own slices do not cover that "
+            "load; rerun on an idle machine") in m4["ratio_note"]

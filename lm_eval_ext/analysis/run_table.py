@@ -15,6 +15,7 @@ import pandas as pd
 from lm_eval_ext.analysis.errors import DegenerateDataWarning
 from lm_eval_ext.analysis.loader import Run
 from lm_eval_ext.cards import describe_difference, differing_axes, differing_factors
+from lm_eval_ext.metering.meter import OTHER_GPU_PROCESSES, OTHER_PROCESSES
 from lm_eval_ext.metering.modes import mode_difference
 from lm_eval_ext.metering.uncertainty import Z95, ratio_interval, resolved
 
@@ -89,6 +90,12 @@ def interval_note(reference: dict[str, Any], run: dict[str, Any]) -> str:
                             for s in sides):
         notes.append("no idle-corrected ratio: a side's idle-corrected energy is null (below "
                      "zero) or not resolved (its SE over half its value)")
+    shared = [name for name, side in (("the reference", reference), ("this run", run))
+              if _shared_machine(side)]
+    if shared:
+        notes.append(f"other processes loaded the machine during {' and '.join(shared)} "
+                     f"(flag {OTHER_PROCESSES} or {OTHER_GPU_PROCESSES}): no interval, as the "
+                     "runs' own slices do not cover that load; rerun on an idle machine")
     modes = mode_difference(reference.get("execution_mode"), run.get("execution_mode"))
     if modes:
         notes.append(modes + ": the ratio measures the mode as well as the change")
@@ -96,6 +103,12 @@ def interval_note(reference: dict[str, Any], run: dict[str, Any]) -> str:
     if items:
         notes.append(items)
     return "; ".join(notes)
+
+
+def _shared_machine(side: dict[str, Any]) -> bool:
+    """Whether a run's metering flagged other processes' load in its windows."""
+    flags = str(side.get("energy_flags") or "").split(",")
+    return OTHER_PROCESSES in flags or OTHER_GPU_PROCESSES in flags
 
 
 def _item_count_note(reference: dict[str, Any], run: dict[str, Any]) -> str | None:
@@ -126,6 +139,9 @@ def cost_ratios(table: pd.DataFrame) -> pd.DataFrame:
                           for side in (rows[0], r)) for r in rows]
     table.loc[unresolved, "energy_ratio_idle_corrected"] = np.nan
     table.loc[0, "energy_ratio_idle_corrected"] = 1.0 if not unresolved[0] else np.nan
+    shared = [_shared_machine(rows[0]) or _shared_machine(r) for r in rows]
+    for _, _, ratio, _ in RATIOS:  # within-run SEs say nothing of another process's load
+        table.loc[shared, [f"{ratio}_ci_low", f"{ratio}_ci_high"]] = np.nan
     table["modes_differ"] = [mode_difference(rows[0].get("execution_mode"),
                                              r.get("execution_mode")) is not None for r in rows]
     table["ratio_note"] = [""] + [interval_note(rows[0], r) for r in rows[1:]]

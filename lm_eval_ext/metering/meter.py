@@ -12,6 +12,11 @@ from lm_eval_ext.metering.contention import OTHER_SHARE_LIMIT, CpuContention
 from lm_eval_ext.metering.idle import IdleBaseline, IdlePower
 from lm_eval_ext.metering.sources import EnergySource
 
+#: quality flags of a window that other processes' load may have reached (the machine's CPUs,
+#: or the GPU)
+OTHER_PROCESSES = "other_processes"
+OTHER_GPU_PROCESSES = "other_gpu_processes"
+
 #: A window shorter than this many counter periods is flagged ``short_window``.
 SHORT_WINDOW_PERIODS = 10
 
@@ -144,12 +149,12 @@ class EnergyMeter:
         joules, flags = self.source.delta(start, end)
         flags = list(flags)
         if others_before or self.source.other_processes():
-            flags.append("other_gpu_processes")
+            flags.append(OTHER_GPU_PROCESSES)
         if self.sync is None and self.source.name == "nvml":
             flags.append("no_device_sync")
         started = self._contention_start.pop(key, None)
         if started is not None and self.contention.other_share(started) > OTHER_SHARE_LIMIT:
-            flags.append("other_processes")
+            flags.append(OTHER_PROCESSES)
         return EnergyWindow(key, end_time - start_time, joules, self.source.name,
                             tuple(sorted(set(flags))), self.idle_watts, start_time)
 
