@@ -52,6 +52,22 @@ def gguf_identity(model: str, gguf_sha256: str) -> tuple[str, str, str]:
     return model, gguf_sha256, f"GGUF sha256={gguf_sha256}"
 
 
+def _chat_template(results: Mapping[str, Any], task_config: Mapping[str, Any]) -> str | None:
+    """The SHA-256 of the chat template the prompts went through.
+
+    lm-eval's, or the one hf-metered applies to generation requests itself
+    (``chat_template=auto``).
+    """
+    if results.get("chat_template_sha") or task_config.get("output_type") != "generate_until":
+        return results.get("chat_template_sha")
+    wrapper = wrapper_block(results.get("config") or {}) or {}
+    applied_by = wrapper.get("generation_chat_template_applied_by")
+    if not applied_by:
+        return None
+    return (wrapper.get("generation_chat_template_sha256")
+            or f"applied by {applied_by} (its SHA-256 not recorded)")
+
+
 def _decoding(task_config: Mapping[str, Any], run_config: Mapping[str, Any]) -> str | None:
     if task_config.get("output_type") != "generate_until":
         return None
@@ -103,7 +119,7 @@ def task_card(results: Mapping[str, Any], task: str, samples: Sequence[Mapping[s
         "task": task, "task_version": (results.get("versions") or {}).get(task),
         "template_tier": (task_config.get("metadata") or {}).get("template_tier", "default"),
         "prompt_sha256": _sha256_lines([str(s.get("prompt_hash")) for s in ordered]),
-        "chat_template_sha256": results.get("chat_template_sha"),
+        "chat_template_sha256": _chat_template(results, task_config),
         "system_instruction_sha256": results.get("system_instruction_sha"),
         "shots": (results.get("n-shot") or {}).get(task, task_config.get("num_fewshot", 0)),
         "decoding": _decoding(task_config, config),

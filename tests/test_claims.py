@@ -250,3 +250,31 @@ def test_stock_hf_on_our_converted_folder_is_the_packaged_models_card():
     assert cards[0]["weights"] == f"GGUF sha256={GEMMA3_270M.gguf_sha256}"
     other = {**stock, "model_args": f"pretrained={folder.parent / 'gemma-3-270m-000000000000'}"}
     assert model_identity_of(other)[2].startswith("checkpoint ")  # not the pinned GGUF's folder
+
+
+def test_hf_metereds_own_chat_template_is_on_the_card_of_a_generative_task(embedded_lm):
+    """Trial 17 (N17_78): chat_template=auto (generation requests templated by hf-metered)
+    against chat_template=off was carded as 'nothing' differing, though every prompt the model
+    saw changed (parse failures +50 pp)."""
+    from lm_eval.utils import hash_string
+
+    from lm_eval_ext.backends.chat_template import ChatTemplatePolicy
+
+    tokenizer = embedded_lm.tokenizer
+    sha = ChatTemplatePolicy("auto", "hf-metered").template_sha256(tokenizer)
+    assert sha == hash_string(tokenizer.chat_template)  # lm-eval's chat_template_sha of it
+    assert ChatTemplatePolicy("off", "hf-metered").template_sha256(tokenizer) is None
+    samples = [{"doc_id": 0, "doc_hash": "a", "prompt_hash": "p"}]
+
+    def card(applied_by, output_type="generate_until", recorded=sha):
+        config = {"model": "hf-metered", "hf_metered": {
+            "generation_chat_template_applied_by": applied_by,
+            "generation_chat_template_sha256": recorded if applied_by else None}}
+        return task_card({"config": config, "configs": {"t": {"output_type": output_type}}},
+                         "t", samples)
+
+    assert differing_factors(card("hf-metered"), card(None)) == ["prompt"]
+    assert card("hf-metered")["chat_template_sha256"] == sha
+    assert card("hf-metered", recorded=None)["chat_template_sha256"] == (
+        "applied by hf-metered (its SHA-256 not recorded)")  # a results file from before
+    assert card("hf-metered", "multiple_choice")["chat_template_sha256"] is None  # loglik

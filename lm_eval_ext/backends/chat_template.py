@@ -13,6 +13,8 @@ and the samples log shows them, so neither may see a change made behind the user
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -73,6 +75,17 @@ class ChatTemplatePolicy:
                     "turn unless the run passes --apply_chat_template (chat_template=off: exactly "
                     "what --model hf sends)")
         return "prompts sent exactly as --model hf sends them (chat_template=off)"
+
+    def template_sha256(self, tokenizer: Any) -> str | None:
+        """The SHA-256 of the template this policy applied; None where it applied none.
+
+        As lm-eval's ``chat_template_sha`` of the same template, when the run templates.
+        """
+        if not self.applies(tokenizer):
+            return None
+        template = tokenizer.chat_template
+        text = template if isinstance(template, str) else json.dumps(template, sort_keys=True)
+        return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
     def applied_by(self, tokenizer: Any) -> str | None:
         """Who templated generation requests in this run: lm_eval, this model, or nobody."""

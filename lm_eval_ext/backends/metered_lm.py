@@ -258,6 +258,8 @@ class MeteredLM:
             "chat_template_mode": self.chat.mode if self.chat is not None else None,
             "generation_chat_template_applied_by":
                 self.chat.applied_by(tokenizer) if self.chat is not None else None,
+            "generation_chat_template_sha256":
+                self.chat.template_sha256(tokenizer) if self.chat is not None else None,
         }
 
     def get_model_info(self) -> dict[str, Any]:
