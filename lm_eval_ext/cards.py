@@ -5,7 +5,8 @@ lm-eval run has one; campaigns write it beside each cell as ``card.json``, and `
 lists every axis on which the compared runs differ, so that a comparison that changes two
 things at once is visible. ``prompt_sha256`` is the SHA-256 over the per-item prompt hashes in
 ``doc_id`` order (it changes with the prompt text, chat template or few-shot context);
-``item_set_sha256`` the SHA-256 over the sorted ``doc_hash`` values (the items evaluated).
+``item_set_sha256`` the SHA-256 over the sorted item keys (our tasks' ``doc.item_key``, else
+``doc_hash``: the items evaluated).
 """
 
 from __future__ import annotations
@@ -50,6 +51,17 @@ def model_identity(config: Mapping[str, Any]) -> tuple[str, str | None, str]:
 def gguf_identity(model: str, gguf_sha256: str) -> tuple[str, str, str]:
     """(model name, revision, weights) of a checkpoint converted from a GGUF file: its SHA-256."""
     return model, gguf_sha256, f"GGUF sha256={gguf_sha256}"
+
+
+def _item_id(sample: Mapping[str, Any]) -> str:
+    """An item as the item set counts it.
+
+    Our tasks' ``item_key`` (the same item under every template tier, whose doc differs), else
+    lm-eval's ``doc_hash``.
+    """
+    doc = sample.get("doc")
+    key = doc.get("item_key") if isinstance(doc, Mapping) else None
+    return str(key or sample.get("doc_hash"))
 
 
 def _chat_template(results: Mapping[str, Any], task_config: Mapping[str, Any]) -> str | None:
@@ -127,7 +139,7 @@ def task_card(results: Mapping[str, Any], task: str, samples: Sequence[Mapping[s
                          else "loglik"),
         "precision": metering.get("precision", _precision_of(config.get("model_dtype"))),
         "batch_size": str(metering.get("batch_size", config.get("batch_size"))),
-        "item_set_sha256": _sha256_lines(sorted(str(s.get("doc_hash")) for s in samples)),
+        "item_set_sha256": _sha256_lines(sorted(_item_id(s) for s in samples)),
         "n_items": len(samples),
         "judge_rubrics": dict(judge_rubrics or {}),
         "packages": {"lm_eval": results.get("lm_eval_version"),

@@ -278,3 +278,19 @@ def test_hf_metereds_own_chat_template_is_on_the_card_of_a_generative_task(embed
     assert card("hf-metered", recorded=None)["chat_template_sha256"] == (
         "applied by hf-metered (its SHA-256 not recorded)")  # a results file from before
     assert card("hf-metered", "multiple_choice")["chat_template_sha256"] is None  # loglik
+
+
+def test_a_template_tier_is_a_prompt_change_on_the_same_items():
+    """Trial 17 (N17_86): `--metadata template_tier=cot` against the default was carded as a
+    change of items and prompt (the tier's docs hash differently), and recommend refused it
+    as 'other items'."""
+    default = [{"doc_id": 0, "doc": {"item_key": "bbq:Age:772"}, "doc_hash": "d1",
+                "prompt_hash": "p1"}]
+    cot = [{"doc_id": 0, "doc": {"item_key": "bbq:Age:772", "tier": "cot"}, "doc_hash": "d2",
+            "prompt_hash": "p2"}]
+    cards = [task_card({"config": {}, "configs": {"t": {"metadata": {"template_tier": tier}}}},
+                       "t", samples) for tier, samples in (("default", default), ("cot", cot))]
+    assert differing_factors(*cards) == ["prompt"]
+    upstream = [{"doc_id": 0, "doc": {"question": "q"}, "doc_hash": "d3", "prompt_hash": "p1"}]
+    assert task_card({"config": {}}, "t", upstream)["item_set_sha256"] != cards[0][
+        "item_set_sha256"]  # no item key: lm-eval's doc hash

@@ -7,6 +7,7 @@ the instrument, and an analysis folder that `analyze` did not finish.
 
 from __future__ import annotations
 
+import hashlib
 import shutil
 
 import pytest
@@ -162,9 +163,15 @@ def test_a_candidate_of_other_items_alone_is_refused(capsys, tmp_path):
     fewer = write_run(tmp_path / "few", "bbq_instrument_loglik", rows[:500], answers[:500],
                       energy_joules=5000.0, inference_seconds=50.0)
     line = _pilot_refused(f"m0={ref}", f"m4={fewer}", tmp_path, capsys, intersection=True)
+
+    def item_set(chosen) -> str:  # by hand: the sorted item keys, one per line
+        text = "".join(f"{key}\n" for key in sorted(r["item_key"] for r in chosen))
+        return hashlib.sha256(text.encode()).hexdigest()[:12]
+
     assert line == (
         f"lm-eval-ext: error: recommend: in {tmp_path / 'pilot'} run m4 differs from the "
-        "reference m0 in its items (item_set_sha256: 74c71ab31b38 -> c5ffab4dd4ef; n_items: "
+        f"reference m0 in its items (item_set_sha256: {item_set(rows)} -> "
+        f"{item_set(rows[:500])}; n_items: "
         "600 -> 500); a card certifies a protocol change on the same items, and the pilot's "
         "deltas on the shared items cannot vouch for another item set: analyse runs of one task "
         "and --limit, and let recommend choose a smaller subset of the reference itself "
