@@ -124,6 +124,22 @@ def test_regression_zero_se_with_identical_answers_is_not_equivalent_at_look_1()
     assert look.tost_ci[1] == pytest.approx(exact.high, rel=1e-9) and exact.high > 0.2
 
 
+def test_the_full_family_mde_is_not_zero_when_no_item_changed():
+    """Trial 17 (N17_55): arms that agreed on all 8 items recorded mde_at_full_family 0.0,
+    an MDE that claims every effect was detectable."""
+    from lm_eval_ext.campaign.sequential_evaluation import full_family_mde
+
+    assert full_family_mde(PLAN, 0.0, 8, 16) == {
+        "mde_at_full_family": None,
+        "mde_note": "the standard error is 0: the arms agree on every item so far, so the looks "
+                    "give no MDE (0 pp would claim every effect detectable)"}
+    assert full_family_mde(PLAN, float("nan"), 4, 16)["mde_at_full_family"] is None
+    # by hand: (last boundary + z_beta) x the SE at the whole family (SE x sqrt(n / N))
+    z_last, z_beta = PLAN.boundaries()[-1], stats.norm.isf(PLAN.beta)
+    assert full_family_mde(PLAN, 0.02, 500, 2000)["mde_at_full_family"] == pytest.approx(
+        (z_last + z_beta) * 0.02 * 0.5)
+
+
 def test_zero_discordance_settles_only_when_the_exact_bound_is_inside_the_margin():
     last = len(FRACTIONS) - 1
     a_last = PLAN.look_alphas()[-1]

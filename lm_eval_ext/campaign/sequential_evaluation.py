@@ -245,9 +245,28 @@ def run_sequential(out: str | Path, reference: Arm, candidate: Arm, *, metric: s
                         "joules_spent": joules,
                         "joules_saved_estimate": None if joules is None else
                         joules / len(ref) * (n_total - len(ref)),
-                        "mde_at_full_family": final_mde(plan, se * (len(ref) / n_total) ** 0.5)
-                        if se == se else None})
+                        **full_family_mde(plan, se, len(ref), n_total)})
         (out / "sequential.json").write_text(json.dumps(outcome, indent=2, default=str) + "\n")
         if look.decision != CONTINUE:
             break
     return outcome
+
+
+def full_family_mde(plan: SequentialPlan, se: float, n_seen: int, n_total: int
+                    ) -> dict[str, float | str | None]:
+    """``mde_at_full_family`` from a look's standard error, scaled to the whole family.
+
+    None, with ``mde_note`` saying why, where the SE gives no MDE: undefined (too few units),
+    or 0 (the arms agree on every item so far: an MDE of 0 pp would claim every effect
+    detectable).
+    """
+    if not se == se:  # NaN
+        return {"mde_at_full_family": None,
+                "mde_note": "no standard error yet (fewer than 2 natural units)"}
+    if se <= 0:
+        return {"mde_at_full_family": None,
+                "mde_note": ("the standard error is 0: the arms agree on every item so far, so "
+                             "the looks give no MDE (0 pp would claim every effect "
+                             "detectable)")}
+    return {"mde_at_full_family": final_mde(plan, se * (n_seen / n_total) ** 0.5),
+            "mde_note": None}
