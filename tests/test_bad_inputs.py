@@ -485,6 +485,28 @@ def test_an_analysis_another_process_finished_meanwhile_is_kept_and_this_one_ref
     assert [p.name for p in tmp_path.iterdir()] == ["out"]
 
 
+def test_an_analysis_that_arrived_during_the_work_is_named_as_another_processes(tmp_path):
+    """Trial 17 (N17_67): two compare-harness into one new --out: the one whose re-check found
+    the other's report was told it 'holds an earlier analysis ... pass --overwrite', which
+    would replace the other process's result."""
+    from lm_eval_ext.analysis.errors import AnalysisInputError
+    from lm_eval_ext.analysis.report import check_output_folder, write_folder
+
+    out = tmp_path / "out"
+    earlier = check_output_folder(out)  # new: nothing to replace
+    out.mkdir()
+    (out / "harness_report.md").write_text("theirs")  # the other command, done first
+    with pytest.raises(AnalysisInputError) as refused:
+        write_folder(out, False, lambda staging: {}, "harness_report.md", earlier)
+    assert str(refused.value) == (
+        f"--out {out} was written by another process while this one worked (it was new or "
+        "empty when this command started); nothing of this run was written: run it again with "
+        "a new --out")
+    assert (out / "harness_report.md").read_text() == "theirs"
+    with pytest.raises(AnalysisInputError, match="holds an earlier analysis; choose a new"):
+        write_folder(out, False, lambda staging: {}, "harness_report.md", earlier=True)
+
+
 def test_a_run_without_energy_is_named_not_measured_not_another_source():
     """Trial 17 (N17_43): stock hf (no metering) against hf-metered without an energy counter
     read "different energy sources (None vs unavailable)"."""

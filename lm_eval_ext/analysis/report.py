@@ -58,20 +58,32 @@ def analyze_to_folder(reference, runs, out: str | Path, *, overwrite: bool = Fal
     from lm_eval_ext.analysis.pipeline import analyze
 
     out = Path(out)
-    check_output_folder(out, overwrite=overwrite)
+    earlier = check_output_folder(out, overwrite=overwrite)
     result = analyze(reference, runs, **settings)
-    return result, write_folder(out, overwrite, lambda staging: write_outputs(result, staging))
+    return result, write_folder(out, overwrite, lambda staging: write_outputs(result, staging),
+                                earlier=earlier)
 
 
 def write_folder(out: Path, overwrite: bool, write: Callable[[Path], dict[str, Path]],
-                 marker: str = "report.md") -> dict[str, Path]:
+                 marker: str = "report.md", earlier: bool = False) -> dict[str, Path]:
     """``write(folder)`` into a staging folder swapped in as ``out`` whole; paths under ``out``.
 
-    ``out`` is checked again (:func:`check_output_folder`) in case it changed during the work.
+    ``out`` is checked again (:func:`check_output_folder`) in case it changed during the work;
+    ``earlier``: whether the first check found an earlier analysis (if not, one there now is
+    another process's, written meanwhile).
     """
+    from lm_eval_ext.analysis.errors import AnalysisInputError
     from lm_eval_ext.files import folder_written_whole
 
-    check_output_folder(out, overwrite=overwrite, marker=marker)
+    try:
+        check_output_folder(out, overwrite=overwrite, marker=marker)
+    except AnalysisInputError:
+        if not earlier and out.is_dir() and any(out.iterdir()):
+            raise AnalysisInputError(
+                f"--out {out} was written by another process while this one worked (it was "
+                "new or empty when this command started); nothing of this run was written: run "
+                "it again with a new --out") from None
+        raise
     with folder_written_whole(out, replace=overwrite) as staging:  # another writer's: kept
         paths = write(staging)
     return {name: out / path.relative_to(staging) for name, path in paths.items()}

@@ -39,11 +39,11 @@ def compare_and_report(harness_runs: Sequence[str], out: str | Path, *, n_resamp
     from lm_eval_ext.cross_harness import compare_harnesses, read_harness_runs, write_harness_report
 
     out, marker = Path(out), "harness_report.md"
-    check_output_folder(out, overwrite=overwrite, marker=marker)
+    earlier = check_output_folder(out, overwrite=overwrite, marker=marker)
     runs = read_harness_runs(harness_runs)
     comparison = compare_harnesses(runs, n_resamples=n_resamples, seed=seed, level=level)
     report = write_folder(out, overwrite, lambda staging: {
-        "report": write_harness_report(comparison, runs, staging)}, marker)["report"]
+        "report": write_harness_report(comparison, runs, staging)}, marker, earlier)["report"]
     print("\n".join(comparison.total_lines()))
     print(f"report: {report}")
     return 0
