@@ -669,6 +669,41 @@ def _build_user_tasks(args: argparse.Namespace) -> None:
                                model_args_of(args.metadata))
 
 
+def _has_chat_template(folder: Path) -> bool | None:
+    """Whether a local model folder's tokenizer has a chat template (None: no tokenizer here)."""
+    if (folder / "chat_template.jinja").is_file() or (folder / "chat_template.json").is_file():
+        return True
+    config = folder / "tokenizer_config.json"
+    if not config.is_file():
+        return None
+    try:
+        return bool(json.loads(config.read_text(encoding="utf-8")).get("chat_template"))
+    except (OSError, UnicodeDecodeError, ValueError, AttributeError):
+        return None
+
+
+def check_chat_template_exists(model_args: Mapping[str, object]) -> None:
+    """``--apply_chat_template`` for a model whose tokenizer has no chat template.
+
+    transformers raises "Cannot use chat template functions" after the load: refused for a
+    packaged base model (its template removed at conversion) and a local folder without one.
+    """
+    from lm_eval_ext.backends.packaged_models import PACKAGED
+
+    pretrained = model_args.get("pretrained")
+    if not isinstance(pretrained, str):
+        return
+    packaged = PACKAGED.get(pretrained)
+    base = packaged.base_model if packaged is not None else (
+        Path(pretrained).expanduser().is_dir()
+        and _has_chat_template(Path(pretrained).expanduser()) is False)
+    if base:
+        raise PreflightError(f"--apply_chat_template: pretrained={pretrained} has no chat "
+                             "template (a base model: its tokenizer defines none), so lm-eval "
+                             "cannot apply one; leave --apply_chat_template out (its prompts "
+                             "then go as they are)")
+
+
 def _task_names(args: argparse.Namespace) -> list[str]:
     """The task names of ``--tasks`` (its values split at commas, as lm-eval splits them)."""
     return [name.strip() for value in args.tasks or [] for name in value.split(",")]
@@ -687,6 +722,8 @@ def _check_options(args: argparse.Namespace, from_file: Mapping[str, object]) ->
         check_model_name(args.model)
         model_args = model_args_of(args.model_args)
         check_stock_pretrained(args.model, model_args)
+        if args.apply_chat_template is not None:
+            check_chat_template_exists(model_args)
         if isinstance(model_args.get("device"), str):
             check_device(model_args["device"], "--model_args device=")
     if args.tasks:

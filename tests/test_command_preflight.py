@@ -282,3 +282,25 @@ def test_a_local_path_that_does_not_exist_is_named(tmp_path, embedded_checkpoint
         "exist; pass an existing model folder or a hub id")
     check_command_line(["--tasks", "bbq_subset_25pct", "--model", "hf", "--model_args",
                         f"pretrained={embedded_checkpoint}"])  # followed (a model folder)
+
+
+def test_a_chat_template_for_a_base_model_is_refused_before_the_load():
+    """Trial 17 (N17_104): --apply_chat_template with the packaged Gemma (its template removed
+    at conversion) gave transformers' 58-line "Cannot use chat template functions" traceback
+    after the load; the same for stock hf given the converted folder."""
+    from lm_eval_ext.backends.packaged_models import GEMMA3_270M
+
+    folder = GEMMA3_270M.checkpoint_dir()
+    for model, pretrained in (("hf-metered", "gemma3-270m"), ("hf", str(folder))):
+        with pytest.raises(PreflightError) as refused:
+            check_command_line(["--model", model, "--model_args", f"pretrained={pretrained}",
+                                "--apply_chat_template", "--tasks", "bbq_subset_12p5pct_loglik"])
+        assert str(refused.value) == (
+            f"--apply_chat_template: pretrained={pretrained} has no chat template (a base model: "
+            "its tokenizer defines none), so lm-eval cannot apply one; leave "
+            "--apply_chat_template out (its prompts then go as they are)")
+        check_command_line(["--model", model, "--model_args", f"pretrained={pretrained}",
+                            "--tasks", "bbq_subset_12p5pct_loglik"])  # followed
+    # the embedded model has one (no pretrained: hf-metered's default)
+    check_command_line(["--model", "hf-metered", "--apply_chat_template", "--tasks",
+                        "bbq_subset_12p5pct_loglik"])
