@@ -227,6 +227,10 @@ def test_analyze_only_on_a_missing_folder_is_an_error(tmp_path, capsys, data_dir
     (["--judge-model-args", "device=meta", "--device", "cpu"],
      "judge: --judge-model-args device=meta and --device cpu both set the judge's device; give "
      "it once (--device cpu, or device= in --judge-model-args)"),
+    # trial 17 (N17_112): lm-eval's "--batch_size", which judge does not have
+    (["--judge-model-args", "batch_size=4", "--batch-size", "2"],
+     "judge: --judge-model-args batch_size=4 and --batch-size 2 both set the judge's batch "
+     "size; give it once (--batch-size 2, or batch_size= in --judge-model-args)"),
     # trial 12: the judge ran in bf16 (the last value) without a word
     (["--judge-model-args", "precision=fp32,precision=bf16"],
      "hf-metered: model arg precision is given twice (the second would win without a "

@@ -23,7 +23,7 @@ class JudgeSettings:
     model: str = "hf-metered"
     model_args: str = ""
     limit: int | None = None
-    batch_size: int = 8
+    batch_size: int | None = None  # batch_size= of model_args, else 8
     device: str | None = None
 
 

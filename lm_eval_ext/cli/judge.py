@@ -14,7 +14,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     judge.add_argument("--judge-model", default="hf-metered", help="any lm-eval model name")
     judge.add_argument("--judge-model-args", "--judge-model_args", dest="judge_model_args", default="",
                        help="its model_args (empty: the embedded model)")
-    judge.add_argument("--batch-size", type=positive_int, default=8, help="judge prompts per batch")
+    judge.add_argument("--batch-size", type=positive_int,
+                       help="judge prompts per batch (default: batch_size= of "
+                            "--judge-model-args, else 8)")
     judge.add_argument("--device", help="e.g. cuda:0 or cpu (default: the model's)")
     judge.add_argument("--max-gen-toks", type=positive_int, default=96,
                        help="tokens the judge may generate per verdict")

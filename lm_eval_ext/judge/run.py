@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import time
 from collections import Counter
 from collections.abc import Sequence
@@ -76,10 +77,16 @@ def _item_fields(doc: dict[str, Any], answer: str | None, reasoning: str | None)
             "reasoning": (reasoning or "").strip()}
 
 
-def judge_model_class(model: str, model_args: str, device: str | None = None) -> type:
+#: judge prompts per batch where neither --batch-size nor the judge's model args give one
+DEFAULT_BATCH_SIZE = 8
+
+
+def judge_model_class(model: str, model_args: str, device: str | None = None,
+                      batch_size: int | None = None) -> type:
     """The registered lm-eval model class, with its args checked where it can (no load).
 
-    ``device``: the judge's ``--device``, which its model args must not set again.
+    ``device``, ``batch_size``: the judge's ``--device`` and ``--batch-size``, which its model
+    args must not set to another value.
     """
     from lm_eval.api.registry import get_model
 
@@ -106,6 +113,12 @@ def judge_model_class(model: str, model_args: str, device: str | None = None) ->
                                    ("--judge-model", "--judge-model-args"))
         except PreflightError as exc:
             raise ConfigError(f"judge: {exc}") from None
+    if batch_size is not None and "batch_size" in given \
+            and given["batch_size"].strip() != str(batch_size):
+        raise ConfigError(f"judge: --judge-model-args batch_size={given['batch_size']} and "
+                          f"--batch-size {batch_size} both set the judge's batch size; give it "
+                          f"once (--batch-size {batch_size}, or batch_size= in "
+                          "--judge-model-args)")
     if device is not None and "device" in given:
         raise ConfigError(f"judge: --judge-model-args device={given['device']} and --device "
                           f"{device} both set the judge's device; give it once (--device "
@@ -113,7 +126,7 @@ def judge_model_class(model: str, model_args: str, device: str | None = None) ->
     return model_class
 
 
-def load_judge_model(model: str, model_args: str, batch_size: int, device: str | None):
+def load_judge_model(model: str, model_args: str, batch_size: int | None, device: str | None):
     """Any registered lm-eval model (hf-metered and the task folders registered first)."""
     import torch
 
@@ -222,14 +235,21 @@ def _judging_differences(target: JudgeTarget, judge: dict[str, Any], rubrics: Se
 
 
 def judge_run(run_dir: str | Path, *, model: str = "hf-metered", model_args: str = "",
-              batch_size: int = 8, device: str | None = None, max_gen_toks: int = 96,
-              limit: int | None = None, rubrics: Sequence[str] = tuple(RUBRICS),
+              batch_size: int | None = None, device: str | None = None,
+              max_gen_toks: int = 96, limit: int | None = None,
+              rubrics: Sequence[str] = tuple(RUBRICS),
               overwrite: bool = False) -> list[dict[str, Any]]:
-    """Judge every generative task under ``run_dir``; one summary per task."""
+    """Judge every generative task under ``run_dir``; one summary per task.
+
+    ``batch_size``: judge prompts per batch (None: ``batch_size=`` of ``model_args``, else 8).
+    """
     unknown = [name for name in rubrics if name not in RUBRICS]
     if unknown:
         raise ConfigError(f"unknown rubrics {unknown}; available: {', '.join(RUBRICS)}")
-    judge_model_class(model, model_args, device)  # a misspelled model or arg costs no work
+    judge_model_class(model, model_args, device, batch_size)  # a misspelled model or arg: no work
+    if batch_size is None:
+        batch_size = (None if re.search(r"(^|,)\s*batch_size\s*=", model_args)
+                      else DEFAULT_BATCH_SIZE)
     targets = find_targets(run_dir)
     judge = {"model": model, "model_args": model_args, "batch_size": batch_size}
     chosen = [RUBRICS[n] for n in rubrics]
