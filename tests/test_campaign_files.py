@@ -95,6 +95,27 @@ def test_the_dry_run_refuses_what_the_run_would(text, message, tmp_path, capsys)
     assert message in _refused("campaign", text, tmp_path, capsys)
 
 
+def test_the_dry_run_checks_a_user_set_parent_as_hf_metered_would(tmp_path, capsys):
+    """Trial 17 (N17_83): a condition's own answers_from, its parent run with idle_seconds=0
+    and the cell without: --dry-run passed, the run failed the cell at load (its console line
+    cut mid-word)."""
+    import json
+
+    parent = tmp_path / "b1" / "results_2026-01-01T00-00-00.000000.json"
+    parent.parent.mkdir()
+    parent.write_text(json.dumps({"config": {
+        "model_args": "idle_seconds=0", "hf_metered": {"model_class": "hf-metered"},
+        "metering": {"batch_size": 1}}, "configs": {}}))
+    text = (f"models: {{m: answers_from={parent}}}\n"
+            "tasks: [bbq_subset_12p5pct_loglik]\nconditions: {M0: {}}\n")
+    assert _refused("campaign", text, tmp_path, capsys) == (
+        f"lm-eval-ext: error: cell m__M0__bbq_subset_12p5pct_loglik: hf-metered: "
+        f"answers_from={parent}: model args differ from the parent's (idle_seconds: 0.0 "
+        "(parent) vs <absent> (this run); a derived run's joules are its parent's, measured "
+        "with the parent's metering args); run with the parent's model args, or without "
+        "answers_from")
+
+
 def test_conditions_of_other_limits_are_compared_on_their_shared_items(tmp_path, data_dir):
     """M0 `limit: 24` against M4 `limit: 16` (the derived-cell docs' shape) failed at every
     analysis: "evaluated different items ... or pass --intersection", which `campaign` lacks."""

@@ -450,6 +450,8 @@ def test_a_failed_cell_line_names_the_reason_from_its_log():
     assert failure_reason(log) == ("lm_eval: error: hf-metered: precision='int3' is not valid; "
                                    "use one of bf16")
     assert failure_reason("all good\n") is None
+    long = "lm_eval: error: " + "x" * 300 + "; run with the parent's model args"
+    assert failure_reason(f"{long}\n") == long  # trial 17 (N17_83): cut at 200, before the fix
 
 
 @pytest.mark.parametrize("command", ["campaign", "grid"])

@@ -42,14 +42,15 @@ def check_model_args(model_args: str, batch_size: Any, where: str,
 
     from lm_eval_ext.backends.lm_eval_names import MODELS
     from lm_eval_ext.backends.model_args import check_batch_size
-    from lm_eval_ext.backends.parent_run import read_parent_results
+    from lm_eval_ext.backends.parent_run import load_parent
 
     try:
         module, name = MODELS[backend].split(":")
         getattr(importlib.import_module(module), name).check_model_args(model_args)
-        parent = parse_model_args(model_args, where).get("answers_from")
-        if parent:
-            read_parent_results(Path(parent).expanduser(), f"{backend}: answers_from={parent}")
+        args = parse_model_args(model_args, where)
+        if args.get("answers_from"):  # the parent checks hf-metered makes before its load
+            load_parent(Path(str(args["answers_from"])).expanduser(), backend, args,
+                        {"batch_size": batch_size})
     except ConfigError as exc:
         raise ConfigError(f"{where}: {exc}") from None
     try:

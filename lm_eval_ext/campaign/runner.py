@@ -127,7 +127,7 @@ def failure_reason(log: str) -> str | None:
     for line in reversed(log.strip().splitlines()):
         text = line.strip()
         if "error" in text.lower() or text.startswith(("Traceback", "raise ")):
-            return text[:200]
+            return text  # whole: the fix is at the end of our lines
     return None
 
 
