@@ -78,7 +78,16 @@ def test_prepared_rows_are_cached_by_content_and_a_bad_cache_is_ignored(data_dir
         own.write_text(json.dumps({"key": "someone_else", "rows": [{"unit_id": "x"}]}))
         bbq._load.cache_clear()
         assert bbq.load_bbq_unit_rows(units) == expected
-        assert json.loads(own.read_text())["key"] == own.stem
+        header, rows = own.read_text().split("\n", 1)
+        assert json.loads(header)["key"] == own.stem
+        # trial 17 (N17_110): one label edited, the file still valid JSON under its key, was
+        # used without a word (data fingerprint printed another fingerprint for the pinned data)
+        edited = rows.replace('"label": 2', '"label": 0', 1)
+        assert edited != rows
+        own.write_text(f"{header}\n{edited}")
+        bbq._load.cache_clear()
+        assert bbq.load_bbq_unit_rows(units) == expected
+        assert own.read_text() == f"{header}\n{rows}"  # rebuilt
         assert not any((tmp_path / "prepared").glob("*.pickle"))
     finally:
         bbq._all_rows.cache_clear()

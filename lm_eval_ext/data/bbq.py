@@ -174,25 +174,29 @@ def _sweep_partials(folder: Path) -> None:
 def _cached(path: Path, build: Callable[[], tuple[Any, ...]]) -> tuple[Any, ...]:
     """The rows stored at ``path``; else ``build()``, stored there whole or not at all.
 
-    Stored as JSON, which cannot run code, and checked against its key (the file's name). A
-    shared cache folder (``LM_EVAL_EXT_CACHE`` on a cluster) is read by every user: a file there
-    is only data, and one whose key is not its name is rebuilt, not trusted.
+    Stored as JSON, which cannot run code: a header line with the key (the file's name) and
+    the SHA-256 of the rows' JSON below it. A shared cache folder (``LM_EVAL_EXT_CACHE`` on a
+    cluster) is read by every user: a file there is only data, and one whose key is not its
+    name, or whose rows were edited or cut, is rebuilt, not trusted.
     """
     try:
-        with open(path, encoding="utf-8") as handle:
-            stored = json.load(handle)
-        if isinstance(stored, dict) and stored.get("key") == path.stem and isinstance(
-                stored.get("rows"), list):
-            return tuple(stored["rows"])
+        header, _, body = path.read_bytes().partition(b"\n")
+        meta = json.loads(header)
+        if isinstance(meta, dict) and meta.get("key") == path.stem \
+                and meta.get("rows_sha256") == hashlib.sha256(body).hexdigest():
+            rows = json.loads(body)
+            if isinstance(rows, list):
+                return tuple(rows)
     except (OSError, ValueError):
         pass
     value = build()
+    body = json.dumps(list(value), ensure_ascii=False).encode("utf-8")
+    header = json.dumps({"key": path.stem, "rows_sha256": hashlib.sha256(body).hexdigest()})
     try:  # an unwritable cache only costs time
         path.parent.mkdir(parents=True, exist_ok=True)
         _sweep_partials(path.parent)
         partial = path.with_suffix(f".{os.getpid()}.tmp")
-        with open(partial, "w", encoding="utf-8") as handle:
-            json.dump({"key": path.stem, "rows": list(value)}, handle, ensure_ascii=False)
+        partial.write_bytes(header.encode("utf-8") + b"\n" + body)
         os.replace(partial, path)
     except OSError:
         pass
