@@ -104,3 +104,21 @@ def test_analyze_grid_without_the_paired_runs_says_what_grid_needs(tmp_path, cap
         "compares --runs with --reference (e.g. two models' runs of one configuration: analyze "
         "--reference a=CELL_A --runs b=CELL_B --grid CELL ... --out DIR; `lm-eval-ext grid` "
         "analyses its own cells)")
+
+
+def test_a_grid_folders_status_needs_no_grid_file(tmp_path, capsys):
+    """Trial 17 (N17_135): `grid --help` says --status reads the copy --out keeps, but grid
+    required GRID.yaml (argparse's error)."""
+    from lm_eval_ext.campaign.store import CampaignFolder
+    from lm_eval_ext.cli import main as cli_main
+
+    raw = grid_campaign({"models": {"a": "", "b": "precision=bf16"},
+                         "benchmarks": ["bbq_subset_12p5pct"], "scoring_path": ["loglik"]})
+    folder = CampaignFolder(tmp_path / "g")
+    folder.bind(build_spec(raw), yaml.safe_dump(raw, sort_keys=False))  # as `grid` binds it
+    assert cli_main.main(["grid", "--out", str(folder.root), "--status"]) == 1
+    assert capsys.readouterr().out.strip().splitlines()[-1].endswith("2 cells: 2 pending")
+    assert cli_main.main(["grid", "--out", str(tmp_path / "none"), "--status"]) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"lm-eval-ext: error: give GRID.yaml: {tmp_path / 'none'} keeps no campaign.yaml from an "
+        "earlier grid run")

@@ -43,7 +43,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                           help="its model_args (default: none, the embedded model)")
     _add_cell_options(campaign)
     grid = sub.add_parser("grid", help="models x configuration axes, then rank flips")
-    grid.add_argument("spec", help="GRID.yaml")
+    grid.add_argument("spec", nargs="?", help="GRID.yaml (with none, the copy --out keeps)")
     _add_cell_options(grid)
 
 
@@ -79,8 +79,10 @@ def run(args: argparse.Namespace) -> int:
     from lm_eval_ext.campaign import campaign_source, dry_run, run_campaign, status_lines
 
     _refuse_unused_options(args)
-    spec, source = campaign_source(
-        _spec_path(args), grid=args.command == "grid", preset=getattr(args, "preset", None),
+    spec_path = _spec_path(args)
+    spec, source = campaign_source(  # the copy --out keeps is a campaign, a grid's too
+        spec_path, grid=args.command == "grid" and spec_path == args.spec,
+        preset=getattr(args, "preset", None),
         preset_options={k: getattr(args, k, None) for k in
                         ("model_args", "tasks", "path", "large_batch", "limit", "execution")})
     if args.status:
@@ -128,8 +130,15 @@ def run(args: argparse.Namespace) -> int:
 def _spec_path(args: argparse.Namespace) -> str | None:
     """The campaign file: as given, else (no preset either) the copy the folder keeps."""
     kept = Path(args.out) / "campaign.yaml"
-    if args.spec or getattr(args, "preset", None) or not kept.is_file():
+    if args.spec or getattr(args, "preset", None):
         return args.spec
+    if not kept.is_file():
+        if args.command == "grid":
+            from lm_eval_ext.errors import LmEvalExtError
+
+            raise LmEvalExtError(f"give GRID.yaml: {args.out} keeps no campaign.yaml from an "
+                                 "earlier grid run")
+        return None
     return str(kept)
 
 
