@@ -517,3 +517,33 @@ def test_a_run_without_energy_is_named_not_measured_not_another_source():
         "counter was readable)")
     assert energy_comparability({"energy_source": "nvml"}, {"energy_source": "rapl"}) == (
         "different energy sources (nvml vs rapl)")
+
+
+def test_nan_log_likelihoods_are_refused_at_the_run_and_in_the_analysis(rows, tmp_path):
+    """Trial 17 (N17_150, N17_151): fp16 NaN log-likelihoods were scored (the first option
+    chosen) and analysed as answers (+0.00 pp against fp32)."""
+    from lm_eval_ext.analysis.errors import AnalysisInputError
+    from lm_eval_ext.backends.metered_lm import refuse_undefined_scores
+
+    with pytest.raises(ConfigError) as refused:
+        refuse_undefined_scores("hf-metered", [(-1.5, False), (math.nan, False)])
+    assert str(refused.value) == (
+        "hf-metered: 1 of 2 log-likelihoods are NaN (the model's numbers overflowed, e.g. at "
+        "precision=fp16); nothing was saved: run at precision=bf16 or fp32")
+    refuse_undefined_scores("hf-metered", [(-1.5, False), (-0.2, True)])  # numbers pass
+    preds = simulate_predictions(rows, 0.5, np.random.default_rng(0))
+    ref = write_run(tmp_path / "ref", "bbq_subset_25pct_loglik", rows, preds)
+    run = write_run(tmp_path / "run", "bbq_subset_25pct_loglik", rows, preds)
+    [samples] = (tmp_path / "run").rglob("samples_*.jsonl")
+    lines = samples.read_text().splitlines()
+    first = json.loads(lines[2])
+    first["filtered_resps"] = [["nan", "False"]] * 3
+    lines[2] = json.dumps(first)
+    samples.write_text("\n".join(lines) + "\n")
+    with pytest.raises(AnalysisInputError) as refused:
+        analyze(ref, [run], **FAST)
+    assert str(refused.value) == (
+        f"{samples}: 1 of {len(rows)} items have a NaN log-likelihood (first: line 3, doc_id "
+        f"{first['doc_id']}): the model's numbers overflowed (e.g. precision=fp16) and the "
+        "argmax over NaN picked an answer no model gave; rerun that run at precision=bf16 or "
+        "fp32")

@@ -71,3 +71,20 @@ def test_gemma3_runs_by_name_through_lm_eval_as_a_base_model(tmp_path):
     samples = [json.loads(line) for line in
                next(tmp_path.rglob("samples_bbq_subset_25pct_2*.jsonl")).read_text().splitlines()]
     assert len(samples) == 4 and all(s["resps"][0][0] for s in samples)
+
+
+@pytest.mark.slow
+def test_gemma3_at_fp16_on_the_cpu_overflows_and_the_run_says_so(tmp_path):
+    """Trial 17 (N17_150): every log-likelihood NaN, yet rc 0 and a full metrics table (the
+    argmax over NaN picked the first option); fp32 on the same items gives numbers."""
+    argv = ["lm-eval-ext", "run", "--model", "hf-metered", "--tasks",
+            "bbq_subset_12p5pct_loglik", "--limit", "1", "--log_samples"]
+    fp16 = run_cli([*argv, "--model_args", "pretrained=gemma3-270m,precision=fp16,idle_seconds=0",
+                    "--output_path", str(tmp_path / "fp16")], env={"HF_HUB_OFFLINE": "1"})
+    assert fp16.returncode == 2 and fp16.stderr.strip().splitlines()[-1] == (
+        "lm-eval-ext: error: hf-metered: 3 of 3 log-likelihoods are NaN (the model's numbers "
+        "overflowed, e.g. at precision=fp16); nothing was saved: run at precision=bf16 or fp32")
+    assert not (tmp_path / "fp16").exists()
+    fp32 = run_cli([*argv, "--model_args", "pretrained=gemma3-270m,idle_seconds=0",
+                    "--output_path", str(tmp_path / "fp32")], env={"HF_HUB_OFFLINE": "1"})
+    assert fp32.returncode == 0, fp32.stderr[-2000:]  # followed

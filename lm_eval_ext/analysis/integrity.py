@@ -125,6 +125,31 @@ def check_samples(results: Mapping[str, Any], task: str, samples: Sequence[Mappi
                                        "results file hashed (task_hashes)")
     _check_means(results, task, config, samples, samples_file)
     _check_answers(results, task, samples, samples_file)
+    _check_numbers(config, samples, samples_file)
+
+
+def _check_numbers(config: Mapping[str, Any], samples: Sequence[Mapping[str, Any]],
+                   samples_file: Path) -> None:
+    """Log-likelihood answers are numbers: a NaN one (an overflow, e.g. fp16) chose nothing."""
+    if config.get("output_type") not in ("multiple_choice", "loglikelihood"):
+        return
+    undefined = [line for line, sample in enumerate(samples, start=1)
+                 if any(_is_nan(entry) for entry in sample.get("filtered_resps") or [])]
+    if undefined:
+        first = samples[undefined[0] - 1]
+        raise AnalysisInputError(
+            f"{samples_file}: {len(undefined)} of {len(samples)} items have a NaN "
+            f"log-likelihood (first: line {undefined[0]}, doc_id {first.get('doc_id')}): the "
+            "model's numbers overflowed (e.g. precision=fp16) and the argmax over NaN picked "
+            "an answer no model gave; rerun that run at precision=bf16 or fp32")
+
+
+def _is_nan(entry: Any) -> bool:
+    value = entry[0] if isinstance(entry, (list, tuple)) and entry else entry
+    try:
+        return math.isnan(float(value))
+    except (TypeError, ValueError):
+        return False
 
 
 def _check_answers(results: Mapping[str, Any], task: str, samples: Sequence[Mapping[str, Any]],

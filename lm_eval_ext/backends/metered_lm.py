@@ -19,6 +19,7 @@ lm-eval's two constructors merge ``--model_args`` with lm-eval's own flags
 
 from __future__ import annotations
 
+import math
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -29,7 +30,7 @@ from lm_eval_ext.backends import embedded_model, packaged_models
 from lm_eval_ext.backends.chat_template import ChatTemplatePolicy
 from lm_eval_ext.backends.model_args import merge_model_args
 from lm_eval_ext.backends.warm import WARM, WarmModel
-from lm_eval_ext.errors import ending_lm_eval_command
+from lm_eval_ext.errors import ConfigError, ending_lm_eval_command
 from lm_eval_ext.metering import Metering
 from lm_eval_ext.metering.derived import DERIVED_FLAG
 from lm_eval_ext.metering.modes import joined
@@ -182,6 +183,8 @@ class MeteredLM:
             answers = self.derived.run(self.metering, request_type, requests, serve,
                                        world_size=self.world_size, extras=self.metering_extras,
                                        originals=originals)
+        if request_type.startswith("loglikelihood"):
+            refuse_undefined_scores(self.MODEL_NAME, answers)
         self.answer_log.add(requests, answers)
         return answers
 
@@ -271,3 +274,17 @@ class MeteredLM:
         if self.INFO_KEY is not None:
             info[self.INFO_KEY] = self.wrapper_info()
         return info
+
+
+def refuse_undefined_scores(model: str, answers: Sequence[Any]) -> None:
+    """NaN log-likelihoods (activations that overflowed, e.g. fp16) stop the run in one line.
+
+    lm-eval would score them: the argmax over NaN picks the first option, a full metrics table
+    of answers no model gave.
+    """
+    scores = [answer[0] if isinstance(answer, tuple) else answer for answer in answers]
+    undefined = sum(1 for score in scores if isinstance(score, float) and math.isnan(score))
+    if undefined:
+        raise ConfigError(f"{model}: {undefined} of {len(scores)} log-likelihoods are NaN (the "
+                          "model's numbers overflowed, e.g. at precision=fp16); nothing was "
+                          "saved: run at precision=bf16 or fp32")
