@@ -108,6 +108,30 @@ def test_judge_scores_real_generations_and_analysis_reads_them(embedded_lm, tmp_
     assert not list((tmp_path / "gen").rglob("*.tmp"))  # files.write_text_atomic
 
 
+def test_a_second_judge_of_one_run_at_once_is_refused(tmp_path):
+    """Trial 17 (N17_154): two judge commands with other settings on one run at once both
+    exited 0; the folder kept one judging, the other overwritten without a word."""
+    import fcntl
+    import os
+
+    from lm_eval_ext.judge.run import judge_run
+
+    folder = tmp_path / "m"
+    folder.mkdir()
+    (folder / "results_2026-01-01T00-00-00.json").write_text(json.dumps(
+        {"configs": {"bbq_subset_12p5pct": {"output_type": "generate_until"}}}))
+    other = os.open(folder, os.O_RDONLY)  # the first judge, working
+    try:
+        fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        with pytest.raises(ConfigError) as refused:
+            judge_run(tmp_path, model_args="idle_seconds=0")
+    finally:
+        os.close(other)
+    assert str(refused.value) == (
+        f"{folder}: another judge command is judging this run now; let it finish, then run "
+        "this one (it reuses that judging, or names the settings that differ)")
+
+
 def test_judge_refuses_a_run_without_generations(tmp_path):
     from lm_eval_ext.judge.run import find_targets
 

@@ -17,12 +17,15 @@ null and Reasoning Quality 1, status ``non_substantive``.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import math
+import os
 import re
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -251,6 +254,40 @@ def judge_run(run_dir: str | Path, *, model: str = "hf-metered", model_args: str
         batch_size = (None if re.search(r"(^|,)\s*batch_size\s*=", model_args)
                       else DEFAULT_BATCH_SIZE)
     targets = find_targets(run_dir)
+    with _held(sorted({t.results_path.parent for t in targets})):
+        return _judge_targets(targets, model, model_args, batch_size, device, max_gen_toks,
+                              limit, rubrics, overwrite)
+
+
+@contextlib.contextmanager
+def _held(folders: Sequence[Path]) -> Iterator[None]:
+    """Each run folder for this judge alone.
+
+    A second judge at once could replace its scores with other settings' (run one after the
+    other, the second is refused or reuses them).
+    """
+    held: list[int] = []
+    try:
+        for folder in folders:
+            fd = os.open(folder, os.O_RDONLY)
+            held.append(fd)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise ConfigError(f"{folder}: another judge command is judging this run now; "
+                                  "let it finish, then run this one (it reuses that judging, "
+                                  "or names the settings that differ)") from None
+        yield
+    finally:
+        for fd in held:
+            os.close(fd)  # the lock goes with it
+
+
+def _judge_targets(targets: Sequence[JudgeTarget], model: str, model_args: str,
+                   batch_size: int | None, device: str | None, max_gen_toks: int,
+                   limit: int | None, rubrics: Sequence[str],
+                   overwrite: bool) -> list[dict[str, Any]]:
+    """:func:`judge_run`'s work on its targets, their folders held."""
     judge = {"model": model, "model_args": model_args, "batch_size": batch_size}
     chosen = [RUBRICS[n] for n in rubrics]
     done = {t.scores_path for t in targets if not overwrite and t.scores_path.exists()}
