@@ -159,6 +159,36 @@ def test_the_campaign_energy_table_is_relative_to_the_reference_with_intervals()
     assert energy_table(spec, {ids["M2"]: records[ids["M2"]]}, "m") is None  # no reference
 
 
+def test_each_benchmarks_cells_are_relative_to_its_own_reference_cell():
+    """Trial 17 (N17_164): BBQ and CrowS-Pairs x batch 1/2: every ratio was against the BBQ
+    M0 cell (CrowS-Pairs M0 'runtime 0.0916' against itself), and table1.md had no task column
+    to tell the two M0 rows apart."""
+    from lm_eval_ext.campaign.energy import energy_table
+    from lm_eval_ext.campaign.table1 import table1_markdown
+
+    raw = {"models": {"m": ""}, "tasks": [TASK, "crows_pairs_ext"],
+           "conditions": {"M0": {"batch_size": 1}, "M1": {"batch_size": 2}}}
+    spec = build_spec(raw)
+    seconds = {("M0", TASK): 50.0, ("M1", TASK): 25.0, ("M0", "crows_pairs_ext"): 4.0,
+               ("M1", "crows_pairs_ext"): 3.0}
+    records = {c.cell_id: {"n_items": 8, "inference_seconds": seconds[c.condition, c.task],
+                           "inference_seconds_se": 0.01, "execution_mode": "graph_replay"}
+               for c in spec.cells}
+    table = energy_table(spec, records, "m").set_index(["condition", "task"])
+    assert table.loc[("M0", "crows_pairs_ext"), "runtime_ratio"] == 1.0  # its own reference
+    assert table.loc[("M1", "crows_pairs_ext"), "runtime_ratio"] == pytest.approx(0.75)
+    assert table.loc[("M1", TASK), "runtime_ratio"] == pytest.approx(0.5)
+    del records[spec.cell("m", "M0", "crows_pairs_ext")[0].cell_id]
+    partial = energy_table(spec, records, "m").set_index(["condition", "task"])
+    assert partial.loc[("M1", "crows_pairs_ext"), "ratio_note"] == (
+        "its task crows_pairs_ext has no finished M0 cell to compare with")
+    assert pd.isna(partial.loc[("M1", "crows_pairs_ext"), "runtime_ratio"])
+    shown = table.reset_index().assign(**{k: None for k in (
+        "accuracy", "bias_s_dis", "bias_s_amb", "judge_bias_score", "judge_reasoning_quality",
+        "derived_from")})
+    assert "| condition | task | items |" in table1_markdown(shown, "m")
+
+
 def test_the_cards_saving_has_an_interval_and_names_a_mode_difference():
     from lm_eval_ext.analysis.recommendation import saving_interval
 

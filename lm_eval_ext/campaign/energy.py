@@ -46,17 +46,35 @@ def _row(cell: Cell, record: Mapping[str, Any]) -> dict[str, Any]:
 
 def energy_table(spec: CampaignSpec, records: Mapping[str, Mapping[str, Any]],
                  model: str) -> pd.DataFrame | None:
-    """Every finished cell of ``model`` against the reference cell (None: it is not done)."""
+    """Every finished cell of ``model`` against its reference cell (None: none is done).
+
+    A cell's reference is the reference condition's cell of its task, else (one task in the
+    reference condition: the subsets of the instrument) its only cell, as the comparisons
+    pair them; a cell with neither has no ratio, ``ratio_note`` says why.
+    """
     from lm_eval_ext.analysis.run_table import cost_ratios
 
-    refs = spec.cell(model, reference_condition(spec))
-    if not refs or refs[0].cell_id not in records:
+    condition = reference_condition(spec)
+    refs = spec.cell(model, condition)
+    if not any(ref.cell_id in records for ref in refs):
         return None
-    cells = [refs[0], *(c for c in spec.cells if c.model_label == model
-                        and c.cell_id in records and c is not refs[0])]
-    table = pd.DataFrame([_row(c, records[c.cell_id]) for c in cells])
-    table["is_reference"] = [True] + [False] * (len(cells) - 1)
-    return cost_ratios(table)
+    done = [c for c in spec.cells if c.model_label == model and c.cell_id in records
+            and c not in refs]
+    reference = {c.cell_id: next((r for r in refs if r.task == c.task),
+                                 refs[0] if len(refs) == 1 else None) for c in done}
+    groups = []
+    for ref in (r for r in refs if r.cell_id in records):
+        members = [c for c in done if reference[c.cell_id] is ref]
+        table = pd.DataFrame([_row(c, records[c.cell_id]) for c in (ref, *members)])
+        table["is_reference"] = [True] + [False] * len(members)
+        groups.append(cost_ratios(table))
+    alone = [c for c in done if reference[c.cell_id] is None
+             or reference[c.cell_id].cell_id not in records]
+    if alone:
+        groups.append(pd.DataFrame([_row(c, records[c.cell_id]) for c in alone]).assign(
+            is_reference=False, ratio_note=[f"its task {c.task} has no finished {condition} "
+                                            "cell to compare with" for c in alone]))
+    return pd.concat(groups, ignore_index=True)
 
 
 def _interval(row: pd.Series, ratio: str) -> str:

@@ -141,8 +141,10 @@ def table1_markdown(table: pd.DataFrame, model: str) -> str:
     from lm_eval_ext.analysis.report_markdown import markdown_table
 
     reference = table.iloc[0]["condition"]
+    # a condition of several tasks (two benchmarks) has a row per task: named by its task
+    tasks = {"task": table["task"]} if table["condition"].duplicated().any() else {}
     shown = pd.DataFrame({
-        "condition": table["condition"], "items": table["n_items"],
+        "condition": table["condition"], **tasks, "items": table["n_items"],
         "accuracy %": [_shown(r, "accuracy", 100) for _, r in table.iterrows()],
         "S_DIS": [_shown(r, "bias_s_dis") for _, r in table.iterrows()],
         "S_AMB": [_shown(r, "bias_s_amb") for _, r in table.iterrows()],
