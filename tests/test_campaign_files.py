@@ -85,6 +85,12 @@ def test_cell_clashes_and_string_conditions_are_named_as_what_they_are(text, mes
     ("tasks: [bbq_subset_12p5pct_loglik]\nconditions: {M0: {limit: true}}\n",
      "conditions.M0: limit: true: give a number of items (e.g. 8) or a fraction of each task "
      "in (0, 1) (e.g. 0.25), not true/false"),
+    ("models: {g: pretrained=gemma3-270m}\ntasks: [bbq_subset_12p5pct_loglik]\n"
+     "conditions: {M0: {apply_chat_template: true}}\n",  # trial 17 (N17_171): failed the cell
+     "cell g__M0__bbq_subset_12p5pct_loglik: --apply_chat_template: pretrained=gemma3-270m has "
+     "no chat template (a base model: its tokenizer defines none), so lm-eval cannot apply one; "
+     "leave --apply_chat_template out (its prompts then go as they are) (in the campaign file, "
+     "each lm_eval option is its flag's name without --)"),
     ("tasks: [bbq_subset_12p5pct_loglik]\nconditions: {M0: {metadata: {template_teir: cot}}}\n",
      "cell embedded__M0__bbq_subset_12p5pct_loglik: --metadata key 'template_teir' is not a task "
      "setting; did you mean 'template_tier'?"),

@@ -98,12 +98,18 @@ def _check_lm_eval_options(cell: Cell) -> None:
     """The cell's lm_eval options as ``lm-eval-ext run`` checks them on its command line."""
     import json
 
-    from lm_eval_ext.command_preflight import PreflightError, check_arguments_lm_eval_parses
+    from lm_eval_ext.command_preflight import (
+        PreflightError,
+        check_arguments_lm_eval_parses,
+        check_chat_template_exists,
+    )
     from lm_eval_ext.lm_eval_inputs import check_samples
 
     samples = cell.options.get("samples")
     try:
         check_arguments_lm_eval_parses(cell.lm_eval_argv("<cell>"))
+        if cell.options.get("apply_chat_template") not in (None, False):
+            check_chat_template_exists(parse_model_args(cell.model_args, cell.cell_id))
         if samples is not None:  # the items it names, in the order lm-eval labels them
             check_samples(json.dumps(samples) if isinstance(samples, Mapping) else str(samples),
                           [cell.task], cell.options.get("include_path"))
