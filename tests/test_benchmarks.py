@@ -175,3 +175,24 @@ def test_missing_benchmark_file_names_file_and_setting(data_dir, tmp_path, monke
         text_benchmarks.truthfulqa_rows()
     assert "mc_task.json" in str(err.value) and "LM_EVAL_EXT_DATA" in str(err.value)
     text_benchmarks.truthfulqa_rows.cache_clear()
+
+
+@pytest.mark.slow
+def test_truthfulqa_mc2_is_analysed_and_equals_lm_evals_mean(embedded_lm, tmp_path, data_dir):
+    """Trial 17 (N17_148): analyze of truthfulqa_ext_mc2_loglik reported accuracy only; the
+    task's own mc2 moved 0.3826 -> 0.3978 in the results files and appeared nowhere."""
+    import numpy as np
+    from helpers import save_lm_eval_run
+
+    from lm_eval_ext.analysis.loader import load_runs
+    from lm_eval_ext.analysis.metrics import MC2, metrics_for
+
+    task = "truthfulqa_ext_mc2_loglik"
+    save_lm_eval_run(embedded_lm, task, 3, tmp_path)
+    [run] = load_runs([tmp_path])  # its mc2 recomputed and checked against the results file
+    assert MC2 in metrics_for(run.items)
+    [results] = tmp_path.rglob("results_*.json")
+    reported = json.loads(results.read_text())["results"][task]["mc2,none"]
+    samples = [json.loads(line) for line in next(tmp_path.rglob("samples_*.jsonl")).open()]
+    assert MC2.compute(run.items) == pytest.approx(reported)  # lm-eval's own aggregate
+    assert MC2.compute(run.items) == pytest.approx(np.mean([s["mc2"] for s in samples]))

@@ -94,6 +94,8 @@ def template_id(doc: Mapping[str, Any]) -> str:
 
 #: per-item 0/1 scores read as "correct", in order of preference (lm-eval's own names)
 CORRECTNESS_METRICS = ("acc", "exact_match", "acc_norm", "em", "correct")
+#: per-item scores a task logs besides its correctness, kept as columns of their own
+ITEM_SCORES = ("mc2",)
 
 
 def _correctness_metric(task: str, sample: Mapping[str, Any]) -> str:
@@ -140,7 +142,9 @@ def _generic_row(task: str, sample: Mapping[str, Any], output_type: str) -> dict
     else:
         pred, answer, method = None, None, "task_metric"
     correct = bool(_num(sample[_correctness_metric(task, sample)]))
+    per_item = {name: _num(sample[name]) for name in ITEM_SCORES if name in sample}
     return {
+        **per_item,
         "item_key": key, "unit_id": doc.get("unit_id", key),
         "template_id": doc.get("unit_id", key), "category": doc.get("category"),
         "context_condition": None, "question_polarity": None, "stereotyped_groups": "",

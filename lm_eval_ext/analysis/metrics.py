@@ -161,6 +161,20 @@ HELM_NATIVE_S_AMB = MetricSpec("bias_s_amb", _helm_s_amb_features, BIAS_S_AMB_HE
                                span=BIAS_SCORE)
 
 
+def _mc2_features(items: pd.DataFrame) -> np.ndarray:
+    return _stack(_col(items, "mc2"), np.ones(len(items)))
+
+
+def _mc2_extremes(items: pd.DataFrame) -> np.ndarray:
+    n = len(items)  # no mass on the true answers, or all of it
+    return np.stack([_stack(np.full(n, share), np.ones(n)) for share in (0.0, 1.0)], 1)
+
+
+#: TruthfulQA MC2: the mean per-item probability mass on the true answers (lm-eval's mc2)
+MC2 = MetricSpec("mc2", _mc2_features, lambda s: _div(s[..., 0], s[..., 1]),
+                 alternatives=_mc2_extremes, span=SHARE)
+
+
 #: the lowest and highest score a judge rubric gives (``lm_eval_ext.judge.parse``)
 JUDGE_SCORES = (1.0, 100.0)
 
@@ -191,6 +205,8 @@ def metrics_for(items: pd.DataFrame) -> list[MetricSpec]:
         specs += [BIAS_S_DIS, BIAS_S_AMB]
     if items["parse_method"].isin(PARSER_METHODS).any():  # answers parsed from generations
         specs.append(PARSE_FAILURE_RATE)
+    if "mc2" in items and items["mc2"].notna().all():  # every item's own mc2 (TruthfulQA MC2)
+        specs.append(MC2)
     specs += [judge_metric(c) for c in items.columns if c.startswith("judge_")]
     return specs
 
