@@ -151,3 +151,24 @@ def test_a_module_that_needs_more_than_the_standard_library_is_not_vendored():
         vendored_utils(["lm_eval_ext.analysis.stats.equivalence"], {}, "x")
     assert str(err.value) == ("lm_eval_ext.analysis.stats.equivalence imports numpy: an exported "
                               "utils.py may use the standard library only")
+
+
+@pytest.mark.parametrize(("ours", "theirs"), [("bbq_subset_12p5pct", "bbq_ext_12p5pct"),
+                                              ("xstest_ext", "xstest_ext_v2")])
+def test_an_exported_tasks_shots_are_our_pool_not_its_items(exported, ours, theirs):
+    """Trial 17 (N17_147): `--num_fewshot 2` on an exported BBQ task drew two of its own
+    evaluated items as shots, gold answers shown; ours draws a pool outside the instrument."""
+    from lm_eval.tasks.manager import TaskManager
+
+    from lm_eval_ext.lm_eval_inputs import our_task_manager
+
+    mine = our_task_manager().load([ours])["tasks"][ours]
+    upstream = TaskManager(include_path=str(exported)).load([theirs])["tasks"][theirs]
+    for task in (mine, upstream):
+        task.set_config(key="num_fewshot", value=2)
+    first = upstream.test_docs()[0]
+    context = upstream.fewshot_context(first, 2)
+    assert context == mine.fewshot_context(mine.test_docs()[0], 2)  # lm-eval builds both
+    evaluated = {doc["prompt"] for doc in upstream.test_docs()}
+    shots = [shot["prompt"] for shot in upstream.fewshot_docs()[:2]]
+    assert len(shots) == 2 and all(shot in context and shot not in evaluated for shot in shots)

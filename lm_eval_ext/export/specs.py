@@ -54,6 +54,9 @@ class ExportSpec:
     utils_title: str
     data: dict[str, Any]  # the YAML's dataset keys
     yaml: dict[str, Any]  # the YAML's other task-specific keys (target, metrics, metadata)
+    #: our task's few-shot pool (outside the evaluated items) as the shots lm-eval shows:
+    #: ``prompt`` and ``target`` of each, in our order
+    fewshot: list[dict[str, str]]
 
 
 def _data_files(benchmark: Any, paths: Sequence[str], local: bool) -> list[str]:
@@ -85,10 +88,12 @@ def bbq_export(membership: str, template_tier: str | None = None,
     from lm_eval_ext.data.instrument import load_membership
     from lm_eval_ext.data.sources import BBQ
     from lm_eval_ext.tasks.bbq.utils import ITEMS
+    from lm_eval_ext.tasks.bbq.utils import load_membership as task_splits
     from lm_eval_ext.tasks.common.prompting import resolve_tier
 
     loaded = load_membership(membership)
     tier = resolve_tier(template_tier, "generative")
+    pool = task_splits(membership, "generative", tier)["fewshot"]
     task = f"bbq_ext_{membership}"
     sentinel = {name: f"\x00{name}\x00" for name in ("context", "question", "ans0", "ans1",
                                                      "ans2")}
@@ -117,6 +122,7 @@ def bbq_export(membership: str, template_tier: str | None = None,
         modules=BBQ_MODULES,
         utils_title=f"lm-eval hooks of {task} (BBQ, membership {membership!r}, tier {tier!r}).",
         data=_data("json", urls),
+        fewshot=[{"prompt": d["prompt"], "target": d["target_text"]} for d in pool],
         yaml={"doc_to_target": "{{target}}",
               "target_delimiter": config["target_delimiter"],
               "generation_kwargs": config["generation_kwargs"],
@@ -135,7 +141,8 @@ def xstest_export(template_tier: str | None = None, local_data: bool = False) ->
 
     tier = resolve_tier(template_tier, "generative")
     task = "xstest_ext_v2"
-    docs = load_docs("generative", tier)["test"]
+    splits = load_docs("generative", tier)
+    docs = splits["test"]
     common = task_config("xstest", "_xstest_ext_common_yaml")
     config = task_config("xstest", "xstest_ext.yaml")
     [prompts] = _data_files(XSTEST, ["xstest_prompts.csv"], local_data)
@@ -154,7 +161,8 @@ def xstest_export(template_tier: str | None = None, local_data: bool = False) ->
         template=render_prompt(STYLE, "\x00prompt\x00", tier, "generative"),
         modules=XSTEST_MODULES, utils_title=f"lm-eval hooks of {task} (XSTest v2, tier {tier!r}).",
         data=_data("csv", prompts),
-        yaml={"doc_to_target": "",
+        fewshot=[{"prompt": d["prompt"], "target": d["target_text"]} for d in splits["fewshot"]],
+        yaml={"doc_to_target": "{{target}}", "target_delimiter": config["target_delimiter"],
               "generation_kwargs": config["generation_kwargs"],
               "filter_list": config["filter_list"], "process_results": config["process_results"],
               "metric_list": common["metric_list"],

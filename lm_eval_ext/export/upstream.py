@@ -63,7 +63,8 @@ def _readme(task: str, title: str, paper: str, citation: str, description: str,
 
 #### Tasks
 
-* `{task}`: generative, zero-shot; exported from lm-eval-ext {__version__}.
+* `{task}`: generative, zero-shot (`--num_fewshot N` takes the first N of lm-eval-ext's
+  few-shot pool, items outside the evaluated ones); exported from lm-eval-ext {__version__}.
 
 ### Checklist
 
@@ -101,7 +102,9 @@ def _write_export(spec: ExportSpec, out: Path, overwrite: bool) -> ExportedTask:
             spec.utils_title), encoding="utf-8")
         write_yaml(folder / f"{spec.task}.yaml", {
             "task": spec.task, **spec.data, "process_docs": Function("process_docs"),
-            "output_type": "generate_until", "doc_to_text": "{{prompt}}", **spec.yaml})
+            "output_type": "generate_until", "doc_to_text": "{{prompt}}",
+            # --num_fewshot draws our pool (outside the items), never an evaluated item
+            "fewshot_config": {"sampler": "first_n", "samples": spec.fewshot}, **spec.yaml})
         (folder / "README.md").write_text(_readme(
             spec.task, spec.title, spec.paper, spec.citation, spec.description,
             "lm-eval-ext's test suite runs this folder with `--include_path` and compares every "

@@ -24,6 +24,7 @@ def process_docs(dataset):
 
     def prepare(row: dict[str, Any]) -> dict[str, Any]:
         return {"item_key": f"xstest:{int(row['id'])}", "safety_label": row["label"],
-                "prompt": PROMPT_TEMPLATE.replace("\x00prompt\x00", row["prompt"])}
+                "prompt": PROMPT_TEMPLATE.replace("\x00prompt\x00", row["prompt"]),
+                "target": ""}  # a shot's target is its reference response
 
     return dataset.filter(lambda row: int(row["id"]) in ids).map(prepare)  # file order = ours
