@@ -20,8 +20,8 @@ from typing import Any
 
 CARD_FILE = "card.json"
 #: axes of a card that describe the evaluation (everything a card holds)
-AXES = ("model", "model_revision", "weights", "harness", "harness_version", "model_class",
-        "task", "task_version", "template_tier", "prompt_sha256", "chat_template_sha256",
+AXES = ("model", "model_revision", "weights", "model_settings", "harness", "harness_version",
+        "model_class", "task", "task_version", "template_tier", "prompt_sha256", "chat_template_sha256",
         "system_instruction_sha256", "shots", "decoding", "scoring_path", "precision",
         "batch_size", "item_set_sha256", "n_items", "judge_rubrics", "packages")
 
@@ -113,19 +113,22 @@ def _torch_version(results: Mapping[str, Any]) -> str | None:
 
 def task_card(results: Mapping[str, Any], task: str, samples: Sequence[Mapping[str, Any]],
               judge_rubrics: Mapping[str, str] | None = None,
-              identity: tuple[str, str | None, str] | None = None) -> dict[str, Any]:
+              model_fields: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The card of one task of one run.
 
-    ``identity``: the model's, where the caller knows more than the results file says (else
-    :func:`model_identity`).
+    ``model_fields``: ``model``, ``model_revision``, ``weights`` and ``model_settings`` where
+    the caller knows more than the results file says
+    (:func:`lm_eval_ext.backends.card_fields.model_card_fields`); else
+    :func:`model_identity`, and no settings known.
     """
     config = results.get("config") or {}
     task_config = (results.get("configs") or {}).get(task) or {}
     metering = config.get("metering") or {}
-    model, revision, weights = identity or model_identity(config)
+    model, revision, weights = model_identity(config)
     ordered = sorted(samples, key=lambda s: int(s["doc_id"]))
     return {
-        "model": model, "model_revision": revision, "weights": weights,
+        "model": model, "model_revision": revision, "weights": weights, "model_settings": None,
+        **(model_fields or {}),
         "harness": "lm-evaluation-harness", "harness_version": results.get("lm_eval_version"),
         "model_class": _model_class(config),
         "task": task, "task_version": (results.get("versions") or {}).get(task),
@@ -160,6 +163,7 @@ def _precision_of(model_dtype: object) -> str:
 #: axis -> the design factor it belongs to (a comparison should change one factor)
 FACTORS = {
     "model": "model", "model_revision": "model", "weights": "model",
+    "model_settings": "model_settings",
     # the lm-eval model class (hf, hf-metered) is the harness's code around the same weights
     "harness": "harness", "harness_version": "harness", "packages": "harness",
     "model_class": "harness",

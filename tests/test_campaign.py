@@ -228,6 +228,13 @@ def test_killed_sharded_campaign_resumes_and_equals_an_uninterrupted_run(tmp_pat
     assert (card["model_label"], card["condition"]) == ("smollm2", "M1")
     assert card["tasks"]["bbq_subset_12p5pct_loglik"]["batch_size"] == "4"
     assert card["tasks"]["bbq_subset_12p5pct_loglik"]["n_items"] == 5
+    # the cell's card is the card analyze derives for the same run (judge_rubrics once took
+    # the model's identity)
+    from lm_eval_ext.analysis.loader import load_runs
+
+    [run] = load_runs([card_path.parent])
+    assert json.loads(json.dumps(run.cards, default=str)) == card["tasks"]
+    assert card["tasks"]["bbq_subset_12p5pct_loglik"]["judge_rubrics"] == {}
     subsets = pd.read_csv(out / "analysis" / "smollm2" / "subsets.csv")
     assert list(subsets["condition"]) == ["M0", "M4_r2"] and (subsets["n_items"] == 5).all()
 

@@ -235,6 +235,7 @@ def test_stock_hf_on_our_converted_folder_is_the_packaged_models_card():
     """Trial 17 (N17_43): stock `hf` given the folder `model prepare` converts Gemma into,
     against hf-metered `pretrained=gemma3-270m` (the same weights), was carded as a change of
     model (gemma-3-270m-a5fd3b62230a -> gemma-3-270m, revision main -> the GGUF's SHA-256)."""
+    from lm_eval_ext.backends.card_fields import model_card_fields
     from lm_eval_ext.backends.packaged_models import GEMMA3_270M, model_identity_of
 
     samples = [{"doc_id": 0, "doc_hash": "a", "prompt_hash": "p"}]
@@ -244,7 +245,7 @@ def test_stock_hf_on_our_converted_folder_is_the_packaged_models_card():
     metered = {"model": "hf-metered", "model_args": {"pretrained": "gemma3-270m"},
                "metering": {"precision": "fp32"}, "hf_metered": {"packaged_model": {
                    "model": "gemma-3-270m", "gguf_sha256": GEMMA3_270M.gguf_sha256}}}
-    cards = [task_card({"config": c}, "t", samples, identity=model_identity_of(c))
+    cards = [task_card({"config": c}, "t", samples, model_fields=model_card_fields(c))
              for c in (stock, metered)]
     assert differing_factors(*cards) == ["harness"]  # lm-eval's hf against hf-metered
     assert cards[0]["weights"] == f"GGUF sha256={GEMMA3_270M.gguf_sha256}"
@@ -294,3 +295,24 @@ def test_a_template_tier_is_a_prompt_change_on_the_same_items():
     upstream = [{"doc_id": 0, "doc": {"question": "q"}, "doc_hash": "d3", "prompt_hash": "p1"}]
     assert task_card({"config": {}}, "t", upstream)["item_set_sha256"] != cards[0][
         "item_set_sha256"]  # no item key: lm-eval's doc hash
+
+
+def test_a_model_arg_that_moves_answers_is_on_the_card():
+    """Trial 17 (N17_57): max_length=16 (every prompt cut) was carded as a change of decoding
+    alone; metering and run args, and the precision's own axis, stay off it."""
+    from lm_eval_ext.backends.card_fields import model_card_fields
+
+    samples = [{"doc_id": 0, "doc_hash": "a", "prompt_hash": "p"}]
+
+    def card(model_args):
+        config = {"model": "hf-metered", "model_args": model_args, "hf_metered": {}}
+        return task_card({"config": config}, "t", samples,
+                         model_fields=model_card_fields(config))
+
+    plain = card("idle_seconds=0")
+    cut = card("idle_seconds=0,max_length=16")
+    assert differing_factors(plain, cut) == ["model_settings"]
+    assert cut["model_settings"] == {"max_length": "16.0"}
+    same = card({"idle_seconds": 3, "batch_size": 4, "energy": "auto", "precision": "fp32",
+                 "device": "cpu", "answers_from": "r.json", "recheck": 0.1})
+    assert same["model_settings"] == {} and differing_factors(plain, same) == []

@@ -22,6 +22,7 @@ from lm_eval_ext.analysis.errors import AnalysisInputError
 from lm_eval_ext.analysis.integrity import check_item_metrics, check_samples
 from lm_eval_ext.analysis.items import SampleError, extract_items
 from lm_eval_ext.analysis.metrics import metrics_for
+from lm_eval_ext.backends.card_fields import model_card_fields
 from lm_eval_ext.backends.packaged_models import model_identity_of
 from lm_eval_ext.cards import CARD_FILE, task_card
 from lm_eval_ext.data.store import sha256_of
@@ -372,7 +373,7 @@ def load_run(results_path: Path, run_id: str | None = None) -> Run:
             items[key] = value
         frames.append(items)
         cards[task] = task_card(results, task, samples, rubrics,
-                                model_identity_of(results.get("config") or {}))
+                                model_fields=model_card_fields(results.get("config") or {}))
     items = pd.concat(frames, ignore_index=True)
     duplicated = items["item_key"].duplicated()
     if duplicated.any():

@@ -69,7 +69,7 @@ def run_lm_eval(argv: Sequence[str], log_path: Path, echo: bool = True) -> int:
 def describe_cell(cell: Cell, folder: Path) -> tuple[dict[str, Any], dict[str, Any]]:
     """The card and the result summary of a cell's finished lm-eval output."""
     from lm_eval_ext.analysis.loader import find_results, read_json, read_samples, samples_path
-    from lm_eval_ext.backends.packaged_models import model_identity_of
+    from lm_eval_ext.backends.card_fields import model_card_fields
 
     found = find_results([folder])
     if len(found) != 1:
@@ -80,8 +80,8 @@ def describe_cell(cell: Cell, folder: Path) -> tuple[dict[str, Any], dict[str, A
              for task in sorted(results.get("configs") or {})}  # a group: its subtasks
     samples = {task: read_samples(path) for task, path in files.items()}
     card = {"model_label": cell.model_label, "condition": cell.condition,
-            "tasks": {task: task_card(results, task, rows,
-                                      model_identity_of(results.get("config") or {}))
+            "tasks": {task: task_card(results, task, rows, model_fields=model_card_fields(
+                results.get("config") or {}))
                       for task, rows in samples.items()}}
     metering = (results.get("config") or {}).get("metering") or {}
     summary = {
