@@ -265,9 +265,9 @@ def _setting_note(reference: HarnessRun, run: HarnessRun) -> str | None:
     """What besides the harness differs between two runs (None: nothing known).
 
     Two lm-eval runs of differently named models are refused: a comparison of models is
-    ``analyze``'s. Their cards' other settings outside prompt_and_decoding (weights, precision,
-    batch size, task version) are a note; other harnesses name a model their own way: names
-    that differ are a note.
+    ``analyze``'s. Their cards' other settings outside prompt_and_decoding (weights, model
+    settings, precision, batch size, task version) are a note; other harnesses name a model
+    their own way: names that differ are a note.
     """
     if reference.card is not None and run.card is not None:
         ref_model, model = (str(c.get("model")) for c in (reference.card, run.card))
@@ -277,7 +277,8 @@ def _setting_note(reference: HarnessRun, run: HarnessRun) -> str | None:
                 f"{ref_model}; compare-harness follows one model through several harnesses: "
                 "compare models with `lm-eval-ext analyze --reference A=RUN_A --runs B=RUN_B`")
         outside = [axis for axis in differing_axes(reference.card, run.card)
-                   if FACTORS[axis] in ("model", "precision", "batch_size", "task_version")]
+                   if FACTORS[axis] in ("model", "model_settings", "precision", "batch_size",
+                                        "task_version")]
         if not outside:
             return None
         shown = "; ".join(f"{axis}: {reference.card.get(axis)} -> {run.card.get(axis)}"
