@@ -136,14 +136,27 @@ def test_a_card_on_a_full_disk_is_one_line(capsys):
 def test_an_existing_card_is_kept_unless_overwrite_is_passed(tmp_path, capsys):
     """`mde --card` replaced an earlier pre-registration card without a word."""
     card = tmp_path / "card.md"
-    card.write_text("the plan as registered\n")
+    card.write_text("- **MDE target**: 9.99 pp (the plan as registered)\n")
     argv = ["mde", "--m", "500", "--rho-d", "0.1", "--card", str(card)]
     line = _one_line(argv, capsys, 2)
     assert line == (f"lm-eval-ext: error: --card {card} exists (an earlier card is a record of "
                     "what was planned); name another file, or pass --overwrite to replace it")
-    assert card.read_text() == "the plan as registered\n"
+    assert card.read_text() == "- **MDE target**: 9.99 pp (the plan as registered)\n"
     assert cli_main.main([*argv, "--overwrite"]) == 0  # the advice, followed
     assert card.read_text().splitlines()[2].startswith("- **m** (paired items): 500; ")
+
+
+def test_a_card_onto_a_file_mde_did_not_write_is_refused_even_with_overwrite(tmp_path, capsys):
+    """Trial 17 (N17_200): --card onto an analysis's report.md was refused as 'an earlier
+    card' and offered --overwrite, which would have replaced the report."""
+    report = tmp_path / "report.md"
+    report.write_text("# Did the conclusion change?\n")
+    for extra in ([], ["--overwrite"]):
+        line = _one_line(["mde", "--m", "500", "--rho-d", "0.1", "--card", str(report),
+                          *extra], capsys, 2)
+        assert line == (f"lm-eval-ext: error: --card {report} exists and is not a card mde "
+                        "wrote (it does not begin with '- **MDE target**:'); name another file")
+    assert report.read_text() == "# Did the conclusion change?\n"
 
 
 def test_recommend_out_that_is_a_file_or_on_a_full_disk(tmp_path, capsys, mounted_filesystem):
@@ -259,7 +272,7 @@ def test_a_card_through_a_link_replaces_the_file_it_names(tmp_path, capsys):
     """A rename onto a link replaced the link itself with a regular file."""
     target = tmp_path / "cards" / "card.md"
     target.parent.mkdir()
-    target.write_text("old\n")
+    target.write_text("- **MDE target**: 1.00 pp (an earlier card)\n")
     link = tmp_path / "card.md"
     link.symlink_to(target)
     assert cli_main.main(["mde", "--m", "500", "--rho-d", "0.1", "--card", str(link),

@@ -16,7 +16,7 @@ from lm_eval_ext.cli.options import (
     share,
 )
 from lm_eval_ext.errors import LmEvalExtError
-from lm_eval_ext.files import probe_writable, write_text_atomic
+from lm_eval_ext.files import probe_writable, stream_fd, write_text_atomic
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -56,6 +56,7 @@ def run(args: argparse.Namespace) -> int:
     if args.card and not Path(args.card).exists():  # before any work: a card that cannot be kept
         probe_writable(Path(args.card))
     if args.card:
+        _refuse_another_file(Path(args.card))
         refuse_replacing("--card", args.card, args.overwrite,
                          "an earlier card is a record of what was planned")
     if args.runs and args.rho_d is not None:
@@ -104,3 +105,21 @@ def run(args: argparse.Namespace) -> int:
             design_effect=deff, bound_after=inputs.m if bounded else None))
         print(f"wrote {args.card}")
     return 0
+
+
+#: how every card mde writes begins (:func:`preregistration_card`)
+CARD_START = "- **MDE target**:"
+
+
+def _refuse_another_file(card: Path) -> None:
+    """An existing ``--card`` file that mde did not write (a report, a table) is never replaced.
+
+    With ``--overwrite`` or not.
+    """
+    if not card.is_file() or stream_fd(card) is not None:
+        return
+    with open(card, encoding="utf-8", errors="replace") as handle:
+        start = handle.read(len(CARD_START))
+    if start != CARD_START:
+        raise LmEvalExtError(f"--card {card} exists and is not a card mde wrote (it does not "
+                             f"begin with {CARD_START!r}); name another file")
