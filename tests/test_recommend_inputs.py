@@ -237,3 +237,22 @@ def test_an_analysis_older_than_its_item_check_is_refused_with_the_rerun(pilot, 
     assert line == (f"lm-eval-ext: error: recommend: {older} has no card_differences.csv; pass "
                     "the folder that `lm-eval-ext analyze --out` wrote for the pilot (analyse it "
                     "again with this version if it is an old one)")
+
+
+def test_analyze_overwrite_keeps_a_recommendation_card_in_the_pilot_folder(tmp_path, capsys):
+    """Trial 17 (N17_197): `recommend --out PILOT`, then `analyze --overwrite --out PILOT`:
+    rc 0, and the card (a record, kept by recommend itself unless --overwrite) was deleted."""
+    pilot = write_pilot(tmp_path / "runs", {"ref": 4000.0, "int8": 1000.0})
+    assert cli_main.main(["recommend", str(pilot), "--claim", "accuracy=5", "--bootstrap",
+                          "200", "--out", str(pilot)]) == 0
+    card = (pilot / "card.json").read_text()
+    capsys.readouterr()
+    runs = pilot.parent
+    assert cli_main.main(["analyze", "--reference", f"ref={runs / 'ref'}", "--runs",
+                          f"int8={runs / 'int8'}", "--out", str(pilot), "--overwrite",
+                          "--bootstrap", "100", "--mc-draws", "10", "--no-progress"]) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"lm-eval-ext: error: --out {pilot} also holds a recommendation card (card.json, "
+        "card.md, written by `recommend --out`), which --overwrite would delete with the "
+        "folder: move the card out first, or analyse into a new --out")
+    assert (pilot / "card.json").read_text() == card

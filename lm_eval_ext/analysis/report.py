@@ -42,7 +42,17 @@ def check_output_folder(out: Path, overwrite: bool = False, marker: str = "repor
     if not overwrite:
         raise AnalysisInputError(f"--out {out} holds an earlier analysis; choose a new folder or "
                                  "pass --overwrite to replace it")
+    cards = [name for name in RECOMMENDATION_FILES if (out / name).is_file()]
+    if cards:  # a record: replacing the folder whole would delete it
+        raise AnalysisInputError(
+            f"--out {out} also holds a recommendation card ({', '.join(cards)}, written by "
+            "`recommend --out`), which --overwrite would delete with the folder: move the card "
+            "out first, or analyse into a new --out")
     return True
+
+
+#: what ``recommend --out`` writes (a record, kept by recommend itself unless --overwrite)
+RECOMMENDATION_FILES = ("card.json", "card.md")
 
 
 def analyze_to_folder(reference, runs, out: str | Path, *, overwrite: bool = False,
