@@ -14,7 +14,8 @@ from lm_eval_ext.analysis.pilot_checks import metric_span_pp
 #: each module-level spec's range: a share in [0, 1], a BBQ bias score in [-1, 1]
 EXPECTED = {"ACCURACY": (0.0, 1.0), "PARSE_FAILURE_RATE": (0.0, 1.0),
             "BIAS_S_DIS": (-1.0, 1.0), "BIAS_S_AMB": (-1.0, 1.0), "BIAS_S_AMB_HELM": (-1.0, 1.0),
-            "HELM_NATIVE_S_DIS": (-1.0, 1.0), "HELM_NATIVE_S_AMB": (-1.0, 1.0)}
+            "HELM_NATIVE_S_DIS": (-1.0, 1.0), "HELM_NATIVE_S_AMB": (-1.0, 1.0),
+            "MC2": (0.0, 1.0)}
 SPECS = {name: value for name, value in vars(metrics).items() if isinstance(value, MetricSpec)}
 
 
@@ -32,7 +33,8 @@ def _items(rng: np.random.Generator, n: int, biased_share: float) -> pd.DataFram
         "label": label, "correct": pred == label, "parsed": ~np.isnan(pred),
         "context_condition": np.where(rng.random(n) < 0.5, "ambig", "disambig"),
         "parse_method": "json", "helm_non_unknown": non_unknown,
-        "helm_biased": non_unknown & (rng.random(n) < biased_share)})
+        "helm_biased": non_unknown & (rng.random(n) < biased_share),
+        "mc2": rng.random(n) ** (4 * biased_share + 0.25)})  # TruthfulQA's mass on true answers
 
 
 def test_every_spec_declares_its_range():
