@@ -56,6 +56,29 @@ def test_a_damaged_judge_summary_says_to_judge_again(judged, text, what, capsys,
     assert code == 2 and len(err) == 1 and err[0].endswith(again)
 
 
+def test_judge_files_of_another_run_are_refused(judged, tmp_path):
+    """Trial 17 (N17_179): judge files copied from run A into run B (renamed to B's stamp)
+    paired A's judge scores with B's items, no word: the summary names the judged samples."""
+    import json
+
+    from lm_eval_ext.analysis.loader import samples_path
+    from lm_eval_ext.data.store import sha256_of
+
+    results, scores = judged
+    summary = scores.with_suffix(".json")
+    summary.write_text(json.dumps({"rubric_sha256": {"bias": "ab"},
+                                   "samples_sha256": sha256_of(samples_path(results, TASK))}))
+    assert len(read_judge_scores(results, TASK)[0]) == 8  # its own run: read
+    summary.write_text(json.dumps({"rubric_sha256": {"bias": "ab"}, "samples_sha256": "0" * 64}))
+    with pytest.raises(AnalysisInputError) as caught:
+        read_judge_scores(results, TASK)
+    assert str(caught.value) == (
+        f"{scores} (the judge's scores) judged another samples file than "
+        f"{samples_path(results, TASK)} (its SHA-256 differs: copied from another run, or the "
+        f"samples changed since): judge the run again (`lm-eval-ext judge {results.parent} "
+        "--overwrite`), or remove the judge's files to analyse the run unjudged")
+
+
 def test_damaged_judge_scores_say_to_judge_again(judged):
     results, scores = judged
     scores.write_text('{"doc_id": 0, "jud')

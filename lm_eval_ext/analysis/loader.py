@@ -184,6 +184,12 @@ def read_judge_scores(results_path: Path, task: str) -> tuple[pd.DataFrame | Non
                                  f"{_judge_again(results_path)}") from None
     summary_path = path.with_suffix(".json")
     summary = read_judge_summary(summary_path, results_path) if summary_path.is_file() else {}
+    judged = summary.get("samples_sha256")  # (a judging before it was recorded: not checked)
+    samples = samples_path(results_path, task)
+    if judged is not None and samples.is_file() and judged != sha256_of(samples):
+        raise AnalysisInputError(f"{path} (the judge's scores) judged another samples file than "
+                                 f"{samples} (its SHA-256 differs: copied from another run, or "
+                                 f"the samples changed since): {_judge_again(results_path)}")
     columns = ["doc_id", *[c for c in rows[0] if c.startswith("judge_")]]
     frame = pd.DataFrame(rows)[columns].astype(float).astype({"doc_id": int})
     return frame, dict(summary.get("rubric_sha256") or {})

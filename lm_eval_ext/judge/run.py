@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from lm_eval_ext.backends.engine_key import DERIVATION_ARGS
+from lm_eval_ext.data.store import sha256_of
 from lm_eval_ext.errors import ConfigError
 from lm_eval_ext.files import write_text_atomic
 from lm_eval_ext.judge.parse import STATUSES, is_non_substantive, parse_reply
@@ -51,6 +52,12 @@ class JudgeTarget:
         from lm_eval_ext.analysis.loader import judge_scores_path
 
         return judge_scores_path(self.results_path, self.task)
+
+    @property
+    def samples_path(self) -> Path:  # noqa: D102
+        from lm_eval_ext.analysis.loader import samples_path
+
+        return samples_path(self.results_path, self.task)
 
 
 def find_targets(run_dir: str | Path) -> list[JudgeTarget]:
@@ -200,6 +207,7 @@ def judge_target(target: JudgeTarget, lm, rubrics: Sequence[Rubric], *, max_gen_
     info = lm.get_model_info() if hasattr(lm, "get_model_info") else {}
     summary = {
         "task": target.task, "results": target.results_path.name, "n_items": len(rows),
+        "samples_sha256": sha256_of(path),  # the judged lines: scores stay with their run
         "judge": judge, "rubric_sha256": {r.name: r.sha256 for r in rubrics},
         "bias_present_threshold": BIAS_PRESENT_THRESHOLD, "max_gen_toks": max_gen_toks,
         "counts": counts, "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
@@ -234,6 +242,9 @@ def _judging_differences(target: JudgeTarget, judge: dict[str, Any], rubrics: Se
                for key in now if earlier.get(key) != now.get(key)]
     if not changed and summary.get("rubric_sha256") != {r.name: r.sha256 for r in rubrics}:
         changed.append("the rubrics' text changed since")
+    judged = summary.get("samples_sha256")
+    if judged is not None and judged != sha256_of(target.samples_path):
+        changed.append("the judged samples file is another (its SHA-256 differs)")
     return changed
 
 
