@@ -97,3 +97,20 @@ def test_a_damaged_campaign_card_says_to_rerun_the_campaign(judged):
     assert str(caught.value) == (f"{results.parent / 'card.json'} (the campaign's card of this "
                                  "cell) is damaged: rerun the campaign, which runs a damaged "
                                  "cell again")
+
+
+def test_a_rerun_after_the_samples_changed_is_not_the_same_judging(judged):
+    """Trial 17 (N17_179): a judging is reused by a rerun of the same settings; on other
+    samples it must not be."""
+    import json
+
+    from lm_eval_ext.judge.run import JudgeTarget, _judging_differences
+
+    results, scores = judged
+    target = JudgeTarget(results, TASK)
+    summary = {"judge": {}, "max_gen_toks": 96, "rubric_sha256": {}}
+    scores.with_suffix(".json").write_text(json.dumps(summary))
+    assert _judging_differences(target, {}, [], 96, None) == []
+    scores.with_suffix(".json").write_text(json.dumps({**summary, "samples_sha256": "0" * 64}))
+    assert _judging_differences(target, {}, [], 96, None) == [
+        "the judged samples file is another (its SHA-256 differs)"]
