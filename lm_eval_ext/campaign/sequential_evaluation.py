@@ -32,7 +32,7 @@ from lm_eval_ext.analysis.stats.linearised import linearised_delta
 from lm_eval_ext.campaign.preflight import check_model_args
 from lm_eval_ext.campaign.runner import run_lm_eval
 from lm_eval_ext.campaign.spec import parse_model_args
-from lm_eval_ext.campaign.store import read_json_file
+from lm_eval_ext.campaign.store import config_differences, read_json_file
 from lm_eval_ext.errors import ConfigError, LmEvalExtError
 from lm_eval_ext.files import staging_folder, swap_in
 
@@ -219,8 +219,13 @@ def run_sequential(out: str | Path, reference: Arm, candidate: Arm, *, metric: s
     spec: MetricSpec = METRICS[metric]
     arms = {"reference": reference, "candidate": candidate}
     card = preregistration(plan, looks, arms, path)
-    if card_path.exists() and read_json_file(card_path) != card:
-        raise ConfigError(f"{card_path} holds another pre-registration; use a new --out")
+    stored = read_json_file(card_path) if card_path.exists() else card
+    if stored != card:
+        lines = config_differences(stored, card) if isinstance(stored, dict) else []
+        shown = "; ".join(lines[:5]) + (f"; and {len(lines) - 5} more" if len(lines) > 5 else "")
+        raise ConfigError(f"{card_path} holds another pre-registration"
+                          + (f" ({shown})" if shown else "")
+                          + "; use a new --out (a look file's changed content counts too)")
     card_path.write_text(json.dumps(card, indent=2) + "\n")
     results: list[dict[str, Any]] = []
     done: dict[str, list[tuple[pd.DataFrame, float | None]]] = {r: [] for r in ROLES}
