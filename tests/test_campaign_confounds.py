@@ -56,3 +56,23 @@ def test_a_campaign_switch_written_as_text_is_refused():
     assert str(caught.value) == ("lm_eval: apply_chat_template: 'false' is text, which lm-eval "
                                  "reads as a chat template's name; write true or false without "
                                  "quotes")
+
+
+def test_a_repeat_of_the_reference_is_named_in_the_dry_run_and_the_report():
+    """Trial 17 (N17_231): two identical conditions were compared as a protocol change
+    ('nothing' differs, a runtime ratio), with no word that the comparison changes nothing."""
+    import pandas as pd
+
+    from lm_eval_ext.analysis.report_markdown import _difference_lines
+
+    repeat = {**CONFOUNDED, "conditions": {"M0": {"batch_size": 1}, "M0b": {"batch_size": 1}},
+              "compare": {"noise": {"reference": "M0", "runs": ["M0b"]}}}
+    assert confounded_comparison_lines(build_spec(repeat)) == [
+        "note: compare.noise (smollm2, bbq_subset_12p5pct_loglik): M0b has M0's settings and "
+        "items: a repeat, whose deltas and ratios measure run-to-run variation, not a protocol "
+        "change (the report says so)"]
+    table = pd.DataFrame([{"run": "M0b", "task": "t", "n_factors": 0, "factors": "",
+                           "differences": "nothing"}])
+    assert _difference_lines(table)[1] == (
+        "- M0b (t): nothing **(a repeat of the reference: it changes no setting, so its deltas "
+        "and ratios measure run-to-run variation, not a protocol change)**\n")

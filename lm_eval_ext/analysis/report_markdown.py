@@ -164,7 +164,10 @@ def _difference_lines(differences: pd.DataFrame | None) -> list[str]:
     lines = ["\n## What each run changes (disclosure cards)\n"]
     for _, row in differences.iterrows():
         warn = (f" **(changes {row['n_factors']} factors at once ({row['factors']}): the delta "
-                "cannot be attributed to one)**" if row["n_factors"] > 1 else "")
+                "cannot be attributed to one)**" if row["n_factors"] > 1 else
+                " **(a repeat of the reference: it changes no setting, so its deltas and ratios "
+                "measure run-to-run variation, not a protocol change)**"
+                if row["n_factors"] == 0 else "")
         lines.append(f"- {row['run']} ({row['task']}): {row['differences']}{warn}\n")
     return lines
 

@@ -1,4 +1,4 @@
-"""Comparisons of a campaign whose conditions differ in more than one setting, before any run.
+"""Comparisons of a campaign whose conditions differ in more than one setting, or in none.
 
 The analysis names such a change in its report ("changes 2 factors at once"); a dry run says
 it while the campaign file can still be changed.
@@ -34,6 +34,12 @@ def confounded_comparison_lines(spec: CampaignSpec) -> list[str]:
             for ref, runs in spec.compared_cells(model, comparison):
                 for run in runs:
                     changed = differing_settings(ref, run)
+                    if not changed and run.task == ref.task and run.items() == ref.items():
+                        lines.append(
+                            f"note: compare.{comparison.name} ({model}, {ref.task}): "
+                            f"{run.condition} has {ref.condition}'s settings and items: a "
+                            "repeat, whose deltas and ratios measure run-to-run variation, "
+                            "not a protocol change (the report says so)")
                     if len(changed) > 1:
                         lines.append(
                             f"note: compare.{comparison.name} ({model}, {ref.task}): "
