@@ -600,6 +600,7 @@ def check_arguments_lm_eval_parses(argv: Sequence[str]) -> tuple[argparse.Namesp
     file's included) and the file's options, for further checks.
     """
     merged, from_file = _with_config(argv)
+    check_dicts_given_once(argv, from_file)  # names the file itself
     with _blaming_the_config(argv, from_file):
         check_config_dict_text(from_file)
         check_config_value_types(from_file)
@@ -608,6 +609,29 @@ def check_arguments_lm_eval_parses(argv: Sequence[str]) -> tuple[argparse.Namesp
         args = _arguments(merged)
         _check_parsed(args)
     return args, from_file
+
+
+def check_dicts_given_once(argv: Sequence[str], from_file: Mapping[str, object]) -> None:
+    """A key=value option in both the ``--config`` file and on the command line is refused.
+
+    lm-eval takes the command line's value whole ("CLI args will override yaml"), so the
+    file's keys are dropped without a word (the file's ``pretrained=gemma3-270m``: the run
+    evaluated the embedded model).
+    """
+    given = _arguments(argv)
+    for option in ("--model_args", *DICT_OPTIONS):
+        key = option.removeprefix("--")
+        if from_file.get(key) and getattr(given, key, None):
+            raise PreflightError(
+                f"{option} is given on the command line and as {key} in --config "
+                f"{given.config}; lm-eval would take the command line's whole and drop the "
+                f"file's ({_shown(from_file[key])}): give {key} in one place")
+
+
+def _shown(value: object) -> str:
+    if isinstance(value, Mapping):
+        return ",".join(f"{k}={v}" for k, v in value.items())
+    return str(value)
 
 
 def _check_parsed(args: argparse.Namespace) -> None:

@@ -571,8 +571,17 @@ def test_a_key_given_twice_as_key_value_words_is_refused(words, key, first, last
 def test_key_value_words_with_brackets_and_a_config_flag_overridden_are_not_repeats(tmp_path):
     check_command_line([*GENERATIVE, "--gen_kwargs", "until=[a,b],max_gen_toks=4"])
     config = tmp_path / "c.yaml"
+    config.write_text("model_args: pretrained=gemma3-270m\nlimit: 2\n")
+    check_command_line([*BASE, "--config", str(config), "--limit", "3"])  # a scalar: overridden
+    # trial 17 (N17_225): lm-eval takes --model_args whole, so the file's pretrained was
+    # dropped and the run evaluated the embedded model
+    with pytest.raises(PreflightError) as caught:
+        check_command_line([*BASE, "--config", str(config), "--model_args", "idle_seconds=1"])
+    assert str(caught.value) == (
+        f"--model_args is given on the command line and as model_args in --config {config}; "
+        "lm-eval would take the command line's whole and drop the file's "
+        "(pretrained=gemma3-270m): give model_args in one place")
     config.write_text("model_args: idle_seconds=0\n")
-    check_command_line([*BASE, "--config", str(config), "--model_args", "idle_seconds=1"])
     config.write_text("model_args: idle_seconds=0,idle_seconds=1\n")
     with pytest.raises(PreflightError, match=f"--config {config}: --model_args names "
                                              "idle_seconds twice"):
