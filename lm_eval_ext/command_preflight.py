@@ -34,6 +34,7 @@ from lm_eval_ext.lm_eval_inputs import (
     read_task_file,
     task_content_problem,
 )
+from lm_eval_ext.response_cache import cache_owner, check_cache_owner
 from lm_eval_ext.strict_yaml import UniqueKeyLoader
 from lm_eval_ext.task_building import check_user_tasks_build
 
@@ -572,6 +573,7 @@ def check_lm_eval_options(args: argparse.Namespace) -> None:
         check_max_batch_size(args.max_batch_size, args.batch_size)
     if args.use_cache is not None:
         check_cache_path(args.use_cache)
+        check_cache_owner(args.use_cache, cache_owner(args.model, model_args_of(args.model_args)))
     hub = ",".join(args.hf_hub_log_args or [])
     if re.search(r"push_(results|samples)_to_hub=(true|1|yes)\b", hub, re.IGNORECASE):
         from huggingface_hub import get_token
@@ -677,6 +679,18 @@ def check_command_line(argv: Sequence[str], with_config: bool = True,
         _check_options(args, from_file)
     if build_user_tasks:
         _build_user_tasks(args)
+    claim_response_cache(argv)
+
+
+def claim_response_cache(argv: Sequence[str]) -> None:
+    """The command line's ``--use_cache`` recorded as this model's and settings' (checked).
+
+    Once every check has passed: the run is about to start (a dry run claims nothing).
+    """
+    args = _arguments(_with_config(argv)[0])
+    if args.use_cache is not None:
+        check_cache_owner(args.use_cache, cache_owner(args.model, model_args_of(args.model_args)),
+                          claim=True)
 
 
 def check_user_tasks(argv: Sequence[str]) -> None:

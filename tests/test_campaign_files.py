@@ -91,6 +91,15 @@ def test_cell_clashes_and_string_conditions_are_named_as_what_they_are(text, mes
      "no chat template (a base model: its tokenizer defines none), so lm-eval cannot apply one; "
      "leave --apply_chat_template out (its prompts then go as they are) (in the campaign file, "
      "each lm_eval option is its flag's name without --)"),
+    ("models: {s: idle_seconds=0, g: pretrained=gemma3-270m}\n"
+     "tasks: [bbq_subset_12p5pct_loglik]\nlm_eval: {use_cache: shared/db}\n"
+     "conditions: {M0: {}}\n",  # trial 17 (N17_219): the Gemma cell took SmolLM2's answers
+     "cells s__M0__bbq_subset_12p5pct_loglik and g__M0__bbq_subset_12p5pct_loglik share "
+     "use_cache: shared/db but not the model and settings their answers depend on (hf-metered "
+     "with {}; hf-metered with {'pretrained': 'gemma3-270m'}), and lm-eval keys a cached answer "
+     "by the request's text alone: leave use_cache out (a campaign resumes from its finished "
+     "cells without it), or give it only to conditions whose cells load one model with one "
+     "setting"),
     ("tasks: [bbq_subset_12p5pct_loglik]\nconditions: {M0: {metadata: {template_teir: cot}}}\n",
      "cell embedded__M0__bbq_subset_12p5pct_loglik: --metadata key 'template_teir' is not a task "
      "setting; did you mean 'template_tier'?"),

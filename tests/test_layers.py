@@ -19,7 +19,8 @@ LAYERS = (
     ("tasks",),
     ("generation", "metering"),  # decoding (public transformers APIs); energy, backend-free
     ("backends",),  # the lm-eval models: hf/, vllm/ and what they share
-    ("command_preflight", "lm_eval_inputs", "task_building"),  # checked before the model loads
+    ("command_preflight", "lm_eval_inputs", "task_building",  # checked before the model loads
+     "response_cache"),
     ("plugin",),  # how we plug into lm-eval: every write into it (plugin/__init__.py lists them)
     ("analysis",),
     ("cross_harness", "export", "judge"),

@@ -6,6 +6,7 @@ model or cache would raise on is refused, what it takes is passed (trial 9).
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import types
@@ -111,7 +112,9 @@ def test_the_response_cache_is_refused_exactly_where_lm_eval_cannot_open_it(wher
         assert str(exc).startswith("--use_cache")
     else:
         refused = False
-    assert not (tmp_path / "new").exists()  # the check leaves no folder behind
+    # a refused check leaves no folder behind; a passed one makes the cache's folder, with the
+    # file naming whose answers it will hold, as the run starts (lm-eval would make it too)
+    assert (tmp_path / "new").exists() == ("new" in where and not refused)
     if os.geteuid() == 0 and "locked" in where:  # root writes anywhere: so does lm-eval
         assert not refused
         return
@@ -798,3 +801,30 @@ def test_a_json_number_in_quotes_is_told_to_drop_them(value, fix):
     followed = {k: (float(v) if isinstance(v, str) and "." in v else
                     int(v) if isinstance(v, str) else v) for k, v in json.loads(value).items()}
     check_command_line([*GENERATIVE, "--gen_kwargs", json.dumps(followed)])
+
+
+def test_a_response_cache_of_another_model_or_precision_is_refused(tmp_path):
+    """Trial 17 (N17_216, N17_223): a SmolLM2 run (or an int8 run) given the --use_cache path
+    of a Gemma (or fp32) run took every answer from the cache, rc 0, reported as its own."""
+    from lm_eval_ext.response_cache import owner_path
+
+    cache = tmp_path / "cache" / "responses"
+    gemma = [*BASE, "--model_args", "pretrained=gemma3-270m,idle_seconds=0", "--use_cache",
+             str(cache)]
+    check_command_line(gemma)  # the first run records whose answers the cache holds
+    assert json.loads(owner_path(str(cache)).read_text()) == {
+        "model": "hf-metered", "answer_args": {"pretrained": "gemma3-270m"}}
+    check_command_line([*gemma[:-2], "--batch_size", "4", "--use_cache", str(cache)])  # same
+    for other, shown in (("idle_seconds=3", "{}"), ("pretrained=gemma3-270m,precision=int8",
+                                                    "{'pretrained': 'gemma3-270m', 'precision': "
+                                                    "'int8'}")):
+        with pytest.raises(PreflightError) as caught:
+            check_command_line([*BASE, "--model_args", other, "--use_cache", str(cache)])
+        assert str(caught.value) == (
+            f"--use_cache {cache}: the cache holds the answers of another model or settings "
+            f"(filled by hf-metered with {{'pretrained': 'gemma3-270m'}}; this run: hf-metered "
+            f"with {shown}), and lm-eval keys a cached answer by the request's text alone, so "
+            "they would be taken as this run's: give this model and settings a cache path of "
+            f"their own (e.g. --use_cache {cache}_2)")
+    check_command_line([*BASE, "--model_args", "idle_seconds=3", "--use_cache",
+                        f"{cache}_2"])  # followed

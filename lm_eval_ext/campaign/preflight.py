@@ -176,6 +176,32 @@ def check_cells(cells: Sequence[Cell], devices: bool = False) -> None:
     for include_path, tasks in _tasks_by_include_path(cells).items():
         check_task_names(tasks, include_path)
     _check_gen_kwargs_used(cells)
+    _check_shared_caches(cells)
+
+
+def _check_shared_caches(cells: Sequence[Cell]) -> None:
+    """Cells that share a ``use_cache`` path load one model with the same answer settings.
+
+    (lm-eval keys a cached answer by the request's text alone: one cell would take another
+    model's answers as its own.)
+    """
+    from lm_eval_ext.response_cache import cache_owner
+
+    first: dict[str, tuple[Cell, dict[str, Any]]] = {}
+    for cell in cells:
+        path = cell.options.get("use_cache")
+        if path is None:
+            continue
+        owner = cache_owner(cell.backend, parse_model_args(cell.model_args, cell.cell_id))
+        other, theirs = first.setdefault(str(path), (cell, owner))
+        if theirs != owner:
+            raise ConfigError(
+                f"cells {other.cell_id} and {cell.cell_id} share use_cache: {path} but not the "
+                f"model and settings their answers depend on ({theirs['model']} with "
+                f"{theirs['answer_args']}; {owner['model']} with {owner['answer_args']}), and "
+                "lm-eval keys a cached answer by the request's text alone: leave use_cache "
+                "out (a campaign resumes from its finished cells without it), or give it only "
+                "to conditions whose cells load one model with one setting")
 
 
 def _check_gen_kwargs_used(cells: Sequence[Cell]) -> None:

@@ -35,10 +35,12 @@ def die_with_parent() -> None:  # pragma: no cover - runs in the child
 
 def run_job(argv: list[str]) -> int:
     """lm-eval's command line on ``argv`` in this process; its exit code."""
+    from lm_eval_ext.command_preflight import claim_response_cache
     from lm_eval_ext.errors import LmEvalExtError
     from lm_eval_ext.plugin.lm_eval_cli import one_line_error, run_lm_eval_cli
 
     try:
+        claim_response_cache(argv)  # the cell's --use_cache, as `lm-eval-ext run` claims it
         run_lm_eval_cli(argv, "lm_eval")
     except SystemExit as stop:
         code = stop.code
