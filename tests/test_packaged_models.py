@@ -88,3 +88,12 @@ def test_gemma3_at_fp16_on_the_cpu_overflows_and_the_run_says_so(tmp_path):
     fp32 = run_cli([*argv, "--model_args", "pretrained=gemma3-270m,idle_seconds=0",
                     "--output_path", str(tmp_path / "fp32")], env={"HF_HUB_OFFLINE": "1"})
     assert fp32.returncode == 0, fp32.stderr[-2000:]  # followed
+    # trial 17 (N17_214): generations were all empty, scored as the model's parse failures
+    generative = run_cli(["lm-eval-ext", "run", "--model", "hf-metered", "--tasks",
+                          "bbq_subset_12p5pct", "--limit", "1", "--gen_kwargs", "max_gen_toks=4",
+                          "--model_args", "pretrained=gemma3-270m,precision=fp16,idle_seconds=0",
+                          "--output_path", str(tmp_path / "gen")], env={"HF_HUB_OFFLINE": "1"})
+    assert generative.returncode == 2 and generative.stderr.strip().splitlines()[-1] == (
+        "lm-eval-ext: error: hf-metered: the model's logits are NaN or infinite (its numbers "
+        "overflowed, e.g. at precision=fp16), so every generation would be empty; nothing was "
+        "saved: run at precision=bf16 or fp32")

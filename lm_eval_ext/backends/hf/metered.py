@@ -14,8 +14,9 @@ seam, :meth:`serve`, inside each task's energy window.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Self
 
@@ -113,8 +114,9 @@ class HFMeteredLM(HFMeteredBase, HFLM):
     def serve(self, request_type: str, requests: list, disable_tqdm: bool) -> list:
         """Generation through the generator, log-likelihoods through the scorer."""
         if request_type == "generate_until":
-            return self.fast_generation.generate_until(self, requests, disable_tqdm,
-                                                       self._standard_generate)
+            with finite_first_logits(self.model, self.MODEL_NAME):
+                return self.fast_generation.generate_until(self, requests, disable_tqdm,
+                                                           self._standard_generate)
         if request_type == "loglikelihood":
             standard = super().serve
             return self.shared_prefix.loglikelihood(
@@ -215,3 +217,26 @@ class HFMeteredLM(HFMeteredBase, HFLM):
         super().reset_metering()
         self.fast_generation.reset_counts()
         self.scoring_graphs.reset_counts()
+
+
+@contextlib.contextmanager
+def finite_first_logits(model: torch.nn.Module, name: str) -> Iterator[None]:
+    """A task's first forward (the prompts' prefill) must give finite logits.
+
+    NaN logits (activations that overflowed, e.g. fp16) make every generation empty: lm-eval
+    would score them as parse failures of the model. One check per task, through torch's
+    public forward hook, on either generation path.
+    """
+    def check(module, args, output) -> None:
+        handle.remove()
+        logits = getattr(output, "logits", None)
+        if isinstance(logits, torch.Tensor) and not bool(torch.isfinite(logits).all()):
+            raise ConfigError(f"{name}: the model's logits are NaN or infinite (its numbers "
+                              "overflowed, e.g. at precision=fp16), so every generation would "
+                              "be empty; nothing was saved: run at precision=bf16 or fp32")
+
+    handle = model.register_forward_hook(check)
+    try:
+        yield
+    finally:
+        handle.remove()
