@@ -248,3 +248,24 @@ def test_a_max_length_with_no_room_for_the_prompt_is_one_line(embedded_lm, mode)
         f"(N below {length})")
     with pytest.raises(AssertionError):  # the upstream loop, called past our seam
         HFLM.generate_until(embedded_lm, generation_requests(PROMPTS[:1], no_room), True)
+
+
+def test_the_first_logits_of_a_generation_task_must_be_finite():
+    """Trial 17 (N17_214): an overflowed model (NaN logits) generated empty texts, scored as
+    parse failures; the first forward of a task is checked, once."""
+    from helpers import tiny_llama
+
+    from lm_eval_ext.backends.hf.metered import finite_first_logits
+    from lm_eval_ext.errors import ConfigError
+
+    model = tiny_llama("eager", seed=1)
+    ids = torch.tensor([[1, 2, 3]])
+    with finite_first_logits(model, "m"):
+        model(ids)
+        with torch.no_grad():
+            model.lm_head.weight[0, 0] = float("nan")
+        model(ids)  # checked once: later forwards are the decode's
+    with pytest.raises(ConfigError, match="^m: the model's logits are NaN or infinite"):
+        with finite_first_logits(model, "m"):
+            model(ids)
+    model(ids)  # the hook is gone after the task
