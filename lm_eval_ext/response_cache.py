@@ -41,6 +41,14 @@ def check_cache_owner(use_cache: str, owner: Mapping[str, Any], where: str = "--
         recorded = None
     except (OSError, UnicodeDecodeError, ValueError):
         recorded = {}  # damaged: whose answers the cache holds is not known
+    databases = sorted(path.parent.glob(f"{Path(use_cache).name}_rank*.db"))
+    if recorded is None and databases:  # filled before any record (an older version, lm_eval)
+        raise PreflightError(
+            f"{where} {use_cache}: {databases[0]} holds cached answers with no record of the "
+            "model and settings that filled them, and lm-eval keys a cached answer by the "
+            "request's text alone, so they could be another model's taken as this run's: give "
+            f"a new cache path (e.g. {where} {use_cache}_2), or delete {databases[0].name} to "
+            "start this cache afresh")
     if recorded is not None and recorded != dict(owner):
         shown = (f"filled by {recorded.get('model')} with {recorded.get('answer_args')}"
                  if isinstance(recorded, dict) and recorded else f"{path} is damaged")

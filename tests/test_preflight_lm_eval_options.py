@@ -828,3 +828,20 @@ def test_a_response_cache_of_another_model_or_precision_is_refused(tmp_path):
             f"their own (e.g. --use_cache {cache}_2)")
     check_command_line([*BASE, "--model_args", "idle_seconds=3", "--use_cache",
                         f"{cache}_2"])  # followed
+
+
+def test_a_response_cache_without_a_record_of_its_filler_is_refused(tmp_path):
+    """Trial 17 (N17_236): a cache Gemma filled before the record existed was adopted by the
+    next run (SmolLM2), which took Gemma's answers and recorded the cache as its own."""
+    cache = tmp_path / "responses"
+    database = tmp_path / "responses_rank0.db"
+    database.write_bytes(b"SQLite format 3\0")  # filled by an earlier run, no record beside it
+    with pytest.raises(PreflightError) as caught:
+        check_command_line([*BASE, "--use_cache", str(cache)])
+    assert str(caught.value) == (
+        f"--use_cache {cache}: {database} holds cached answers with no record of the model and "
+        "settings that filled them, and lm-eval keys a cached answer by the request's text "
+        "alone, so they could be another model's taken as this run's: give a new cache path "
+        f"(e.g. --use_cache {cache}_2), or delete responses_rank0.db to start this cache afresh")
+    database.unlink()  # followed
+    check_command_line([*BASE, "--use_cache", str(cache)])
