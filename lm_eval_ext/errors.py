@@ -10,6 +10,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 #: set to 1 to see the full traceback of an error that is otherwise printed as one line
 TRACEBACK_ENV = "LM_EVAL_EXT_TRACEBACK"
@@ -19,24 +20,28 @@ INTERRUPTED = ("interrupted (Ctrl-C): nothing was saved half-written; run the co
                "(a campaign resumes from its finished cells)")
 
 
-def interrupt_once(repeat_seconds: float = 0.05) -> None:
-    """Ctrl-C raises ``KeyboardInterrupt``; one while its line is said is the same one.
+def interrupt_once(command: str = "lm-eval-ext", repeat_seconds: float = 0.05) -> None:
+    """Ctrl-C raises ``KeyboardInterrupt``; a second one, before the first was said, stops now.
 
     GNU ``timeout -s INT`` signals the command and then its process group, so a second SIGINT
     could land while the first one's line is printed (a traceback): a SIGINT within
-    ``repeat_seconds`` of the last, or once :func:`say_interrupted` has begun, is ignored. Any
-    other interrupts again, however soon: a library (or CPython, in a finaliser) may have
-    swallowed the first, and the run would go on to its end. Python's own handler (or the
-    start-up hook's, for ``import lm_eval``) is replaced; another one stays, and outside the
-    main thread nothing is.
+    ``repeat_seconds`` of the last, or once :func:`say_interrupted` has begun, is ignored. A
+    later one while the first was never said (a library, or CPython in a finaliser, swallowed
+    it, and the run would go on to its end) says ``command``'s line and exits 130 at once: our
+    files are written whole or not at all. Python's own handler (or the start-up hook's, for
+    ``import lm_eval``) is replaced; another one stays, and outside the main thread nothing is.
     """
     last = [-math.inf]
-    _INTERRUPTS["saying"] = 0  # a command starting (several run in one process under tests)
+    _INTERRUPTS.update(saying=0, command=command)  # a command starting (tests run several)
 
     def interrupt(signum, frame):
         now = time.monotonic()
         if now - last[0] < repeat_seconds or _INTERRUPTS["saying"]:
             return
+        if _INTERRUPTS["raised"] > _INTERRUPTS["reported"]:  # the last one never reached us
+            _INTERRUPTS["saying"] = 1
+            os.write(2, f"\n{_INTERRUPTS['command']}: {INTERRUPTED}\n".encode())
+            os._exit(130)
         last[0] = now
         _INTERRUPTS["raised"] += 1
         raise KeyboardInterrupt
@@ -48,6 +53,11 @@ def interrupt_once(repeat_seconds: float = 0.05) -> None:
         signal.signal(signal.SIGINT, interrupt)
 
 
+def name_command(command: str) -> None:
+    """The command :func:`interrupt_once`'s immediate stop names (once it is known)."""
+    _INTERRUPTS["command"] = command
+
+
 def say_interrupted(command: str) -> int:
     """Ctrl-C as one line on standard error, naming ``command``; the exit code (130)."""
     _INTERRUPTS["saying"] = 1  # from here on a Ctrl-C is this one
@@ -57,7 +67,8 @@ def say_interrupted(command: str) -> int:
 
 
 #: Ctrl-Cs raised by :func:`interrupt_once`'s handler, and those said by :func:`say_interrupted`
-_INTERRUPTS = {"raised": 0, "reported": 0, "saying": 0}
+_INTERRUPTS: dict[str, Any] = {"raised": 0, "reported": 0, "saying": 0,
+                                "command": "lm-eval-ext"}
 
 
 def swallowed_interrupt() -> bool:

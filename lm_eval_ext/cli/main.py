@@ -43,6 +43,7 @@ from lm_eval_ext.cli.options import CommandParser
 from lm_eval_ext.errors import (
     TRACEBACK_ENV,
     LmEvalExtError,
+    name_command,
     quiet_closed_stdout,
     say_interrupted,
     swallowed_interrupt,
@@ -137,6 +138,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{command_name(argv)}: error: {problem}", file=sys.stderr)
         return 2
     _printable_output()
+    name_command(command_name(argv))  # for a second Ctrl-C's immediate stop
     try:
         code = _command(argv)
     except KeyboardInterrupt:  # Ctrl-C once loaded (console.py: while loading): nothing half-written

@@ -111,7 +111,7 @@ def install_one_line_errors(excepthook: Callable) -> Callable:
     (:func:`~lm_eval_ext.errors.interrupt_once`).
     """
     if stock_lm_eval_command():
-        interrupt_once()
+        interrupt_once("lm_eval")
 
     def one_line_excepthook(kind, value, traceback) -> None:
         if isinstance(value, BrokenPipeError):  # `lm_eval ls tasks | head`: the reader left
