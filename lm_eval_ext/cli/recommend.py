@@ -93,6 +93,7 @@ def run(args: argparse.Namespace) -> int:
         card_markdown,
         recommend_from_pilots,
     )
+    from lm_eval_ext.analysis.report import RECOMMENDATION_FILES
 
     refuse_unused("--overwrite", args.overwrite, "--out", args.out)
     try:
@@ -108,7 +109,8 @@ def run(args: argparse.Namespace) -> int:
                         for pattern in ("results_*.json", "*/results_*.json")):
         raise ConfigError(f"recommend: --out {args.out} is an lm-eval run folder; write the card "
                           "into its own folder (e.g. --out cards/)")
-    if args.out and (Path(args.out) / "card.json").exists() and not args.overwrite:
+    card_json, card_md = RECOMMENDATION_FILES
+    if args.out and (Path(args.out) / card_json).exists() and not args.overwrite:
         raise ConfigError(f"recommend: --out {args.out} holds a card already (a card is a "
                           "record); name another folder, or pass --overwrite to replace it")
     if args.out:  # before any work: a card that cannot be kept
@@ -121,6 +123,6 @@ def run(args: argparse.Namespace) -> int:
     text = card_markdown(data)
     print(text, end="")
     if args.out:
-        write_files_atomic(args.out, {"card.json": json.dumps(data, indent=2) + "\n",
-                                      "card.md": text})
+        write_files_atomic(args.out, {card_json: json.dumps(data, indent=2) + "\n",
+                                      card_md: text})
     return 0
