@@ -51,6 +51,9 @@ def interrupt_once(command: str = "lm-eval-ext", repeat_seconds: float = 0.05) -
             current is signal.default_int_handler
             or getattr(current, "lm_eval_ext_early", False)):  # the start-up hook's own
         signal.signal(signal.SIGINT, interrupt)
+        # a blocked SIGINT, inherited from the parent's mask, would never arrive (a run
+        # started from a thread or library that blocks it went on past every Ctrl-C)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGINT])
 
 
 def name_command(command: str) -> None:

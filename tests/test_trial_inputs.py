@@ -494,6 +494,37 @@ def test_a_second_ctrl_c_stops_a_run_whose_library_swallowed_the_first():
     assert (proc.returncode, out, err.strip()) == (130, "", f"cmd: {INTERRUPTED}")
 
 
+BLOCKED_BY_THE_PARENT = """
+import time
+from lm_eval_ext.errors import interrupt_once, say_interrupted
+interrupt_once("cmd")
+print("ready", flush=True)
+try:
+    time.sleep(20)
+    print("ran on")
+except KeyboardInterrupt:
+    raise SystemExit(say_interrupted("cmd"))
+"""
+
+
+def test_a_ctrl_c_the_parent_blocked_still_reaches_the_command():
+    """The slow tier: `lm_eval` started from a test worker whose main thread had SIGINT
+    blocked inherited the mask and ran its 600 requests past both Ctrl-Cs (a probe with the
+    mask blocked reproduced it); the command unblocks SIGINT as it installs its handler."""
+    import signal
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen(
+        [sys.executable, "-c", BLOCKED_BY_THE_PARENT], stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True,
+        preexec_fn=lambda: signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGINT]))
+    assert proc.stdout.readline() == "ready\n"
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=30)
+    assert (proc.returncode, out, err.strip()) == (130, "", f"cmd: {INTERRUPTED}")
+
+
 EARLY_SIGINT = """
 import os, signal, sys
 when, program, package = sys.argv[1:4]

@@ -132,6 +132,7 @@ def _catch_early_interrupts(package: str) -> None:
         return
     try:
         _signal.signal(_signal.SIGINT, _interrupted_early)
+        _signal.pthread_sigmask(_signal.SIG_UNBLOCK, [_signal.SIGINT])  # an inherited block
     except ValueError:  # not the main thread: Python's handler stays
         pass
 
