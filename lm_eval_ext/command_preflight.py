@@ -679,7 +679,7 @@ def check_command_line(argv: Sequence[str], with_config: bool = True,
         _check_options(args, from_file)
     if build_user_tasks:
         _build_user_tasks(args)
-    claim_response_cache(argv)
+    _claim_response_cache(args)
 
 
 def claim_response_cache(argv: Sequence[str]) -> None:
@@ -687,7 +687,10 @@ def claim_response_cache(argv: Sequence[str]) -> None:
 
     Once every check has passed: the run is about to start (a dry run claims nothing).
     """
-    args = _arguments(_with_config(argv)[0])
+    _claim_response_cache(_arguments(_with_config(argv)[0]))
+
+
+def _claim_response_cache(args: argparse.Namespace) -> None:
     if args.use_cache is not None:
         check_cache_owner(args.use_cache, cache_owner(args.model, model_args_of(args.model_args)),
                           claim=True)

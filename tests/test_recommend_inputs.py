@@ -178,6 +178,12 @@ def test_a_candidate_of_other_items_alone_is_refused(capsys, tmp_path):
         "(--sizes)")
 
 
+def _rerun_advice(folder) -> str:
+    """The fix every refusal of a table `analyze` wrote ends with."""
+    return ("`lm-eval-ext analyze` wrote it: rerun `lm-eval-ext analyze` with the pilot's "
+            f"--reference and --runs and --out {folder} --overwrite")
+
+
 def test_an_edited_table_is_refused_and_the_advised_rerun_restores_it(pilot, capsys, tmp_path):
     """A pilot's items.csv with one outcome changed by hand ('maybe', or a flipped value)
     was carded, rc 0; analyze records the tables' SHA-256 and recommend checks them."""
@@ -190,8 +196,7 @@ def test_an_edited_table_is_refused_and_the_advised_rerun_restores_it(pilot, cap
     line = _refused([str(edited), "--claim", "accuracy=5"], capsys, tmp_path / "card")
     assert line == (f"lm-eval-ext: error: recommend: {items} is not the table `analyze` wrote "
                     "(its SHA-256 differs from the one in tables.sha256): it was edited; "
-                    "`lm-eval-ext analyze` wrote it: rerun `lm-eval-ext analyze` with the "
-                    f"pilot's --reference and --runs and --out {edited} --overwrite")
+                    + _rerun_advice(edited))
     # the advice, followed: the same runs analysed again into that folder, then carded
     runs = pilot.parent
     assert cli_main.main(["analyze", "--reference", f"ref={runs / 'ref'}", "--runs",
@@ -211,9 +216,7 @@ def test_tables_without_their_checksums_are_refused(pilot, capsys, tmp_path):
     line = _refused([str(edited), "--claim", "accuracy=5"], capsys, tmp_path / "card")
     assert line == (f"lm-eval-ext: error: recommend: {edited / 'tables.sha256'} is missing "
                     "(the SHA-256 `analyze` writes beside its tables), so an edit of the table "
-                    "could not be told; "
-                    "`lm-eval-ext analyze` wrote it: rerun `lm-eval-ext analyze` with the "
-                    f"pilot's --reference and --runs and --out {edited} --overwrite")
+                    "could not be told; " + _rerun_advice(edited))
     assert cli_main.main(["recommend", str(pilot), "--claim", "accuracy=5", "--bootstrap",
                           "200", "--out", str(tmp_path / "card")]) == 0  # the folder analyze wrote
 
@@ -229,9 +232,7 @@ def test_an_analysis_older_than_its_item_check_is_refused_with_the_rerun(pilot, 
     line = _refused([str(older), "--claim", "accuracy=5"], capsys, tmp_path / "card")
     assert line == (f"lm-eval-ext: error: recommend: {checksums} does not list "
                     "card_differences.csv (the SHA-256 `analyze` writes beside its tables), so "
-                    "an edit of the table could not be told; `lm-eval-ext analyze` wrote it: "
-                    "rerun `lm-eval-ext analyze` with the pilot's --reference and --runs and "
-                    f"--out {older} --overwrite")
+                    "an edit of the table could not be told; " + _rerun_advice(older))
     (older / "card_differences.csv").unlink()
     line = _refused([str(older), "--claim", "accuracy=5"], capsys, tmp_path / "card")
     assert line == (f"lm-eval-ext: error: recommend: {older} has no card_differences.csv; pass "

@@ -22,7 +22,6 @@ import fcntl
 import json
 import math
 import os
-import re
 import time
 from collections import Counter
 from collections.abc import Iterator, Sequence
@@ -91,6 +90,12 @@ def _item_fields(doc: dict[str, Any], answer: str | None, reasoning: str | None)
 DEFAULT_BATCH_SIZE = 8
 
 
+def given_args(model_args: str) -> dict[str, str]:
+    """The judge's ``--judge-model-args`` as key -> text (unchecked; the model checks them)."""
+    return {part.partition("=")[0].strip(): part.partition("=")[2]
+            for part in model_args.split(",")}
+
+
 def judge_model_class(model: str, model_args: str, device: str | None = None,
                       batch_size: int | None = None) -> type:
     """The registered lm-eval model class, with its args checked where it can (no load).
@@ -106,8 +111,7 @@ def judge_model_class(model: str, model_args: str, device: str | None = None,
     activate()
     check_model_name(model, "judge: --judge-model")
     model_class = get_model(model)
-    given = {part.partition("=")[0].strip(): part.partition("=")[2]
-             for part in model_args.split(",")}
+    given = given_args(model_args)
     derivation = next((key for key in DERIVATION_ARGS if key in given), None)
     if derivation is not None:  # a judge writes its own verdicts: there is no parent to take
         raise ConfigError(f"judge: --judge-model-args {derivation}: a judge takes no answers "
@@ -262,8 +266,7 @@ def judge_run(run_dir: str | Path, *, model: str = "hf-metered", model_args: str
         raise ConfigError(f"unknown rubrics {unknown}; available: {', '.join(RUBRICS)}")
     judge_model_class(model, model_args, device, batch_size)  # a misspelled model or arg: no work
     if batch_size is None:
-        batch_size = (None if re.search(r"(^|,)\s*batch_size\s*=", model_args)
-                      else DEFAULT_BATCH_SIZE)
+        batch_size = None if "batch_size" in given_args(model_args) else DEFAULT_BATCH_SIZE
     targets = find_targets(run_dir)
     with _held(sorted({t.results_path.parent for t in targets})):
         return _judge_targets(targets, model, model_args, batch_size, device, max_gen_toks,
