@@ -465,10 +465,13 @@ SWALLOWING_EVERY_CTRL_C = """
 import time
 from lm_eval_ext.errors import interrupt_once
 interrupt_once("cmd")
-print("ready", flush=True)
+ready = False
 end = time.monotonic() + 20
 while time.monotonic() < end:  # a library that swallows every KeyboardInterrupt
     try:
+        if not ready:  # said inside the try: a Ctrl-C may land while it is printed
+            ready = True
+            print("ready", flush=True)
         time.sleep(0.05)
     except KeyboardInterrupt:
         pass
@@ -498,8 +501,8 @@ BLOCKED_BY_THE_PARENT = """
 import time
 from lm_eval_ext.errors import interrupt_once, say_interrupted
 interrupt_once("cmd")
-print("ready", flush=True)
 try:
+    print("ready", flush=True)  # inside the try: a Ctrl-C may land while it is printed
     time.sleep(20)
     print("ran on")
 except KeyboardInterrupt:
