@@ -9,11 +9,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from lm_eval_ext.data.instrument import load_manifest
+from lm_eval_ext.tasks.bbq import TASK_VERSION
 from lm_eval_ext.tasks.common.prompting import DEFAULT_TIER
 
 HERE = Path(__file__).resolve().parent
-#: The BBQ task version (README changelog); 2.0 fixed the bias rule.
-TASK_VERSION = "2.0"
 PATHS = {  # task-name suffix -> (base yaml, scoring path)
     "": ("_bbq_generative_yaml", "generative"),
     "_loglik": ("_bbq_loglik_yaml", "loglik"),

@@ -15,6 +15,7 @@ from lm_eval_ext.data.fingerprints import sample_fingerprint
 from lm_eval_ext.errors import ConfigError
 from lm_eval_ext.files import staging_folder, swap_in
 from lm_eval_ext.paths import package_tasks_dir, user_tasks_dir
+from lm_eval_ext.tasks.bbq import TASK_VERSION
 from lm_eval_ext.tasks.common.prompting import DEFAULT_TIER
 
 _TASK_NAME = re.compile(r"[a-z][a-z0-9_]{2,63}")
@@ -33,7 +34,7 @@ def _registered_yaml(task: str, base: str, path: str, ids_csv: Path, sha: str, n
         f"  manifest_csv: {ids_csv}\n"
         f"  scoring_path: {path}\n"
         "metadata:\n"
-        "  version: 1.1\n"
+        f"  version: {TASK_VERSION}\n"
         f"  sample_sha256: {sha}\n"
         f"  manifest_rows: {n_rows}\n"
         f"  template_tier: {DEFAULT_TIER[path]}\n"
