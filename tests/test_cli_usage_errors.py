@@ -65,6 +65,11 @@ def _refused(argv: list[str], capsys) -> str:
     # trial 7: inf reached math.ceil ("unexpected OverflowError"); a negative seed numpy's words
     (["mde", "--m", "500", "--rho-d", "0.1", "--design-effect", "inf"],
      "argument --design-effect: inf must be a finite number above 0"),
+    # trial 18 (N18_7): 0.5 gave an MDE below the independent items' one (analyze floors at 1)
+    (["mde", "--m", "500", "--rho-d", "0.1", "--design-effect", "0.5"],
+     "argument --design-effect: 0.5 is below 1: a design effect is 1 for independent items "
+     "and above 1 for clustered ones (an estimate below 1 is noise around independent items, "
+     "used as 1); give 1 or more, e.g. 1.5"),
     ([*SEQUENTIAL, "--out", "{new}", "--margin", "nan"], "argument --margin: nan is not in "),
     # trial 9: floating-point extremes reached the statistics (inf quantiles, OverflowError)
     (["mde", "--m", "500", "--rho-d", "0.1", "--alpha", "5e-324"],

@@ -7,8 +7,8 @@ from pathlib import Path
 
 from lm_eval_ext.cli.options import (
     check_power_above_alpha,
+    design_effect,
     output_file,
-    positive_float,
     positive_int,
     probability,
     refuse_replacing,
@@ -26,7 +26,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     mde.add_argument("--rho-d", type=share, help="discordance rate (share of items that flip)")
     mde.add_argument("--alpha", type=probability, default=0.05, help="two-sided type-I error")
     mde.add_argument("--power", type=probability, default=0.8, help="power at the MDE")
-    mde.add_argument("--design-effect", type=positive_float,
+    mde.add_argument("--design-effect", type=design_effect,
                      help="variance inflation of clustered items (natural units; default 1); "
                           "--runs estimates it")
     mde.add_argument("--runs", nargs=2, metavar=("REFERENCE", "RUN"),

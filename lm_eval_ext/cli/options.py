@@ -117,6 +117,17 @@ def positive_float(text: str) -> float:
     return value
 
 
+def design_effect(text: str) -> float:
+    """A finite variance inflation of at least 1 (the floor analyze puts on its estimates)."""
+    value = positive_float(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(
+            f"{text} is below 1: a design effect is 1 for independent items and above 1 for "
+            "clustered ones (an estimate below 1 is noise around independent items, used as 1); "
+            "give 1 or more, e.g. 1.5")
+    return value
+
+
 #: the largest count taken (items, resamples, draws): above it a float loses whole numbers
 LARGEST_COUNT = 10**15
 
