@@ -141,7 +141,7 @@ def task_card(results: Mapping[str, Any], task: str, samples: Sequence[Mapping[s
         "scoring_path": ("generative" if task_config.get("output_type") == "generate_until"
                          else "loglik"),
         "precision": metering.get("precision", _precision_of(config.get("model_dtype"))),
-        "batch_size": str(metering.get("batch_size", config.get("batch_size"))),
+        "batch_size": batch_size_of(config, task_config.get("output_type") == "generate_until"),
         "item_set_sha256": _sha256_lines(sorted(_item_id(s) for s in samples)),
         "n_items": len(samples),
         "judge_rubrics": dict(judge_rubrics or {}),
@@ -149,6 +149,25 @@ def task_card(results: Mapping[str, Any], task: str, samples: Sequence[Mapping[s
                      "transformers": results.get("transformers_version"),
                      "torch": _torch_version(results)},
     }
+
+
+def batch_size_of(config: Mapping[str, Any], generative: bool) -> str:
+    """The batch size a run's answers came from: as configured, or the fast path's plan.
+
+    Left at lm-eval's default (the number 1), hf-metered's fast path plans the batches of greedy
+    generation itself (docs/hf-metered.md), so a generative task's answers came from batches of
+    ``planned:32`` (the planned sizes, ``planned:16-32`` where they varied), not of 1. A typed
+    batch size, ``auto`` and log-likelihood tasks keep the configured value.
+    """
+    metering = config.get("metering") or {}
+    configured = str(metering.get("batch_size", config.get("batch_size")))
+    generation = metering.get("generation") or {}
+    planned = [int(b) for b in generation.get("batch_sizes") or [] if isinstance(b, int)]
+    if (not generative or not planned or not generation.get("fast_requests")
+            or generation.get("batch_size_asked") is not None or configured != "1"):
+        return configured
+    low, high = min(planned), max(planned)
+    return f"planned:{low}" if low == high else f"planned:{low}-{high}"
 
 
 #: torch dtypes as the metered models name their precision (stock lm-eval records the dtype)

@@ -226,6 +226,16 @@ def test_headline_command_runs_the_embedded_model(tmp_path, embedded_checkpoint)
     metrics = results["results"]["bbq_subset_25pct"]
     n_parsed = sum(json.loads(s["filtered_resps"][0])["answer"] is not None for s in samples)
     assert metrics["parse_failure_rate,parsed"] == pytest.approx(1 - n_parsed / 8)
+    # no --batch_size: the fast path planned the batch (all 8 at once), not lm-eval's default 1
+    # that config.metering records; the card and the run's label had said batch 1 (N18_30)
+    from lm_eval_ext.analysis.loader import load_run
+    from lm_eval_ext.cards import task_card
+
+    assert results["config"]["metering"]["batch_size"] == 1
+    assert results["config"]["metering"]["generation"]["batch_sizes"] == [8]
+    assert task_card(results, "bbq_subset_25pct", samples)["batch_size"] == "planned:8"
+    run = load_run(next(out.rglob("results_*.json")))
+    assert run.run_id == "SmolLM2-135M-Instruct@fp32/bsplanned:8/25pct"
 
 
 def _reader_gone(args: list[str]) -> tuple[int, str]:

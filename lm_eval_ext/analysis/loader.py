@@ -24,7 +24,7 @@ from lm_eval_ext.analysis.items import SampleError, extract_items
 from lm_eval_ext.analysis.metrics import metrics_for
 from lm_eval_ext.backends.card_fields import model_card_fields
 from lm_eval_ext.backends.packaged_models import model_identity_of
-from lm_eval_ext.cards import CARD_FILE, task_card
+from lm_eval_ext.cards import CARD_FILE, batch_size_of, task_card
 from lm_eval_ext.data.store import sha256_of
 from lm_eval_ext.files import path_error
 from lm_eval_ext.metering.derived import DERIVED_FLAG
@@ -262,7 +262,8 @@ def run_info(results: dict[str, Any], results_path: Path, run_id: str) -> dict[s
                   or model_identity_of(results.get("config", {}))[0]),
         "tasks": ",".join(tasks),
         "precision": precision or str(config.get("model_dtype", "unknown")),
-        "batch_size": metering.get("batch_size", config.get("batch_size")),
+        "batch_size": batch_size_of(config, any(s["scoring_path"] == "generative"
+                                                for s in settings.values())),
         "scoring_path": first.get("scoring_path"),
         "membership_sha256": first.get("membership_sha256"),
         "template_tier": first.get("template_tier"),
