@@ -64,6 +64,21 @@ def test_a_large_effect_is_claimed_and_holds_in_large_memberships_only():
     assert row["joules_per_settled_claim"] == 12_000.0  # one settled claim
 
 
+def test_a_membership_only_partly_among_the_items_is_not_checked():
+    """The worked example's 12 items: "holds in 3 of 3 frozen memberships" counted fragments of
+    memberships that its own membership section left out as not inside (trial 18, N18_28)."""
+    memberships = {"half": {_unit(i) for i in range(100)},
+                   "straddles": {_unit(i) for i in range(150, 250)},  # units 200-249 absent
+                   "absent": {_unit(i) for i in range(300, 310)}}
+    claims, *_ = _claims(0.15, memberships)
+    assert (claims.iloc[0]["memberships_checked"], claims.iloc[0]["holding"]) == (1, "half")
+    from lm_eval_ext.analysis.report_markdown import _claim_lines
+
+    none = claims.assign(memberships_checked=0, memberships_holding=0)
+    assert "holds in no frozen membership checked (none lies wholly inside the paired items)" \
+        in "".join(_claim_lines(none))
+
+
 def test_identical_answers_leave_the_metric_unchanged_in_every_membership():
     memberships = {"half": {_unit(i) for i in range(100)}, "third": {_unit(i) for i in range(70)}}
     ref, _ = _frames(0.0)

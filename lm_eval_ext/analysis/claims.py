@@ -5,8 +5,9 @@ cluster permutation test agree that it moved), "no change detected", or borderli
 stability is checked three ways, each the share of cases where the same claim holds (the same
 verdict, and for "changed" the same sign):
 
-* **frozen memberships**: the instrument's nested subsets and their replicates; the paired delta
-  recomputed on the membership's items with the same bootstrap design and permutation test;
+* **frozen memberships**: the instrument's nested subsets and their replicates that lie wholly
+  inside the paired items (not all of them); the paired delta recomputed on the membership's
+  items with the same bootstrap design and permutation test;
 * **Monte Carlo draws**: category-stratified draws of natural units at each subset size (as in
   the membership analysis); each draw's delta is judged by its cluster-robust linearised Wald
   interval (closed form: thousands of bootstraps would be too slow). A Wald verdict is never
@@ -145,8 +146,9 @@ def claim_table(specs: list[MetricSpec], ref: pd.DataFrame, runs: dict[str, pd.D
     """
     rng = as_rng(rng)
     units = ref["unit_id"].astype(str).to_numpy()
+    present = set(units)  # a membership is checked whole (as membership.csv places it)
     names = [n for n, keep in memberships.items()
-             if len(set(units) & keep) >= 2 and not set(units) <= keep]
+             if len(keep) >= 2 and keep <= present and not present <= keep]
     masks = (np.column_stack([np.isin(units, list(memberships[n])) for n in names])
              if names else np.zeros((len(ref), 0), bool))
     overall = deltas[deltas["subgroup_type"] == "all"].set_index(["run", "metric"])

@@ -118,7 +118,8 @@ def _claim_lines(claims: pd.DataFrame | None) -> list[str]:
              "runs given.\n"]
     for _, row in claims.iterrows():
         checks = [f"{row['memberships_holding']} of {row['memberships_checked']} frozen "
-                  f"memberships" if row["memberships_checked"] else "no frozen membership"]
+                  f"memberships" if row["memberships_checked"] else
+                  "no frozen membership checked (none lies wholly inside the paired items)"]
         if row["mc_draws_checked"]:
             sizes = ", ".join(f"{part.split(':')[0]} {float(part.split(':')[1]):.0%}"
                               for part in row["mc_stability_by_size"].split(";"))
