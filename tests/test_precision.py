@@ -1,11 +1,13 @@
 """precision= switch: plan validation and real quantised loads on the CPU (bitsandbytes)."""
 
+import logging
 import math
 
 import pytest
 import torch
 
 from lm_eval_ext.backends.precision import (
+    BNB_MATMUL_LOGGER,
     PrecisionError,
     PrecisionPlan,
     plan_precision,
@@ -54,12 +56,18 @@ def _first_loglikelihood(lm) -> float:
 
 
 @pytest.mark.slow
-def test_int8_loads_linear8bitlt_and_scores(loaded):
+def test_int8_loads_linear8bitlt_and_scores(loaded, caplog):
     lm = loaded("int8")
     assert lm._precision == "int8"
     assert lm._quantized_modules["Linear8bitLt"] == 210  # 30 layers x 7 projections
-    ll = _first_loglikelihood(lm)
+    with caplog.at_level(logging.WARNING, logger=BNB_MATMUL_LOGGER):
+        ll = _first_loglikelihood(lm)
+        assert _first_loglikelihood(lm) == ll
     assert math.isfinite(ll) and ll < 0
+    # bitsandbytes' cast note, said on each of the 420 int8 matmuls, is said once (N18_24)
+    notes = [r.getMessage() for r in caplog.records if r.name == BNB_MATMUL_LOGGER]
+    assert notes == ["MatMul8bitLt: inputs will be cast from torch.bfloat16 to float16 during "
+                     "quantization"]
     # a quantised checkpoint checked against a plain plan is refused, and the advice works
     with pytest.raises(PrecisionError, match="the checkpoint is already quantised .*"
                        "pass precision=int8\\|nf4\\|fp4 to match it"):

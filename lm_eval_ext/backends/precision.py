@@ -8,6 +8,7 @@ counted: a requested precision that did not take effect is an error.
 
 from __future__ import annotations
 
+import logging
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any
@@ -106,6 +107,33 @@ def _quant_type(model: Any) -> str | None:
         if type(module).__name__ == "Linear4bit":
             return getattr(module.weight, "quant_type", None)
     return None
+
+
+class _OncePerMessage(logging.Filter):
+    """Let the first record of each message through and drop its repeats."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: set[str] = set()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        if message in self.seen:
+            return False
+        self.seen.add(message)
+        return True
+
+
+#: bitsandbytes' logger of "MatMul8bitLt: inputs will be cast ... to float16", said on every
+#: int8 matmul (210 lines a forward of the embedded model; 150,000 in one run of trial 18)
+BNB_MATMUL_LOGGER = "bitsandbytes.autograd._functions"
+
+
+def say_quantisation_notes_once() -> None:
+    """Say each of bitsandbytes' per-call notes once per process (a filter on its logger)."""
+    logger = logging.getLogger(BNB_MATMUL_LOGGER)
+    if not any(isinstance(f, _OncePerMessage) for f in logger.filters):
+        logger.addFilter(_OncePerMessage())
 
 
 def verify_precision(model: Any, plan: PrecisionPlan) -> tuple[str, dict[str, int]]:

@@ -33,7 +33,12 @@ from lm_eval_ext.backends.chat_template import ChatTemplatePolicy
 from lm_eval_ext.backends.engine_key import load_key
 from lm_eval_ext.backends.metered_lm import MeteredLM
 from lm_eval_ext.backends.model_args import HFMeteredArgs, check_unknown_args
-from lm_eval_ext.backends.precision import PrecisionPlan, plan_precision, verify_precision
+from lm_eval_ext.backends.precision import (
+    PrecisionPlan,
+    plan_precision,
+    say_quantisation_notes_once,
+    verify_precision,
+)
 from lm_eval_ext.backends.warm import WarmModel
 from lm_eval_ext.errors import ConfigError
 from lm_eval_ext.generation.generator import generation_record
@@ -89,6 +94,8 @@ class HFMeteredBase(MeteredLM):
             pretrained, lm_args = kept.model, {**lm_args, "tokenizer": kept.tokenizer}
         super().__init__(pretrained=pretrained, dtype=self._plan.dtype, **lm_args)
         self._precision, self._quantized_modules = verify_precision(self.model, self._plan)
+        if self._plan.quantization:
+            say_quantisation_notes_once()
 
     @staticmethod
     def _codecarbon(own: HFMeteredArgs) -> Callable[[list[int]], Any] | None:
