@@ -121,8 +121,8 @@ def check_fewshot_pools(tasks: Sequence[str], shots: int, where: str = "--num_fe
         size = fewshot_pool_size(name)
         if size is not None and shots > size:
             raise PreflightError(f"{where} {shots}: {name} has {size} few-shot examples in its "
-                                 f"pool (docs/tasks.md: 0, 3 or 5); give {where} {min(size, 5)} "
-                                 "or fewer")
+                                 f"pool; give {where} {size} or fewer (docs/tasks.md documents "
+                                 "0, 3 and 5)")
 
 
 def check_output_path(value: str, where: str = "--output_path") -> None:

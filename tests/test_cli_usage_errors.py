@@ -476,9 +476,10 @@ def test_a_broken_yaml_file_is_one_line_with_its_place(command, tmp_path, capsys
                           "or run on the CPU and record xpu); use --device cpu"),
     (["--device", "meta"], "--device meta: there is no meta device here"),
     (["--device", "mps"], "--device mps: there is no mps device here"),
+    # trial 18 (N18_41): it said "5 or fewer" while 7 ran: the bound is the pool
     (["--num_fewshot", "99"], "--num_fewshot 99: bbq_subset_25pct_loglik has 22 few-shot "
-                              "examples in its pool (docs/tasks.md: 0, 3 or 5); give "
-                              "--num_fewshot 5 or fewer"),
+                              "examples in its pool; give --num_fewshot 22 or fewer "
+                              "(docs/tasks.md documents 0, 3 and 5)"),
 ])
 def test_a_device_or_shot_count_lm_eval_would_misuse_is_refused_before_the_load(argv, message):
     """lm-eval ran --device xpu/meta on the CPU recording that name (rc 0), and asserted on 99
