@@ -131,7 +131,8 @@ def test_the_fewshot_pool_comes_from_its_cache_file_and_equals_a_fresh_draw(data
     units = frozenset(r["unit_id"] for r in load_membership("25pct").rows)
     instrument = set(load_manifest()["memberships"]["instrument"]["unit_ids"])
     fresh = fewshot_pool(load_bbq_rows(), exclude=instrument | units, size=22,
-                         stratum=lambda r: r["category"], unit=lambda r: r["unit_id"])
+                         stratum=lambda r: r["category"], unit=lambda r: r["unit_id"],
+                         alternate=utils.context_condition)
     utils._pool_rows.cache_clear()
     try:
         utils._pool_rows(units)  # drawn (or read) and kept on disk
@@ -141,3 +142,20 @@ def test_the_fewshot_pool_comes_from_its_cache_file_and_equals_a_fresh_draw(data
     finally:
         utils._pool_rows.cache_clear()
     assert list(cached) == fresh and len({r["category"] for r in fresh}) == 11
+
+
+def test_the_shots_lm_eval_shows_mix_ambiguous_and_disambiguated_items(data_dir):
+    """Trial 18 (N18_42): the first 3 shots were all ambiguous items, whose answer is always
+    "unknown" (4 of the first 5): a 3-shot run taught "unknown". Counted on the docs lm-eval's
+    own sampler shows (its first_n), with the answer read from BBQ's unknown option."""
+    from lm_eval.tasks import TaskManager
+
+    task = TaskManager().load(["bbq_subset_25pct"])["tasks"]["bbq_subset_25pct"]
+    pool = list(task.fewshot_docs())
+    unknown = [d["answer_info"][f"ans{d['label']}"][1] == "unknown" for d in pool]  # BBQ's tag
+    conditions = [d["context_condition"] for d in pool]
+    assert conditions[:5] == ["ambig", "disambig", "ambig", "disambig", "ambig"]
+    assert conditions.count("ambig") == conditions.count("disambig") == 11
+    assert sum(unknown[:3]) == 2 and sum(unknown[:5]) == 3
+    by_category = {(d["category"], d["context_condition"]) for d in pool}
+    assert len(by_category) == 22  # each of the 11 categories: one of each condition

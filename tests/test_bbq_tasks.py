@@ -118,7 +118,7 @@ def test_generative_run_logs_generation_parse_and_metadata(embedded_lm, task_man
     info = results["config"]["hf_metered"]
     assert info["generation_chat_template_applied_by"] == "hf-metered"
     metadata = json.loads(json.dumps(results["configs"][task]["metadata"]))  # JSON round trip
-    assert metadata["version"] == 2.0 and metadata["template_tier"] == "detailed"
+    assert metadata["version"] == 2.1 and metadata["template_tier"] == "detailed"
     assert metadata["membership_sha256"] == load_manifest()["memberships"]["12p5pct"][
         "membership_sha256"]
 

@@ -41,10 +41,10 @@ def test_registered_task_loads_exactly_the_manifest_items(data_dir, tmp_path, mo
     keys = {(d["category"], d["example_id"]) for d in task.eval_docs}
     assert keys == set(read_manifest_keys(manifest))
     assert task.config.metadata["sample_sha256"] == PAPER_SAMPLE_SHA256
-    # the packaged tasks' version (2.0 fixed the bias rule); 1.1 labelled the fixed rule as
-    # the inverted one (trial 18, N18_15)
+    # the packaged tasks' version (2.0 fixed the bias rule, 2.1 mixed the few-shot pool); 1.1
+    # labelled the fixed rule as the inverted one (trial 18, N18_15)
     packaged = tm.load(["bbq_subset_25pct"])["tasks"]["bbq_subset_25pct"]
-    assert task.config.metadata["version"] == packaged.config.metadata["version"] == 2.0
+    assert task.config.metadata["version"] == packaged.config.metadata["version"] == 2.1
 
 
 @pytest.mark.parametrize(

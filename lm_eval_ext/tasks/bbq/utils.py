@@ -33,9 +33,21 @@ from lm_eval_ext.tasks.common.prompting import ChoiceItems, fewshot_pool
 FEWSHOT_POOL_SIZE = 22  # 2 per category, from units outside the frozen instrument
 
 
+def context_condition(row: Mapping[str, Any]) -> str:
+    """The kind the few-shot pool alternates: ambiguous and disambiguated rows.
+
+    An ambiguous row's answer is always "unknown", so three ambiguous shots (the pool before
+    task version 2.1) taught that answer.
+    """
+    return str(row["context_condition"])
+
+
 @lru_cache(maxsize=8)
 def _pool_rows(evaluated_units: frozenset[str]) -> tuple[Mapping[str, Any], ...]:
     """22 rows (2 per category, one per unit) outside the instrument and the evaluated units.
+
+    Ambiguous and disambiguated rows alternate (:func:`context_condition`): 3 shots show 2 and 1,
+    5 shots 3 and 2, and each category gives one of each.
 
     The same pool serves every instrument membership; ``bbq_full`` has no outside units, so
     its few-shot pool is empty (``--num_fewshot`` > 0 is then an lm-eval error).
@@ -46,7 +58,7 @@ def _pool_rows(evaluated_units: frozenset[str]) -> tuple[Mapping[str, Any], ...]
          joined(instrument), joined(evaluated_units), str(FEWSHOT_POOL_SIZE).encode()],
         lambda: tuple(fewshot_pool(load_bbq_rows(), exclude=instrument | evaluated_units,
                                    size=FEWSHOT_POOL_SIZE, stratum=lambda r: r["category"],
-                                   unit=lambda r: r["unit_id"])))
+                                   unit=lambda r: r["unit_id"], alternate=context_condition)))
 
 
 ITEMS = ChoiceItems(style=prompts.STYLE, body=prompts.body, options=prompts.options,

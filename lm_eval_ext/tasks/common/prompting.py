@@ -119,12 +119,15 @@ def stable_rank(key: str, salt: str = "fewshot") -> str:
 
 
 def fewshot_pool(rows: Iterable[Mapping[str, Any]], *, exclude: set[str], size: int,
-                 stratum: Callable[[Mapping[str, Any]], str], unit: Callable[[Mapping], str]
+                 stratum: Callable[[Mapping[str, Any]], str], unit: Callable[[Mapping], str],
+                 alternate: Callable[[Mapping[str, Any]], str] | None = None
                  ) -> list[Mapping[str, Any]]:
     """The deterministic few-shot pool.
 
     ``size`` rows outside ``exclude`` (unit ids), one per unit, round-robin over strata, in
-    hash order.
+    hash order. ``alternate`` (a row's kind, e.g. BBQ's context condition): the n-th row taken
+    is of the n-th kind in turn (sorted, cycled) where its stratum has one, so the first k rows,
+    the ones ``--num_fewshot k`` shows, mix the kinds.
     """
     by_stratum: dict[str, list[Mapping[str, Any]]] = {}
     seen_units: set[str] = set()
@@ -135,10 +138,14 @@ def fewshot_pool(rows: Iterable[Mapping[str, Any]], *, exclude: set[str], size: 
         by_stratum.setdefault(stratum(row), []).append(row)
     pool: list[Mapping[str, Any]] = []
     queues = [by_stratum[s] for s in sorted(by_stratum)]
+    kinds = sorted({alternate(r) for queue in queues for r in queue}) if alternate else []
     while len(pool) < size and any(queues):
         for queue in queues:
             if queue and len(pool) < size:
-                pool.append(queue.pop(0))
+                want = kinds[len(pool) % len(kinds)] if kinds else None
+                pool.append(queue.pop(next(
+                    (i for i, r in enumerate(queue) if want is not None and alternate(r) == want),
+                    0)))
     return pool
 
 
