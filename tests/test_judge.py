@@ -58,7 +58,7 @@ def test_rubric_versions_are_the_sha256_of_their_text():
 
 
 @pytest.mark.slow
-def test_judge_scores_real_generations_and_analysis_reads_them(embedded_lm, tmp_path):
+def test_judge_scores_real_generations_and_analysis_reads_them(embedded_lm, tmp_path, capsys):
     from lm_eval_ext.analysis.loader import load_runs
     from lm_eval_ext.analysis.metrics import metrics_for
     from lm_eval_ext.judge.run import judge_run
@@ -103,8 +103,20 @@ def test_judge_scores_real_generations_and_analysis_reads_them(embedded_lm, tmp_
     # the same judging again (a rerun after an interruption): reused, no model loaded
     stamp = scores.stat().st_mtime_ns
     assert judge_run(tmp_path / "gen", model_args="idle_seconds=0", batch_size=4,
-                     max_gen_toks=24) == [json.loads(json.dumps(summary, default=str))]
+                     max_gen_toks=24) == [{**json.loads(json.dumps(summary, default=str)),
+                                           "reused": True}]
     assert scores.stat().st_mtime_ns == stamp
+    # the command says it reused the judging (it printed a fresh judging's line: N18_78)
+    from lm_eval_ext.cli.main import main
+
+    assert main(["judge", str(tmp_path / "gen"), "--judge-model-args", "idle_seconds=0",
+                 "--batch-size", "4", "--max-gen-toks", "24"]) == 0
+    assert capsys.readouterr().out.strip().endswith(
+        f"; reused the judging of {summary['created']} (nothing judged now; --overwrite "
+        "judges again)")
+    with pytest.raises(ConfigError, match=r"\(items 4 then, 2 now\)"):  # the first 2 only
+        judge_run(tmp_path / "gen", model_args="idle_seconds=0", batch_size=4,
+                  max_gen_toks=24, limit=2)
     assert not list((tmp_path / "gen").rglob("*.tmp"))  # files.write_text_atomic
 
 

@@ -108,9 +108,63 @@ def test_a_rerun_after_the_samples_changed_is_not_the_same_judging(judged):
 
     results, scores = judged
     target = JudgeTarget(results, TASK)
-    summary = {"judge": {}, "max_gen_toks": 96, "rubric_sha256": {}}
+    summary = {"judge": {}, "max_gen_toks": 96, "rubric_sha256": {}, "n_items": 8}
     scores.with_suffix(".json").write_text(json.dumps(summary))
     assert _judging_differences(target, {}, [], 96, None) == []
     scores.with_suffix(".json").write_text(json.dumps({**summary, "samples_sha256": "0" * 64}))
     assert _judging_differences(target, {}, [], 96, None) == [
         "the judged samples file is another (its SHA-256 differs)"]
+
+
+def test_a_judging_of_the_first_items_is_not_a_judging_of_every_item(judged):
+    """Trial 18 (N18_77): `judge RUN` after `judge RUN --limit 4` on an 8-item run reused the
+    4-item judging, rc 0: no --limit means every item."""
+    import json
+
+    from lm_eval_ext.judge.run import JudgeTarget, _judging_differences
+
+    results, scores = judged
+    target = JudgeTarget(results, TASK)
+    scores.with_suffix(".json").write_text(json.dumps(
+        {"judge": {}, "max_gen_toks": 96, "rubric_sha256": {}, "n_items": 4}))
+    assert _judging_differences(target, {}, [], 96, None) == ["items 4 then, 8 now"]
+    assert _judging_differences(target, {}, [], 96, 4) == []
+    assert _judging_differences(target, {}, [], 96, 50) == ["items 4 then, 8 now"]
+
+
+def test_a_campaign_judged_with_other_settings_names_its_own_fix(tmp_path):
+    """A campaign rerun without its earlier --judge-limit: the judge's "pass --overwrite" is no
+    campaign option; the line gives the judge command that judges every cell again."""
+    import json
+
+    from lm_eval_ext.campaign.judging import JudgeSettings, judge_cells
+    from lm_eval_ext.campaign.store import CampaignFolder
+    from lm_eval_ext.data.store import sha256_of
+    from lm_eval_ext.judge.rubrics import RUBRICS
+    from lm_eval_ext.judge.run import JudgingDiffers
+
+    task = "bbq_instrument"
+    rows = load_membership("instrument").rows[:8]
+    results = write_run(tmp_path / "camp" / "cells" / "c1" / "output", task, rows,
+                        simulate_predictions(rows, 0.6, np.random.default_rng(0)))
+    data = json.loads(results.read_text())
+    data["configs"][task]["output_type"] = "generate_until"
+    results.write_text(json.dumps(data))
+    scores = judge_scores_path(results, task)
+    scores.write_text("".join(f'{{"doc_id": {i}}}\n' for i in range(4)))
+    samples = next(results.parent.glob(f"samples_{task}_*.jsonl"))
+    scores.with_suffix(".json").write_text(json.dumps({
+        "task": task, "results": results.name, "n_items": 4, "samples_sha256": sha256_of(samples),
+        "judge": {"model": "hf-metered", "model_args": "", "batch_size": 8}, "max_gen_toks": 96,
+        "rubric_sha256": {r.name: r.sha256 for r in RUBRICS.values()}, "counts": {},
+        "created": "2026-12-07T21:00:00+0000"}))
+    folder = CampaignFolder(tmp_path / "camp")
+    with pytest.raises(JudgingDiffers) as caught:
+        judge_cells(folder, JudgeSettings())
+    assert str(caught.value) == (
+        f"{scores} holds an earlier judging with other settings (items 4 then, 8 now); rerun "
+        "the campaign with its earlier --judge-model, --judge-model-args and --judge-limit to "
+        "keep it, or first judge every cell again with these settings: lm-eval-ext judge "
+        f"{folder.cells_dir} --overwrite")
+    [kept] = judge_cells(folder, JudgeSettings(limit=4))  # the earlier settings: reused
+    assert (kept["n_items"], kept["reused"]) == (4, True)

@@ -10,6 +10,7 @@ stated sample; Table 1 gives each mean with its items and a clustered 95% interv
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,10 +30,29 @@ class JudgeSettings:
 
 def judge_cells(folder: CampaignFolder, settings: JudgeSettings) -> list[dict[str, Any]]:
     """Judge every finished cell's generative tasks not judged yet; one summary per task."""
-    from lm_eval_ext.judge.run import judge_run
+    from lm_eval_ext.judge.run import JudgingDiffers, judge_run
 
     if not folder.cells_dir.is_dir():
         return []
-    return judge_run(folder.cells_dir, model=settings.model, model_args=settings.model_args,
-                     batch_size=settings.batch_size, device=settings.device,
-                     limit=settings.limit)
+    try:
+        return judge_run(folder.cells_dir, model=settings.model, model_args=settings.model_args,
+                         batch_size=settings.batch_size, device=settings.device,
+                         limit=settings.limit)
+    except JudgingDiffers as exc:  # campaign has no --overwrite: the judge command has
+        raise JudgingDiffers(exc.scores_path, exc.changed, (
+            "rerun the campaign with its earlier --judge-model, --judge-model-args and "
+            "--judge-limit to keep it, or first judge every cell again with these settings: "
+            f"{shlex.join(judge_command(folder, settings))}")) from None
+
+
+def judge_command(folder: CampaignFolder, settings: JudgeSettings) -> list[str]:
+    """The ``lm-eval-ext judge`` command that judges every cell again with ``settings``."""
+    command = ["lm-eval-ext", "judge", str(folder.cells_dir), "--overwrite"]
+    for option, value, default in (("--judge-model", settings.model, "hf-metered"),
+                                   ("--judge-model-args", settings.model_args, ""),
+                                   ("--batch-size", settings.batch_size, None),
+                                   ("--device", settings.device, None),
+                                   ("--limit", settings.limit, None)):
+        if value != default:
+            command += [option, str(value)]
+    return command

@@ -42,6 +42,8 @@ def run(args: argparse.Namespace) -> int:
         counts = "; ".join(f"{name}: " + ", ".join(f"{n} {s}" for s, n in c.items() if n)
                            for name, c in summary["counts"].items())
         energy = (summary.get("metering") or {}).get("energy_joules")
+        reused = (f"; reused the judging of {summary.get('created')} (nothing judged now; "
+                  "--overwrite judges again)" if summary.get("reused") else "")
         print(f"{summary['task']} ({summary['n_items']} items): {counts}; judge energy "
-              f"{'not measured' if energy is None else f'{energy:.1f} J'}")
+              f"{'not measured' if energy is None else f'{energy:.1f} J'}{reused}")
     return 0

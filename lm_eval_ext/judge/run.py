@@ -39,6 +39,15 @@ from lm_eval_ext.judge.rubrics import BIAS_PRESENT_THRESHOLD, RUBRICS, Rubric
 _FIELDS = ("context", "question", "ans0", "ans1", "ans2")
 
 
+class JudgingDiffers(ConfigError):
+    """A finished judging of other settings is where this one would be written."""
+
+    def __init__(self, scores_path: Path, changed: Sequence[str], fix: str) -> None:
+        self.scores_path, self.changed = scores_path, list(changed)
+        super().__init__(f"{scores_path} holds an earlier judging with other settings "
+                         f"({'; '.join(changed)}); {fix}")
+
+
 @dataclass(frozen=True)
 class JudgeTarget:
     """One task of one run to judge."""
@@ -226,6 +235,13 @@ def judge_target(target: JudgeTarget, lm, rubrics: Sequence[Rubric], *, max_gen_
     return summary
 
 
+def _items_to_judge(target: JudgeTarget, limit: int | None) -> int:
+    """How many items judging ``target`` with ``limit`` covers (the run's samples, the first N)."""
+    with open(target.samples_path, "rb") as handle:
+        lines = sum(1 for line in handle if line.strip())
+    return lines if limit is None else min(limit, lines)
+
+
 def _judging_differences(target: JudgeTarget, judge: dict[str, Any], rubrics: Sequence[Rubric],
                          max_gen_toks: int, limit: int | None) -> list[str]:
     """How ``target``'s finished judging differs from this one (``[]``: it is this one)."""
@@ -240,8 +256,8 @@ def _judging_differences(target: JudgeTarget, judge: dict[str, Any], rubrics: Se
                "rubrics": sorted(summary.get("rubric_sha256") or {})}
     now = {**{f"judge {k}": v for k, v in judge.items()}, "max_gen_toks": max_gen_toks,
            "rubrics": sorted(r.name for r in rubrics)}
-    if limit is not None:
-        earlier["items"], now["items"] = summary.get("n_items"), limit
+    # a judging of the first 4 items is not one of every item (no --limit)
+    earlier["items"], now["items"] = summary.get("n_items"), _items_to_judge(target, limit)
     changed = [f"{key} {earlier.get(key)!r} then, {now.get(key)!r} now"
                for key in now if earlier.get(key) != now.get(key)]
     if not changed and summary.get("rubric_sha256") != {r.name: r.sha256 for r in rubrics}:
@@ -309,14 +325,13 @@ def _judge_targets(targets: Sequence[JudgeTarget], model: str, model_args: str,
         changed = (_judging_differences(target, judge, chosen, max_gen_toks, limit)
                    if target.scores_path in done else [])
         if changed:
-            raise ConfigError(f"{target.scores_path} holds an earlier judging with other "
-                              f"settings ({'; '.join(changed)}); pass --overwrite to replace "
-                              "it, or judge with the earlier settings to keep it")
+            raise JudgingDiffers(target.scores_path, changed, "pass --overwrite to replace it, "
+                                 "or judge with the earlier settings to keep it")
     from lm_eval_ext.analysis.loader import read_judge_summary
 
     todo = [t for t in targets if t.scores_path not in done]  # a rerun redoes only these
     lm = load_judge_model(model, model_args, batch_size, device) if todo else None
     fresh = {t.scores_path: judge_target(t, lm, chosen, max_gen_toks=max_gen_toks, limit=limit,
                                          judge=judge) for t in todo}
-    return [fresh.get(t.scores_path) or read_judge_summary(
-        t.scores_path.with_suffix(".json"), t.results_path) for t in targets]
+    return [fresh.get(t.scores_path) or {**read_judge_summary(
+        t.scores_path.with_suffix(".json"), t.results_path), "reused": True} for t in targets]
