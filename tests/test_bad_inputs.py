@@ -238,6 +238,11 @@ def test_energy_ratio_refused_across_gpus(rows, tmp_path):
     ({"max_gen_toks": 16}, "max_gen_toks is a generation setting, not a model arg: pass "
      "--gen_kwargs max_gen_toks=VALUE instead of --model_args (a campaign: the lm_eval block's "
      "or a condition's gen_kwargs)"),  # trial 17 (N17_16): "did you mean max_length?"
+    # trial 18 (N18_63): "unknown model arg(s) load_in_8bit; valid: <56 names>"
+    ({"load_in_8bit": True}, "hf-metered: load_in_8bit is not a model arg here (transformers 5 "
+     "no longer takes it): give precision=int8 instead"),
+    ({"load_in_4bit": True}, "load_in_4bit is not a model arg here (transformers 5 no longer "
+     "takes it): give precision=nf4 (or fp4) instead"),
     ({"precision": "int3"}, "precision='int3' is not valid; use one of bf16"),
     ({"mc_scoring": "packed"}, "mc_scoring='packed' is not valid; use one of standard"),
     ({"generation": "turbo"}, "generation='turbo' is not valid; use one of standard, fast"),

@@ -380,6 +380,11 @@ GENERATION_KWARGS = ("max_gen_toks", "until", "do_sample", "temperature", "top_p
                      "num_beams", "max_new_tokens", "repetition_penalty")
 
 
+#: transformers' quantisation keywords, and the precision= that does their work here
+QUANTISATION_ARGS = {"load_in_8bit": "precision=int8", "load_in_4bit": "precision=nf4 (or fp4)",
+                     "bnb_4bit_quant_type": "precision=nf4 or precision=fp4"}
+
+
 def check_unknown_args(model: str, cls: type, given: Iterable[str],
                        own: Iterable[str] = ()) -> None:
     """Every key must be ``own``, a keyword of some ``__init__`` of ``cls`` or a pass-through."""
@@ -397,6 +402,10 @@ def check_unknown_args(model: str, cls: type, given: Iterable[str],
         raise ConfigError(f"{model}: {generation[0]} is a generation setting, not a model arg: "
                           f"pass --gen_kwargs {generation[0]}=VALUE instead of --model_args (a "
                           "campaign: the lm_eval block's or a condition's gen_kwargs)")
+    quantising = [u for u in unknown if u in QUANTISATION_ARGS]
+    if quantising:  # what an HF user types; transformers 5 no longer takes it
+        raise ConfigError(f"{model}: {quantising[0]} is not a model arg here (transformers 5 no "
+                          f"longer takes it): give {QUANTISATION_ARGS[quantising[0]]} instead")
     if unknown:
         close = {u: difflib.get_close_matches(u, valid, n=1) for u in unknown}
         named = ", ".join(f"{u} (did you mean {close[u][0]}?)" if close[u] else u for u in unknown)
