@@ -16,8 +16,17 @@ from typing import Any
 TRACEBACK_ENV = "LM_EVAL_EXT_TRACEBACK"
 
 #: the line for Ctrl-C (lm-eval saves its results at the end; ours are written whole or not at all)
-INTERRUPTED = ("interrupted (Ctrl-C): nothing was saved half-written; run the command again "
-               "(a campaign resumes from its finished cells)")
+INTERRUPTED = "interrupted (Ctrl-C): nothing was saved half-written; run the command again"
+#: what a rerun of a multi-step command keeps (its finished steps are never run again)
+RESUMES = {"campaign": " (it resumes from its finished cells)",
+           "sequential": " (it resumes from its finished looks)"}
+
+
+def interrupted_line(command: str) -> str:
+    """The Ctrl-C line of ``command`` (``lm-eval-ext campaign``: how its rerun resumes)."""
+    words = command.split()
+    return f"{command}: {INTERRUPTED}" + next(
+        (resumes for name, resumes in RESUMES.items() if name in words), "")
 
 
 def interrupt_once(command: str = "lm-eval-ext", repeat_seconds: float = 0.05) -> None:
@@ -40,7 +49,7 @@ def interrupt_once(command: str = "lm-eval-ext", repeat_seconds: float = 0.05) -
             return
         if _INTERRUPTS["raised"] > _INTERRUPTS["reported"]:  # the last one never reached us
             _INTERRUPTS["saying"] = 1
-            os.write(2, f"\n{_INTERRUPTS['command']}: {INTERRUPTED}\n".encode())
+            os.write(2, f"\n{interrupted_line(_INTERRUPTS['command'])}\n".encode())
             os._exit(130)
         last[0] = now
         _INTERRUPTS["raised"] += 1
@@ -65,7 +74,7 @@ def say_interrupted(command: str) -> int:
     """Ctrl-C as one line on standard error, naming ``command``; the exit code (130)."""
     _INTERRUPTS["saying"] = 1  # from here on a Ctrl-C is this one
     _INTERRUPTS["reported"] = _INTERRUPTS["raised"]
-    print(f"\n{command}: {INTERRUPTED}", file=sys.stderr)
+    print(f"\n{interrupted_line(command)}", file=sys.stderr)
     return 130
 
 

@@ -47,7 +47,22 @@ def test_ctrl_c_is_one_line_and_exit_130(monkeypatch, capsys):
     assert cli_main.main(["mde", "--m", "5", "--rho-d", "0.1"]) == 130
     assert capsys.readouterr().err.strip() == (
         "lm-eval-ext mde: interrupted (Ctrl-C): nothing was saved half-written; run the command "
-        "again (a campaign resumes from its finished cells)")
+        "again")  # trial 18 (N18_90): "(a campaign resumes ...)" in a command that is none
+
+
+@pytest.mark.parametrize(("argv", "line"), [
+    (["campaign", "c.yaml"], "lm-eval-ext campaign: interrupted (Ctrl-C): nothing was saved "
+     "half-written; run the command again (it resumes from its finished cells)"),
+    (["sequential", "--out", "s"], "lm-eval-ext sequential: interrupted (Ctrl-C): nothing was "
+     "saved half-written; run the command again (it resumes from its finished looks)")])
+def test_a_multi_step_commands_ctrl_c_says_how_its_rerun_resumes(argv, line, monkeypatch,
+                                                                 capsys):
+    def interrupted(*args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli_main, "build_parser", interrupted)
+    assert cli_main.main(argv) == 130
+    assert capsys.readouterr().err.strip() == line
 
 
 def test_a_ctrl_c_a_library_swallowed_still_ends_the_command_as_interrupted(monkeypatch,
