@@ -84,7 +84,18 @@ def _decoding(task_config: Mapping[str, Any], run_config: Mapping[str, Any]) -> 
     if task_config.get("output_type") != "generate_until":
         return None
     merged = {**(task_config.get("generation_kwargs") or {}), **(run_config.get("gen_kwargs") or {})}
+    if sampled(merged):  # a sampled text depends on the seeds (greedy decoding on none)
+        merged["seeds"] = {k: run_config.get(f"{k}_seed") for k in ("random", "numpy", "torch")}
     return json.dumps(merged, sort_keys=True, default=str)
+
+
+def sampled(gen_kwargs: Mapping[str, Any]) -> bool:
+    """Whether generation kwargs sample (``do_sample`` with a temperature above 0)."""
+    try:
+        temperature = float(gen_kwargs.get("temperature", 1.0))
+    except (TypeError, ValueError):
+        temperature = 1.0
+    return str(gen_kwargs.get("do_sample", False)).lower() == "true" and temperature > 0
 
 
 def wrapper_block(config: Mapping[str, Any]) -> Mapping[str, Any] | None:

@@ -158,7 +158,14 @@ def test_sampled_decoding_is_recorded_for_the_analysis(embedded_lm, tmp_path, da
                      num_fewshot=3)
     [run] = load_runs([tmp_path])
     setting = run.info["task_settings"]["truthfulqa_ext_mc1"]
-    assert setting["decoding"] == "T=0.7" and setting["shots"] == 3
+    # the seed that drew the texts (torch's: transformers samples with it), as lm-eval wrote it;
+    # two seeds were carded alike (trial 18, N18_133)
+    config = json.loads(next(tmp_path.rglob("results_*.json")).read_text())["config"]
+    assert setting["decoding"] == f"T=0.7,torch_seed={config['torch_seed']}"
+    assert setting["shots"] == 3
+    seeds = json.loads(run.cards["truthfulqa_ext_mc1"]["decoding"])["seeds"]
+    assert seeds == {k: config[f"{k}_seed"] for k in ("random", "numpy", "torch")}
+    assert seeds["random"] == 3
     assert setting["template_tier"] == "detailed" and setting["scoring_path"] == "generative"
     assert run.items["benchmark_group"].notna().all()
 

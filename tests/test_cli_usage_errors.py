@@ -285,7 +285,13 @@ def test_the_preset_refuses_model_args_it_would_override(tmp_path, capsys):
 @pytest.mark.parametrize(("argv", "line"), [
     (["campaign", "{yaml}", "--preset", "paper-stress-test"],
      "give either CAMPAIGN.yaml or --preset, not both"),
-    (["campaign"], "give CAMPAIGN.yaml or --preset paper-stress-test"),
+    # trial 18 (N18_128): a mistyped --out with --status said "give CAMPAIGN.yaml or --preset"
+    (["campaign", "--status"], "--out {new} does not exist, so no earlier campaign is there to "
+     "read: give the --out of an earlier campaign (check its name), or CAMPAIGN.yaml or "
+     "--preset paper-stress-test to start one"),
+    (["campaign", "--out", "{empty}"], "--out {empty} keeps no campaign.yaml, so no earlier "
+     "campaign is there to read: give the --out of an earlier campaign (check its name), or "
+     "CAMPAIGN.yaml or --preset paper-stress-test to start one"),
     (["campaign", "{yaml}", "--limit", "5"],
      "--limit belongs to --preset; in a campaign file set lm_eval: {{limit: N}} (edit {yaml}, "
      "or leave --limit out)"),
@@ -354,8 +360,10 @@ def test_the_preset_refuses_model_args_it_would_override(tmp_path, capsys):
 ])
 def test_a_campaign_analyze_or_mde_usage_error_is_one_line_naming_the_fix(argv, line, tmp_path,
                                                                           capsys):
-    places = {"yaml": tmp_path / "c.yaml", "new": tmp_path / "new", "foreign": tmp_path / "mine"}
+    places = {"yaml": tmp_path / "c.yaml", "new": tmp_path / "new", "foreign": tmp_path / "mine",
+              "empty": tmp_path / "empty"}
     places["yaml"].write_text(yaml.safe_dump(SMALL))
+    places["empty"].mkdir()
     places["foreign"].mkdir()
     (places["foreign"] / "a.txt").write_text("keep")
     argv = [a.format(**places) for a in argv]
@@ -364,6 +372,17 @@ def test_a_campaign_analyze_or_mde_usage_error_is_one_line_naming_the_fix(argv, 
     assert capsys.readouterr().err.strip().splitlines() == [
         f"lm-eval-ext: error: {line.format(**places)}"]
     assert not places["new"].exists()
+
+
+def test_the_python_api_asks_for_a_campaign_file_or_a_preset():
+    """``campaign_source`` from Python, with neither (the command line asks about --out)."""
+    from lm_eval_ext.campaign import campaign_source
+    from lm_eval_ext.errors import LmEvalExtError
+
+    with pytest.raises(LmEvalExtError) as refused:
+        campaign_source(None)
+    assert str(refused.value) == "give CAMPAIGN.yaml or --preset paper-stress-test"
+    assert campaign_source(None, preset="paper-stress-test")[0].cells  # the advice
 
 
 def test_the_campaign_advice_builds_the_campaign(tmp_path):

@@ -24,7 +24,7 @@ from lm_eval_ext.analysis.items import SampleError, extract_items
 from lm_eval_ext.analysis.metrics import metrics_for
 from lm_eval_ext.backends.card_fields import model_card_fields
 from lm_eval_ext.backends.packaged_models import model_identity_of
-from lm_eval_ext.cards import CARD_FILE, batch_size_of, task_card
+from lm_eval_ext.cards import CARD_FILE, batch_size_of, sampled, task_card
 from lm_eval_ext.data.store import sha256_of
 from lm_eval_ext.files import path_error
 from lm_eval_ext.metering.derived import DERIVED_FLAG
@@ -145,14 +145,15 @@ def _task_setting(results: dict[str, Any], task: str) -> dict[str, Any]:
     meta = cfg.get("metadata") or {}
     gen = cfg.get("generation_kwargs") or {}
     run_gen = results.get("config", {}).get("gen_kwargs") or {}
-    temperature = run_gen.get("temperature", gen.get("temperature"))
-    sampled = bool(run_gen.get("do_sample", gen.get("do_sample", False))) and temperature
+    merged = {**gen, **run_gen}
+    temperature = merged.get("temperature", 1.0)
+    seed = results.get("config", {}).get("torch_seed")
     return {
         "scoring_path": "generative" if cfg.get("output_type") == "generate_until" else "loglik",
         "membership_sha256": meta.get("membership_sha256") or meta.get("sample_sha256"),
         "template_tier": meta.get("template_tier", "default"),
         "shots": results.get("n-shot", {}).get(task, cfg.get("num_fewshot", 0)),
-        "decoding": f"T={temperature}" if sampled else "greedy",
+        "decoding": f"T={temperature},torch_seed={seed}" if sampled(merged) else "greedy",
     }
 
 

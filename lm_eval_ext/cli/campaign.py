@@ -133,12 +133,15 @@ def _spec_path(args: argparse.Namespace) -> str | None:
     if args.spec or getattr(args, "preset", None):
         return args.spec
     if not kept.is_file():
-        if args.command == "grid":
-            from lm_eval_ext.errors import LmEvalExtError
+        from lm_eval_ext.errors import LmEvalExtError
 
+        if args.command == "grid":
             raise LmEvalExtError(f"give GRID.yaml: {args.out} keeps no campaign.yaml from an "
                                  "earlier grid run")
-        return None
+        state = "does not exist" if not Path(args.out).exists() else "keeps no campaign.yaml"
+        raise LmEvalExtError(f"--out {args.out} {state}, so no earlier campaign is there to "
+                             "read: give the --out of an earlier campaign (check its name), or "
+                             "CAMPAIGN.yaml or --preset paper-stress-test to start one")
     return str(kept)
 
 
