@@ -220,8 +220,14 @@ def differing_axes(reference: Mapping[str, Any], other: Mapping[str, Any]) -> li
 
 
 def differing_factors(reference: Mapping[str, Any], other: Mapping[str, Any]) -> list[str]:
-    """The design factors (model, items, prompt, precision, ...) that differ."""
-    return sorted({FACTORS[a] for a in differing_axes(reference, other)})
+    """The design factors (model, items, prompt, precision, ...) that differ.
+
+    Another task name on the same items (``bbq_x`` and ``bbq_x_loglik``: the scoring path's
+    twin) is the factor ``task``, not a change of items.
+    """
+    axes = differing_axes(reference, other)
+    same_items = not {"item_set_sha256", "n_items"} & set(axes)
+    return sorted({"task" if a == "task" and same_items else FACTORS[a] for a in axes})
 
 
 def describe_difference(reference: Mapping[str, Any], other: Mapping[str, Any]) -> str:

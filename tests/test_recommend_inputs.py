@@ -178,6 +178,30 @@ def test_a_candidate_of_other_items_alone_is_refused(capsys, tmp_path):
         "(--sizes)")
 
 
+def test_a_candidate_of_another_task_on_the_same_items_is_refused_as_a_task(capsys, tmp_path):
+    """Trial 18 (N18_144): the generative twin of a log-likelihood task on the same items was
+    carded as a change of items; it is a change of task, which a card does not certify."""
+    import numpy as np
+
+    from lm_eval_ext.analysis.synthetic import write_run
+    from lm_eval_ext.data.instrument import load_membership
+
+    rows = load_membership("instrument").rows[:600]
+    answers = np.array([r["label"] for r in rows])
+    ref = write_run(tmp_path / "ref", "bbq_instrument_loglik", rows, answers,
+                    energy_joules=6000.0, inference_seconds=60.0)
+    twin = write_run(tmp_path / "twin", "bbq_instrument", rows, answers,
+                     energy_joules=5000.0, inference_seconds=50.0)
+    line = _pilot_refused(f"m0={ref}", f"g={twin}", tmp_path, capsys)
+    assert line == (
+        f"lm-eval-ext: error: recommend: in {tmp_path / 'pilot'} run g differs from the "
+        "reference m0 in its task (task: bbq_instrument_loglik -> bbq_instrument); a card "
+        "certifies a protocol change of one task: analyse runs of the reference's task, or "
+        "compare the tasks with `lm-eval-ext analyze` alone")
+    factors = (tmp_path / "pilot" / "card_differences.csv").read_text().splitlines()[1]
+    assert ",task," in factors and "items" not in factors
+
+
 def _rerun_advice(folder) -> str:
     """The fix every refusal of a table `analyze` wrote ends with."""
     return ("`lm-eval-ext analyze` wrote it: rerun `lm-eval-ext analyze` with the pilot's "

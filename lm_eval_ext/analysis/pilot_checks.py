@@ -183,10 +183,17 @@ def check_same_items(folder: Path, reference: str) -> None:
     """
     table = read_table(folder, "card_differences.csv")
     for row in table.itertuples(index=False):
-        if "items" in str(row.factors).split(","):
+        factors = str(row.factors).split(",")
+        if "items" in factors:
             raise AnalysisInputError(
                 f"recommend: in {folder} run {row.run} differs from the reference {reference} "
                 f"in its items ({row.differences}); a card certifies a protocol change on the "
                 "same items, and the pilot's deltas on the shared items cannot vouch for "
                 "another item set: analyse runs of one task and --limit, and let recommend "
                 "choose a smaller subset of the reference itself (--sizes)")
+        if "task" in factors:  # the same items under another task (its scoring path's twin)
+            raise AnalysisInputError(
+                f"recommend: in {folder} run {row.run} differs from the reference {reference} "
+                f"in its task ({row.differences}); a card certifies a protocol change of one "
+                "task: analyse runs of the reference's task, or compare the tasks with "
+                "`lm-eval-ext analyze` alone")
