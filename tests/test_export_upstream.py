@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import run_cli
+from helpers import package_task_manager, run_cli
 
 from lm_eval_ext.errors import ConfigError
 from lm_eval_ext.export.upstream import export_upstream
@@ -172,3 +172,20 @@ def test_an_exported_tasks_shots_are_our_pool_not_its_items(exported, ours, thei
     evaluated = {doc["prompt"] for doc in upstream.test_docs()}
     shots = [shot["prompt"] for shot in upstream.fewshot_docs()[:2]]
     assert len(shots) == 2 and all(shot in context and shot not in evaluated for shot in shots)
+
+
+def test_an_export_carries_our_tasks_version_and_says_to_apply_the_chat_template(exported):
+    """Trial 18 (N18_109, N18_160): exports of the old and the new few-shot pool were both
+    version 1.0, and stock `lm_eval --model hf` without --apply_chat_template gave 100% parse
+    failures where our task gave 50%, with no word of the switch in the README."""
+    import yaml
+
+    task_manager = package_task_manager()
+    for ours, theirs in (("bbq_subset_12p5pct", "bbq_ext_12p5pct"),
+                         ("xstest_ext", "xstest_ext_v2")):
+        task = task_manager.load([ours])["tasks"][ours]
+        text = (exported / theirs / f"{theirs}.yaml").read_text()
+        exported_yaml = yaml.safe_load(text.replace("!function", ""))
+        assert exported_yaml["metadata"]["version"] == task.config.metadata["version"]
+        readme = (exported / theirs / "README.md").read_text()
+        assert "run it with\n  `--apply_chat_template`" in readme

@@ -77,8 +77,9 @@ def _data(path: str, urls: list[str] | str) -> dict[str, Any]:
             "test_split": "test"}
 
 
-def _exported_metadata(**fields: Any) -> dict[str, Any]:
-    return {"metadata": {"version": 1.0, "exported_from": f"lm-eval-ext {__version__}",
+def _exported_metadata(version: float, **fields: Any) -> dict[str, Any]:
+    """The exported YAML's metadata: ``version`` is our task's, so it moves as its content does."""
+    return {"metadata": {"version": version, "exported_from": f"lm-eval-ext {__version__}",
                          **fields}}
 
 
@@ -87,6 +88,7 @@ def bbq_export(membership: str, template_tier: str | None = None,
     """One frozen BBQ membership as an upstream task ``bbq_ext_<membership>``."""
     from lm_eval_ext.data.instrument import load_membership
     from lm_eval_ext.data.sources import BBQ
+    from lm_eval_ext.tasks.bbq import TASK_VERSION
     from lm_eval_ext.tasks.bbq.utils import ITEMS
     from lm_eval_ext.tasks.bbq.utils import load_membership as task_splits
     from lm_eval_ext.tasks.common.prompting import resolve_tier
@@ -128,7 +130,7 @@ def bbq_export(membership: str, template_tier: str | None = None,
               "generation_kwargs": config["generation_kwargs"],
               "filter_list": config["filter_list"], "process_results": config["process_results"],
               "metric_list": config["metric_list"],
-              **_exported_metadata(membership=membership,
+              **_exported_metadata(float(TASK_VERSION), membership=membership,
                                    membership_sha256=loaded.membership_sha256,
                                    template_tier=tier, bbq_commit=BBQ.commit)})
 
@@ -166,7 +168,8 @@ def xstest_export(template_tier: str | None = None, local_data: bool = False) ->
               "generation_kwargs": config["generation_kwargs"],
               "filter_list": config["filter_list"], "process_results": config["process_results"],
               "metric_list": common["metric_list"],
-              **_exported_metadata(template_tier=tier, xstest_commit=XSTEST.commit)})
+              **_exported_metadata(config["metadata"]["version"], template_tier=tier,
+                                   xstest_commit=XSTEST.commit)})
 
 
 def export_spec(task: str, template_tier: str | None, local_data: bool) -> ExportSpec:

@@ -65,6 +65,9 @@ def _readme(task: str, title: str, paper: str, citation: str, description: str,
 
 * `{task}`: generative, zero-shot (`--num_fewshot N` takes the first N of lm-eval-ext's
   few-shot pool, items outside the evaluated ones); exported from lm-eval-ext {__version__}.
+  The prompt is one user turn of the model's chat template: run it with
+  `--apply_chat_template`, as lm-eval-ext's protocol does (its `hf-metered` applies the template
+  itself). Without it an instruction-tuned model reads the bare prompt and answers otherwise.
 
 ### Checklist
 
