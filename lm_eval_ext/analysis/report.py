@@ -42,12 +42,19 @@ def check_output_folder(out: Path, overwrite: bool = False, marker: str = "repor
     if not overwrite:
         raise AnalysisInputError(f"--out {out} holds an earlier analysis; choose a new folder or "
                                  "pass --overwrite to replace it")
-    cards = [name for name in RECOMMENDATION_FILES if (out / name).is_file()]
-    if cards:  # a record: replacing the folder whole would delete it
+    cards = sorted(str(path.relative_to(out)) for name in RECOMMENDATION_FILES
+                   for path in out.rglob(name) if path.is_file())
+    if cards:  # a record (also in a folder of its own): replacing the folder would delete it
         raise AnalysisInputError(
             f"--out {out} also holds a recommendation card ({', '.join(cards)}, written by "
             "`recommend --out`), which --overwrite would delete with the folder: move the card "
             "out first, or analyse into a new --out")
+    others = sorted(f"{p.name}/" for p in out.iterdir() if p.is_dir() and p.name != "figures")
+    if others:  # analyze writes one folder, figures/
+        raise AnalysisInputError(
+            f"--out {out} also holds {', '.join(others)}, which analyze did not write and "
+            "--overwrite would delete with the folder: move it out first, or analyse into a "
+            "new --out")
     return True
 
 
