@@ -241,13 +241,41 @@ def test_a_max_length_with_no_room_for_the_prompt_is_one_line(embedded_lm, mode)
     with generation_mode(embedded_lm, mode) as stats, pytest.raises(ConfigError) as refused:
         embedded_lm.generate_until(generation_requests(PROMPTS[:1], no_room), disable_tqdm=True)
     assert (stats.fast_requests, stats.standard_requests) == (0, 0)
+    prompt = len(embedded_lm.tok_encode(PROMPTS[0]))  # lm-eval's own encoding of it
     assert str(refused.value) == (
         f"--model_args max_length={length} leaves no token of the prompt: the task generates "
-        f"up to max_gen_toks={length} tokens within it; leave max_length out (the model's own) "
-        f"or give one above {length}, or lower max_gen_toks with --gen_kwargs max_gen_toks=N "
-        f"(N below {length})")
+        f"up to max_gen_toks={length} tokens within it; give max_length={prompt + length} or "
+        "more (the longest prompt and the tokens it may generate), leave max_length out (the "
+        f"model's own), or lower max_gen_toks with --gen_kwargs max_gen_toks=N (N below {length})")
     with pytest.raises(AssertionError):  # the upstream loop, called past our seam
         HFLM.generate_until(embedded_lm, generation_requests(PROMPTS[:1], no_room), True)
+
+
+@pytest.mark.slow
+def test_a_max_length_given_must_hold_every_prompt_and_its_new_tokens(embedded_checkpoint):
+    """Trial 18 (N18_151): the no-room line said "give one above 128"; max_length=200, so
+    followed, cut every prompt from 212 to 72 tokens (the instruction first), rc 0. The bound
+    is exact: one token less is refused, the advised length runs uncut."""
+    from lm_eval_ext.backends.hf.metered import HFMeteredLM
+    from lm_eval_ext.errors import ConfigError
+
+    kwargs = {"until": ["\n"], "max_gen_toks": 8, "do_sample": False}
+    requests = generation_requests(PROMPTS[:2], kwargs)
+    short = HFMeteredLM(device="cpu", idle_seconds=0, max_length=20)
+    lengths = [len(short.tok_encode(p)) for p in PROMPTS[:2]]  # lm-eval's own encoding
+    need = max(lengths) + 8
+    with pytest.raises(ConfigError) as refused:
+        short.generate_until(requests, disable_tqdm=True)
+    assert str(refused.value) == (
+        "--model_args max_length=20 cuts 2 of 2 prompts (lm-eval keeps max_length - "
+        f"max_gen_toks tokens of each, from the end): give max_length={need} or more (the "
+        "longest prompt and the tokens it may generate), or leave max_length out (the model's "
+        "own)")
+    one_less = HFMeteredLM(device="cpu", idle_seconds=0, max_length=need - 1)
+    with pytest.raises(ConfigError, match=f"cuts {lengths.count(max(lengths))} of 2 prompts"):
+        one_less.generate_until(requests, disable_tqdm=True)
+    advised = HFMeteredLM(device="cpu", idle_seconds=0, max_length=need)
+    assert len(advised.generate_until(requests, disable_tqdm=True)) == 2
 
 
 def test_the_first_logits_of_a_generation_task_must_be_finite():

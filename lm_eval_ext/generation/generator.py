@@ -121,23 +121,36 @@ def kwargs_problem(kwargs: dict[str, Any]) -> str | None:
 
 
 def check_room_for_prompts(lm: GeneratingModel, requests: Sequence[Any]) -> None:
-    """A model length that leaves a prompt no token is one line, before any request runs.
+    """A model length that cuts a prompt is one line, before any request runs.
 
-    lm-eval keeps ``max_length - max_gen_toks`` tokens of each prompt: its own loop asserts
-    that this is positive, and a negative count would cut the prompt from the wrong end.
+    lm-eval keeps ``max_length - max_gen_toks`` tokens of each prompt, from its end: its own loop
+    asserts that this is positive, a negative count would cut the prompt from the wrong end, and
+    a shorter one cuts the instruction and the context first, with a log warning, the cut item
+    scored as if whole. A ``max_length`` the user gave must hold every prompt; the model's own
+    must leave each some room.
     """
     if getattr(lm, "backend", "causal") != "causal":  # a seq2seq prompt is not cut so
         return
-    for gen_kwargs in {json.dumps(r.args[1], sort_keys=True, default=str): r.args[1]
-                       for r in requests}.values():
-        max_gen_toks = normalize_gen_kwargs(copy.deepcopy(gen_kwargs), lm.max_gen_toks)[
-            "max_gen_toks"]
-        if lm.max_length <= max_gen_toks:
-            raise ConfigError(
-                f"--model_args max_length={lm.max_length} leaves no token of the prompt: the "
-                f"task generates up to max_gen_toks={max_gen_toks} tokens within it; leave "
-                f"max_length out (the model's own) or give one above {max_gen_toks}, or lower "
-                f"max_gen_toks with --gen_kwargs max_gen_toks=N (N below {lm.max_length})")
+    new = [normalize_gen_kwargs(copy.deepcopy(r.args[1]), lm.max_gen_toks)["max_gen_toks"]
+           for r in requests]
+    no_room = max(new, default=0) >= lm.max_length
+    if not no_room and getattr(lm, "max_length_asked", None) is None:
+        return
+    lengths = [len(p) for p in encoded_contexts(lm, [r.args[0] for r in requests], 10**9)]
+    need = max((n + g for n, g in zip(lengths, new, strict=True)), default=0)
+    fits = f"give max_length={need} or more (the longest prompt and the tokens it may generate)"
+    if no_room:
+        raise ConfigError(
+            f"--model_args max_length={lm.max_length} leaves no token of the prompt: the "
+            f"task generates up to max_gen_toks={max(new)} tokens within it; {fits}, leave "
+            f"max_length out (the model's own), or lower max_gen_toks with --gen_kwargs "
+            f"max_gen_toks=N (N below {lm.max_length})")
+    cut = sum(n + g > lm.max_length for n, g in zip(lengths, new, strict=True))
+    if cut:
+        raise ConfigError(
+            f"--model_args max_length={lm.max_length} cuts {cut} of {len(requests)} prompts "
+            f"(lm-eval keeps max_length - max_gen_toks tokens of each, from the end): {fits}, "
+            "or leave max_length out (the model's own)")
 
 
 class FastGenerator:

@@ -74,6 +74,8 @@ class HFMeteredBase(MeteredLM):
         self.derived = self.derivation(own, model_args, lm_args)  # before the load: no load lost
         self.chat = ChatTemplatePolicy(own.chat_template, self.MODEL_NAME)
         self._probed_batch_sizes: list[int] = []  # generate_until keeps its probe result local
+        #: a max_length the user gave (None: the model's own): it must hold every prompt
+        self.max_length_asked = lm_args.get("max_length")
         self.start_metered(
             own.pretrained, functools.partial(self._load, lm_args),
             lambda: parameter_cuda_devices(self.model),
