@@ -241,7 +241,7 @@ def test_a_max_length_with_no_room_for_the_prompt_is_one_line(embedded_lm, mode)
     with generation_mode(embedded_lm, mode) as stats, pytest.raises(ConfigError) as refused:
         embedded_lm.generate_until(generation_requests(PROMPTS[:1], no_room), disable_tqdm=True)
     assert (stats.fast_requests, stats.standard_requests) == (0, 0)
-    prompt = len(embedded_lm.tok_encode(PROMPTS[0]))  # lm-eval's own encoding of it
+    prompt = _templated_length(embedded_lm, PROMPTS[0])
     assert str(refused.value) == (
         f"--model_args max_length={length} leaves no token of the prompt: the task generates "
         f"up to max_gen_toks={length} tokens within it; give max_length={prompt + length} or "
@@ -249,6 +249,16 @@ def test_a_max_length_with_no_room_for_the_prompt_is_one_line(embedded_lm, mode)
         f"model's own), or lower max_gen_toks with --gen_kwargs max_gen_toks=N (N below {length})")
     with pytest.raises(AssertionError):  # the upstream loop, called past our seam
         HFLM.generate_until(embedded_lm, generation_requests(PROMPTS[:1], no_room), True)
+
+
+def _templated_length(lm, prompt: str) -> int:
+    """The tokens of ``prompt`` as the model reads it: one user turn of the chat template
+    (lm-eval's own method, which hf-metered applies; ours would mark the run as templating
+    itself), then lm-eval's encoding."""
+    from lm_eval.models.huggingface import HFLM
+
+    turn = HFLM.apply_chat_template(lm, [{"role": "user", "content": prompt}])
+    return len(lm.tok_encode(turn))
 
 
 @pytest.mark.slow
@@ -262,7 +272,7 @@ def test_a_max_length_given_must_hold_every_prompt_and_its_new_tokens(embedded_c
     kwargs = {"until": ["\n"], "max_gen_toks": 8, "do_sample": False}
     requests = generation_requests(PROMPTS[:2], kwargs)
     short = HFMeteredLM(device="cpu", idle_seconds=0, max_length=20)
-    lengths = [len(short.tok_encode(p)) for p in PROMPTS[:2]]  # lm-eval's own encoding
+    lengths = [_templated_length(short, p) for p in PROMPTS[:2]]
     need = max(lengths) + 8
     with pytest.raises(ConfigError) as refused:
         short.generate_until(requests, disable_tqdm=True)
