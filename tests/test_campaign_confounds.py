@@ -71,6 +71,15 @@ def test_a_repeat_of_the_reference_is_named_in_the_dry_run_and_the_report():
         "note: compare.noise (smollm2, bbq_subset_12p5pct_loglik): M0b has M0's settings and "
         "items: a repeat, whose deltas and ratios measure run-to-run variation, not a protocol "
         "change (the report says so)"]
+    # trial 18 (N18_170): the repeat was planned as a copy of M0 (answers_from), which
+    # measures no run-to-run variation at all; a repeat is measured
+    from lm_eval_ext.campaign.derivation import plan_derivations
+
+    assert plan_derivations(build_spec(repeat).cells) == {}
+    fewer = {**repeat, "conditions": {"M0": {"batch_size": 1, "limit": 8},
+                                      "M0b": {"batch_size": 1, "limit": 4}}}
+    assert [p.split("__")[1] for p in plan_derivations(build_spec(fewer).cells).values()] == [
+        "M0"]  # its first 4 items, not a repeat: still derived
     table = pd.DataFrame([{"run": "M0b", "task": "t", "n_factors": 0, "factors": "",
                            "differences": "nothing"}])
     assert _difference_lines(table)[1] == (

@@ -122,14 +122,24 @@ def bbq_item_order(task: str) -> tuple[tuple[str, int], ...] | None:
     return tuple((unit, offset) for unit in ordered for offset in range(4))
 
 
+def _repeat(child: Cell, parent: Cell) -> bool:
+    """``child`` evaluates ``parent``'s items again (its task and limit): a repeat.
+
+    A repeat is run to measure run-to-run variation; its parent's answers and joules, copied,
+    would measure none.
+    """
+    return child.task == parent.task and child.options.get("limit") == parent.options.get("limit")
+
+
 def plan_derivations(cells: Sequence[Cell], *, measure_all: bool = False,
                      order: ItemOrder = bbq_item_order) -> dict[str, str]:
     """Child cell id -> the earlier, measured cell whose answers it takes.
 
     A child and its parent are both batch-independent (:func:`batch_independent`), have the
     same model, model args and options but the limit, and the child's items lie within the
-    parent's (:func:`items_within`); the parent comes first in campaign order and is measured
-    itself (never a child). ``measure_all``: no cell is derived.
+    parent's (:func:`items_within`) but are not all of them (a repeat, :func:`_repeat`, is
+    measured); the parent comes first in campaign order and is measured itself (never a
+    child). ``measure_all``: no cell is derived.
     """
     if measure_all:
         return {}
@@ -139,7 +149,7 @@ def plan_derivations(cells: Sequence[Cell], *, measure_all: bool = False,
             continue
         parent = next((p for p in cells[:position] if p.cell_id not in plan
                        and batch_independent(p) and _same_engine(p, child)
-                       and items_within(child, p, order)), None)
+                       and items_within(child, p, order) and not _repeat(child, p)), None)
         if parent is not None:
             plan[child.cell_id] = parent.cell_id
     return plan
