@@ -28,10 +28,11 @@ from lm_eval_ext.errors import ConfigError
 TASK = "bbq_subset_25pct_loglik"
 PARENT = ("precision=bf16", {"batch_size": 1})
 
-#: child (model args, options) -> (one worker, warm reuse, planned derivation, parent accepts)
+#: child (model args, options) -> (one worker, warm reuse, planned derivation, parent accepts);
+#: each child evaluates fewer items than the parent (a repeat of its items is measured)
 PAIRS = {
     "limit only": (("precision=bf16", {"batch_size": 1, "limit": 8}), (True, True, True, True)),
-    "same value, other spelling": (("precision = bf16", {"batch_size": "1"}),
+    "same value, other spelling": (("precision = bf16", {"batch_size": "1", "limit": 8}),
                                    (True, True, True, True)),
     "another batch size": (("precision=bf16", {"batch_size": 4}), (True, True, False, True)),
     "idle seconds": (("precision=bf16,idle_seconds=1", {"batch_size": 1}),
@@ -41,7 +42,7 @@ PAIRS = {
     "precision": (("precision=fp16", {"batch_size": 1}), (False, False, False, False)),
     "lm-eval load arg": (("precision=bf16,revision=main", {"batch_size": 1}),
                          (False, False, False, False)),
-    "device option": (("precision=bf16", {"batch_size": 1, "device": "cpu"}),
+    "device option": (("precision=bf16", {"batch_size": 1, "device": "cpu", "limit": 8}),
                       (False, False, True, True)),
     "trust_remote_code option": (("precision=bf16", {"batch_size": 1,
                                                      "trust_remote_code": True}),
