@@ -273,9 +273,14 @@ def test_analyze_overwrite_keeps_a_recommendation_card_in_the_pilot_folder(tmp_p
     card = (pilot / "card.json").read_text()
     capsys.readouterr()
     runs = pilot.parent
-    assert cli_main.main(["analyze", "--reference", f"ref={runs / 'ref'}", "--runs",
-                          f"int8={runs / 'int8'}", "--out", str(pilot), "--overwrite",
-                          "--bootstrap", "100", "--mc-draws", "10", "--no-progress"]) == 2
+
+    def reanalyse() -> int:
+        """`analyze --overwrite` of the pilot's runs into the pilot folder."""
+        return cli_main.main(["analyze", "--reference", f"ref={runs / 'ref'}", "--runs",
+                              f"int8={runs / 'int8'}", "--out", str(pilot), "--overwrite",
+                              "--bootstrap", "100", "--mc-draws", "10", "--no-progress"])
+
+    assert reanalyse() == 2
     assert capsys.readouterr().err.strip() == (
         f"lm-eval-ext: error: --out {pilot} also holds a recommendation card (card.json, "
         "card.md, written by `recommend --out`), which --overwrite would delete with the "
@@ -285,23 +290,17 @@ def test_analyze_overwrite_keeps_a_recommendation_card_in_the_pilot_folder(tmp_p
     (pilot / "mine").mkdir()
     for name in ("card.json", "card.md"):
         (pilot / name).rename(pilot / "mine" / name)
-    assert cli_main.main(["analyze", "--reference", f"ref={runs / 'ref'}", "--runs",
-                          f"int8={runs / 'int8'}", "--out", str(pilot), "--overwrite",
-                          "--bootstrap", "100", "--mc-draws", "10", "--no-progress"]) == 2
+    assert reanalyse() == 2
     assert capsys.readouterr().err.strip() == (
         f"lm-eval-ext: error: --out {pilot} also holds a recommendation card (mine/card.json, "
         "mine/card.md, written by `recommend --out`), which --overwrite would delete with the "
         "folder: move the card out first, or analyse into a new --out")
     (pilot / "mine" / "card.json").rename(tmp_path / "card.json")  # the advice, followed
     (pilot / "mine" / "card.md").rename(tmp_path / "card.md")
-    assert cli_main.main(["analyze", "--reference", f"ref={runs / 'ref'}", "--runs",
-                          f"int8={runs / 'int8'}", "--out", str(pilot), "--overwrite",
-                          "--bootstrap", "100", "--mc-draws", "10", "--no-progress"]) == 2
+    assert reanalyse() == 2
     assert capsys.readouterr().err.strip() == (  # another folder of the user's: kept too
         f"lm-eval-ext: error: --out {pilot} also holds mine/, which analyze did not write and "
         "--overwrite would delete with the folder: move it out first, or analyse into a new "
         "--out")
     (pilot / "mine").rmdir()
-    assert cli_main.main(["analyze", "--reference", f"ref={runs / 'ref'}", "--runs",
-                          f"int8={runs / 'int8'}", "--out", str(pilot), "--overwrite",
-                          "--bootstrap", "100", "--mc-draws", "10", "--no-progress"]) == 0
+    assert reanalyse() == 0

@@ -131,8 +131,10 @@ def check_room_for_prompts(lm: GeneratingModel, requests: Sequence[Any]) -> None
     """
     if getattr(lm, "backend", "causal") != "causal":  # a seq2seq prompt is not cut so
         return
-    new = [normalize_gen_kwargs(copy.deepcopy(r.args[1]), lm.max_gen_toks)["max_gen_toks"]
-           for r in requests]
+    keys = [json.dumps(r.args[1], sort_keys=True, default=str) for r in requests]
+    limits = {key: normalize_gen_kwargs(copy.deepcopy(r.args[1]), lm.max_gen_toks)[
+        "max_gen_toks"] for key, r in zip(keys, requests, strict=True)}  # once per setting
+    new = [limits[key] for key in keys]
     no_room = max(new, default=0) >= lm.max_length
     if not no_room and getattr(lm, "max_length_asked", None) is None:
         return
