@@ -305,3 +305,47 @@ def test_energy_nvml_on_the_cpu_offers_only_what_can_measure_here():
     for fix in ("energy=auto", *(["energy=rapl"] if rapl_problem() is None else [])):
         HFMeteredLM.check_model_args(f"{fix},device=cpu")  # each offered fix, followed
 
+
+
+def test_a_scored_text_longer_than_the_given_max_length_is_refused_at_its_exact_bound():
+    """Trial 18 (N18_152): max_length=32 on a log-likelihood task cut every context from 88
+    tokens to 24 with only lm-eval's per-request warnings, and the items were scored as if
+    whole. lm-eval keeps the last max_length + 1 tokens of a context and its answer
+    (``_loglikelihood_tokens``): a pair of exactly that many passes, one more is refused."""
+    from lm_eval_ext.backends.hf.context_room import check_room_for_scoring
+
+    pairs = [("a", [1] * 30, [2] * 3), ("b", [1] * 10, [2])]  # 33 and 11 tokens
+    check_room_for_scoring(None, 8, pairs)  # the model's own length: lm-eval's business
+    check_room_for_scoring(32, 32, pairs)
+    with pytest.raises(ConfigError) as refused:
+        check_room_for_scoring(31, 31, pairs)
+    assert str(refused.value) == (
+        "--model_args max_length=31 cuts 1 of 2 scored texts (lm-eval keeps the last "
+        "max_length + 1 tokens of a context and its answer): give max_length=32 or more (the "
+        "longest context and answer), or leave max_length out (the model's own)")
+    with pytest.raises(ConfigError, match="cuts 2 of 2 scored texts"):
+        check_room_for_scoring(9, 9, pairs)
+
+
+@pytest.mark.slow
+def test_the_advised_max_length_scores_like_the_models_own(embedded_lm):
+    """The advice of the refusal above, followed on the embedded model: the advised length
+    gives the log-likelihoods of the model's own length exactly (nothing cut), and one token
+    less is refused before any request runs."""
+    from lm_eval.api.instance import Instance
+
+    from lm_eval_ext.backends.hf.metered import HFMeteredLM
+
+    requests = [Instance("loglikelihood", {}, ("Question: " + "why " * 20 + "\nAnswer:", a),
+                         i, ("t", i, 1)) for i, a in enumerate([" yes", " no, never"])]
+    short = HFMeteredLM(device="cpu", idle_seconds=0, batch_size=4, max_length=16)
+    with pytest.raises(ConfigError) as refused:
+        short.loglikelihood(requests, disable_tqdm=True)
+    need = int(re.search(r"give max_length=(\d+)", str(refused.value)).group(1))
+    assert need == max(len(short.tok_encode(r.args[0] + r.args[1])) for r in requests) - 1
+    with pytest.raises(ConfigError, match="cuts 1 of 2 scored texts"):
+        HFMeteredLM(device="cpu", idle_seconds=0, batch_size=4,
+                    max_length=need - 1).loglikelihood(requests, disable_tqdm=True)
+    advised = HFMeteredLM(device="cpu", idle_seconds=0, batch_size=4, max_length=need)
+    assert advised.loglikelihood(requests, disable_tqdm=True) == \
+        embedded_lm.loglikelihood(requests, disable_tqdm=True)

@@ -26,6 +26,7 @@ from lm_eval.models.huggingface import HFLM
 
 from lm_eval_ext.backends.derived_answers import DerivedAnswers
 from lm_eval_ext.backends.hf.base import HFMeteredBase
+from lm_eval_ext.backends.hf.context_room import check_room_for_scoring
 from lm_eval_ext.backends.hf.scoring_graphs import ScoringGraphs, scoring_graph_problem
 from lm_eval_ext.backends.hf.shared_prefix import MC_SCORING, SharedPrefixScorer, SharedPrefixStats
 from lm_eval_ext.backends.model_args import (
@@ -161,6 +162,7 @@ class HFMeteredLM(HFMeteredBase, HFLM):
 
     def _loglikelihood_tokens(self, requests, disable_tqdm: bool = False,
                               override_bs: int | None = None):  # noqa: D102
+        check_room_for_scoring(self.max_length_asked, self.max_length, requests)
         return self.shared_prefix.loglikelihood_tokens(
             requests, disable_tqdm, override_bs, super()._loglikelihood_tokens)
 
