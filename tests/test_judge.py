@@ -65,8 +65,10 @@ def test_judge_scores_real_generations_and_analysis_reads_them(embedded_lm, tmp_
 
     save_lm_eval_run(embedded_lm, "bbq_subset_12p5pct", 4, tmp_path / "gen",
                      gen_kwargs="max_gen_toks=32")
+    capsys.readouterr()
     [summary] = judge_run(tmp_path / "gen", model_args="idle_seconds=0", batch_size=4,
                           max_gen_toks=24)
+    assert "Running generate_until requests" in capsys.readouterr().err  # the judge's bar
     assert summary["rubric_sha256"] == {"bias_score": BIAS.sha256,
                                         "reasoning_quality": QUALITY.sha256}
     [scores] = (tmp_path / "gen").rglob("judge_bbq_subset_12p5pct_*.jsonl")
@@ -118,6 +120,10 @@ def test_judge_scores_real_generations_and_analysis_reads_them(embedded_lm, tmp_
         judge_run(tmp_path / "gen", model_args="idle_seconds=0", batch_size=4,
                   max_gen_toks=24, limit=2)
     assert not list((tmp_path / "gen").rglob("*.tmp"))  # files.write_text_atomic
+    # a campaign's --quiet judges without the bar (trial 18, N18_138)
+    judge_run(tmp_path / "gen", model_args="idle_seconds=0", batch_size=4, max_gen_toks=24,
+              limit=2, overwrite=True, progress=False)
+    assert "generate_until" not in capsys.readouterr().err
 
 
 def test_a_second_judge_of_one_run_at_once_is_refused(tmp_path):

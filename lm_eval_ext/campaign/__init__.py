@@ -140,7 +140,7 @@ def run_campaign(spec: CampaignSpec, out: str | Path, source_yaml: str, *, shard
         if judge is not None:
             from lm_eval_ext.campaign.judging import judge_cells
 
-            judge_cells(folder, judge)
+            judge_cells(folder, judge, progress=echo)
         records = folder.records(spec)  # read once, for every analysis step
         reports = (run_grid_analysis(spec, folder, records, **settings) if grid else
                    run_comparisons(spec, folder, records, **settings)

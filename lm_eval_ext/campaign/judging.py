@@ -28,8 +28,12 @@ class JudgeSettings:
     device: str | None = None
 
 
-def judge_cells(folder: CampaignFolder, settings: JudgeSettings) -> list[dict[str, Any]]:
-    """Judge every finished cell's generative tasks not judged yet; one summary per task."""
+def judge_cells(folder: CampaignFolder, settings: JudgeSettings,
+                progress: bool = True) -> list[dict[str, Any]]:
+    """Judge every finished cell's generative tasks not judged yet; one summary per task.
+
+    ``progress=False`` (``--quiet``): no progress bar.
+    """
     from lm_eval_ext.judge.run import JudgingDiffers, judge_run
 
     if not folder.cells_dir.is_dir():
@@ -37,7 +41,7 @@ def judge_cells(folder: CampaignFolder, settings: JudgeSettings) -> list[dict[st
     try:
         return judge_run(folder.cells_dir, model=settings.model, model_args=settings.model_args,
                          batch_size=settings.batch_size, device=settings.device,
-                         limit=settings.limit)
+                         limit=settings.limit, progress=progress)
     except JudgingDiffers as exc:  # campaign has no --overwrite: the judge command has
         raise JudgingDiffers(exc.scores_path, exc.changed, (
             "rerun the campaign with its earlier --judge-model, --judge-model-args and "

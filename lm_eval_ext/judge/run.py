@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import inspect
 import json
 import math
 import os
@@ -160,8 +161,12 @@ def load_judge_model(model: str, model_args: str, batch_size: int | None, device
 
 
 def judge_target(target: JudgeTarget, lm, rubrics: Sequence[Rubric], *, max_gen_toks: int,
-                 limit: int | None, judge: dict[str, Any]) -> dict[str, Any]:
-    """Judge one task's items; write the scores and the summary; return the summary."""
+                 limit: int | None, judge: dict[str, Any], progress: bool = True) -> dict[str, Any]:
+    """Judge one task's items; write the scores and the summary; return the summary.
+
+    ``progress=False``: the judge model's progress bar hidden, where its ``generate_until``
+    takes lm-eval's ``disable_tqdm``.
+    """
     from lm_eval.api.instance import Instance
 
     from lm_eval_ext.analysis.integrity import check_samples
@@ -199,7 +204,10 @@ def judge_target(target: JudgeTarget, lm, rubrics: Sequence[Rubric], *, max_gen_
                                          "do_sample": False}),
                 0, (f"judge_{rubric.name}", int(sample["doc_id"]), 1))))
         rows.append(row)
-    replies = lm.generate_until([instance for _, _, instance in requests]) if requests else []
+    quiet = ({"disable_tqdm": True} if not progress and "disable_tqdm" in
+             inspect.signature(lm.generate_until).parameters else {})
+    replies = (lm.generate_until([instance for _, _, instance in requests], **quiet)
+               if requests else [])
     for (row, rubric, _), reply in zip(requests, replies, strict=True):
         verdict = parse_reply(reply, rubric)
         row.update({rubric.column: math.nan if verdict.score is None else float(verdict.score),
@@ -272,10 +280,11 @@ def judge_run(run_dir: str | Path, *, model: str = "hf-metered", model_args: str
               batch_size: int | None = None, device: str | None = None,
               max_gen_toks: int = 96, limit: int | None = None,
               rubrics: Sequence[str] = tuple(RUBRICS),
-              overwrite: bool = False) -> list[dict[str, Any]]:
+              overwrite: bool = False, progress: bool = True) -> list[dict[str, Any]]:
     """Judge every generative task under ``run_dir``; one summary per task.
 
-    ``batch_size``: judge prompts per batch (None: ``batch_size=`` of ``model_args``, else 8).
+    ``batch_size``: judge prompts per batch (None: ``batch_size=`` of ``model_args``, else 8);
+    ``progress=False``: no progress bar (a campaign's ``--quiet``).
     """
     unknown = [name for name in rubrics if name not in RUBRICS]
     if unknown:
@@ -286,7 +295,7 @@ def judge_run(run_dir: str | Path, *, model: str = "hf-metered", model_args: str
     targets = find_targets(run_dir)
     with _held(sorted({t.results_path.parent for t in targets})):
         return _judge_targets(targets, model, model_args, batch_size, device, max_gen_toks,
-                              limit, rubrics, overwrite)
+                              limit, rubrics, overwrite, progress)
 
 
 @contextlib.contextmanager
@@ -316,7 +325,7 @@ def _held(folders: Sequence[Path]) -> Iterator[None]:
 def _judge_targets(targets: Sequence[JudgeTarget], model: str, model_args: str,
                    batch_size: int | None, device: str | None, max_gen_toks: int,
                    limit: int | None, rubrics: Sequence[str],
-                   overwrite: bool) -> list[dict[str, Any]]:
+                   overwrite: bool, progress: bool) -> list[dict[str, Any]]:
     """:func:`judge_run`'s work on its targets, their folders held."""
     judge = {"model": model, "model_args": model_args, "batch_size": batch_size}
     chosen = [RUBRICS[n] for n in rubrics]
@@ -332,6 +341,6 @@ def _judge_targets(targets: Sequence[JudgeTarget], model: str, model_args: str,
     todo = [t for t in targets if t.scores_path not in done]  # a rerun redoes only these
     lm = load_judge_model(model, model_args, batch_size, device) if todo else None
     fresh = {t.scores_path: judge_target(t, lm, chosen, max_gen_toks=max_gen_toks, limit=limit,
-                                         judge=judge) for t in todo}
+                                         judge=judge, progress=progress) for t in todo}
     return [fresh.get(t.scores_path) or {**read_judge_summary(
         t.scores_path.with_suffix(".json"), t.results_path), "reused": True} for t in targets]
