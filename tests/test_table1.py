@@ -63,6 +63,8 @@ def test_table1_has_every_condition_and_the_m4_memberships_mean_and_sd(tmp_path)
                cells["M4_50pct_r1"].cell_id: _record(1000, 0.4, 500.0, 50.0,
                                                      derived_from=cells["M0"].cell_id)}
     _judged(folder, cells["M0"], [1, 5, None, 9, 20, 30, 2, 4])
+    _judged(folder, cells["M4_75pct"], [None, 10])
+    _judged(folder, cells["M4_50pct_r1"], [None, None, 30])
     table = table1(spec, folder, records, "embedded").set_index("condition")
     assert list(table.index) == ["M0", "M2", "M4_75pct", "M4_50pct_r1", "M4 (mean over 2)"]
     assert table.loc["M0", "accuracy"] == 0.5 and pd.isna(table.loc["M0", "bias_s_amb"])
@@ -78,6 +80,11 @@ def test_table1_has_every_condition_and_the_m4_memberships_mean_and_sd(tmp_path)
     assert m4["energy_ratio"] == pytest.approx(0.625) and m4["n_items"] == 2500
     text = table1_markdown(table.reset_index(), "embedded")
     assert "| M4 (mean over 2) | 2500 | 50 +- 14 |" in text
+    # trial 18 (N18_139): a judge mean over 1 scored item of 4 was shown as a bare '1'; each
+    # mean says its items scored of those judged, a mean over memberships their sums
+    assert f"| {71 / 7:.3g} [" in text and "] (n=7 of 8) | 80 [80, 80] (n=8 of 8) |" in text
+    assert "| M4_75pct | 1500 | 60 | 0.1 | n/a | 10 (n=1 of 2) | 80 (n=2 of 2) |" in text
+    assert "| 20 +- 14 (n=2 of 5) | 80 +- 0 (n=5 of 5) |" in text
     assert "| M2 | 2000 | 40 | 0.1 | n/a | n/a | n/a | 3 [" in text
     # trial 15: a ratio over other item counts than the reference's was shown without a word
     assert ("**Other item counts**: the reference scored 2000 items, and M4_75pct 1500, "

@@ -24,6 +24,8 @@ from lm_eval_ext.campaign.store import CampaignFolder
 
 #: the cell metrics of the table (lm-eval's ``metric,filter`` keys of the BBQ tasks' first filter)
 METRICS = {"accuracy": "acc", "bias_s_dis": "bias_s_dis", "bias_s_amb": "bias_s_amb"}
+#: column endings of item counts (a mean over memberships sums them)
+COUNTS = ("_n", "_judged_items")
 #: the judge's per-item scores (``judge_<task>_<stamp>.jsonl``)
 JUDGED = {"judge_bias_score": "judge_bias_score",
           "judge_reasoning_quality": "judge_reasoning_quality"}
@@ -112,15 +114,27 @@ def group_rows(table: pd.DataFrame) -> list[pd.DataFrame]:
         if len(members) < 2 or not (members["condition"] != prefix).all():
             continue
         numbers = members.select_dtypes("number").drop(columns=["n_items"], errors="ignore")
+        counts = [k for k in numbers if k.endswith(COUNTS)]  # items: summed, not averaged
         row = {"condition": f"{prefix} (mean over {len(members)})", "task": "",
                "n_items": int(members["n_items"].sum()),
-               **{k: v for k, v in numbers.mean().items() if not k.endswith(("_low", "_high"))},
+               **{k: v for k, v in numbers.mean().items()
+                  if not k.endswith(("_low", "_high", *COUNTS))},
+               **{k: numbers[k].sum(min_count=1) for k in counts},
                **{f"{k}_sd": v for k, v in numbers.std(ddof=1).items()
-                  if not k.endswith(("_low", "_high", "_n", "_items"))},
+                  if not k.endswith(("_low", "_high", *COUNTS))},
                "execution_mode": ",".join(sorted(set(members["execution_mode"].dropna()))),
                "derived_from": ",".join(sorted(set(members["derived_from"].dropna())))}
         out.append(pd.DataFrame([row]))
     return out
+
+
+def _judged(row: pd.Series, column: str) -> str:
+    """A judge mean with its interval and the items it scored of those it judged."""
+    text, scored, judged = _shown(row, column), row.get(f"{column}_n"), row.get(
+        f"{column}_judged_items")
+    if scored is None or pd.isna(scored) or judged is None or pd.isna(judged):
+        return text
+    return f"{text} (n={scored:.0f} of {judged:.0f})"
 
 
 def _shown(row: pd.Series, column: str, scale: float = 1.0) -> str:
@@ -148,8 +162,8 @@ def table1_markdown(table: pd.DataFrame, model: str) -> str:
         "accuracy %": [_shown(r, "accuracy", 100) for _, r in table.iterrows()],
         "S_DIS": [_shown(r, "bias_s_dis") for _, r in table.iterrows()],
         "S_AMB": [_shown(r, "bias_s_amb") for _, r in table.iterrows()],
-        "Bias Score (judge)": [_shown(r, "judge_bias_score") for _, r in table.iterrows()],
-        "Reasoning Quality (judge)": [_shown(r, "judge_reasoning_quality")
+        "Bias Score (judge)": [_judged(r, "judge_bias_score") for _, r in table.iterrows()],
+        "Reasoning Quality (judge)": [_judged(r, "judge_reasoning_quality")
                                       for _, r in table.iterrows()],
         f"energy / {reference}": [_shown(r, "energy_ratio") for _, r in table.iterrows()],
         f"runtime / {reference}": [_shown(r, "runtime_ratio") for _, r in table.iterrows()],
@@ -159,8 +173,8 @@ def table1_markdown(table: pd.DataFrame, model: str) -> str:
         f"# Table 1 ({model}): every condition, energy and runtime relative to {reference}\n",
         *_other_items_line(table),
         "Accuracy, S_DIS and S_AMB are the cells' metrics. The judge's columns are means over "
-        "the items it scored (a parse failure or null score is not scored; `table1.csv` has "
-        "the counts) with a 95% interval clustered by natural unit. Ratios carry their 95% "
+        "the items it scored (n of the items judged: a parse failure or null score is not "
+        "scored) with a 95% interval clustered by natural unit. Ratios carry their 95% "
         "intervals (docs/energy.md) where both sides were measured; a derived cell's energy is "
         "its parent's per item. A `mean over N` row is the mean +- SD over the memberships. "
         f"Execution modes: the reference ran {table.iloc[0]['execution_mode']}; a ratio between "
