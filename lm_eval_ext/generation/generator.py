@@ -142,11 +142,12 @@ def check_room_for_prompts(lm: GeneratingModel, requests: Sequence[Any]) -> None
     need = max((n + g for n, g in zip(lengths, new, strict=True)), default=0)
     fits = f"give max_length={need} or more (the longest prompt and the tokens it may generate)"
     if no_room:
+        own = (", leave max_length out (the model's own)"  # unless it is already
+               if getattr(lm, "max_length_asked", None) is not None else "")
         raise ConfigError(
             f"--model_args max_length={lm.max_length} leaves no token of the prompt: the "
-            f"task generates up to max_gen_toks={max(new)} tokens within it; {fits}, leave "
-            f"max_length out (the model's own), or lower max_gen_toks with --gen_kwargs "
-            f"max_gen_toks=N (N below {lm.max_length})")
+            f"task generates up to max_gen_toks={max(new)} tokens within it; {fits}{own}, or "
+            f"lower max_gen_toks with --gen_kwargs max_gen_toks=N (N below {lm.max_length})")
     cut = sum(n + g > lm.max_length for n, g in zip(lengths, new, strict=True))
     if cut:
         raise ConfigError(
