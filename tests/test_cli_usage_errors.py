@@ -64,7 +64,10 @@ def _refused(argv: list[str], capsys) -> str:
     (["compare-harness", "lm_eval=a", "--out", "{file}"], "argument --out: {file} is a file"),
     # trial 7: inf reached math.ceil ("unexpected OverflowError"); a negative seed numpy's words
     (["mde", "--m", "500", "--rho-d", "0.1", "--design-effect", "inf"],
-     "argument --design-effect: inf must be a finite number above 0"),
+     "argument --design-effect: inf must be a finite number of 1 or more"),
+    # trial 19 (N19_4): -1 named the bound 'above 0', which 0.5 then failed
+    (["mde", "--m", "500", "--rho-d", "0.1", "--design-effect", "-1"],
+     "argument --design-effect: -1 is below 1: a design effect is 1 for independent items "),
     # trial 18 (N18_7): 0.5 gave an MDE below the independent items' one (analyze floors at 1)
     (["mde", "--m", "500", "--rho-d", "0.1", "--design-effect", "0.5"],
      "argument --design-effect: 0.5 is below 1: a design effect is 1 for independent items "

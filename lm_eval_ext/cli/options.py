@@ -119,7 +119,9 @@ def positive_float(text: str) -> float:
 
 def design_effect(text: str) -> float:
     """A finite variance inflation of at least 1 (the floor analyze puts on its estimates)."""
-    value = positive_float(text)
+    value = _number(text, float)
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"{text} must be a finite number of 1 or more")
     if value < 1:
         raise argparse.ArgumentTypeError(
             f"{text} is below 1: a design effect is 1 for independent items and above 1 for "
