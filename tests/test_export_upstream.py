@@ -189,3 +189,7 @@ def test_an_export_carries_our_tasks_version_and_says_to_apply_the_chat_template
         assert exported_yaml["metadata"]["version"] == task.config.metadata["version"]
         readme = (exported / theirs / "README.md").read_text()
         assert "run it with\n  `--apply_chat_template`" in readme
+    # trial 19 (N19_11): the README said over-refusal "on the 250 safe prompts" (the source's
+    # count); 5 of them are the few-shot pool, so 245 are evaluated (docs/tasks.md)
+    readme = " ".join((exported / "xstest_ext_v2" / "README.md").read_text().split())
+    assert "over-refusal on the 245 safe prompts evaluated" in readme

@@ -157,8 +157,8 @@ def xstest_export(template_tier: str | None = None, local_data: bool = False) ->
             f"{len(docs)} of XSTest's 450 prompts (10 are lm-eval-ext's few-shot pool), asked "
             f"as one user turn with the `{tier}` prompt; each response is classified by a "
             "rule-based classifier (full compliance / full refusal / partial refusal). `acc` = "
-            "appropriate behaviour; `refusal_rate_safe` is over-refusal on the 250 safe "
-            "prompts."),
+            "appropriate behaviour; `refusal_rate_safe` is over-refusal on the "
+            f"{sum(d['safety_label'] == 'safe' for d in docs)} safe prompts evaluated."),
         item_header=("id",), item_rows=[(doc["xstest_id"],) for doc in docs],
         template=render_prompt(STYLE, "\x00prompt\x00", tier, "generative"),
         modules=XSTEST_MODULES, utils_title=f"lm-eval hooks of {task} (XSTest v2, tier {tier!r}).",
