@@ -156,10 +156,13 @@ def test_out_folder_is_never_mixed(tmp_path):
     assert check_output_folder(target) is False  # new: fine
     target.mkdir()
     (target / "report.md").write_text("old")
-    (target / "stale.csv").write_text("old")
+    (target / "items.csv").write_text("old")
     with pytest.raises(AnalysisInputError, match="--overwrite"):
         check_output_folder(target)
     assert check_output_folder(target, overwrite=True)  # replaced whole (files.swap_in)
+    (target / "stale.csv").write_text("old")  # no table of analyze's: the user's, kept
+    with pytest.raises(AnalysisInputError, match="also holds stale.csv, which analyze did not"):
+        check_output_folder(target, overwrite=True)
     other = tmp_path / "notes"
     other.mkdir()
     (other / "mine.txt").write_text("keep")

@@ -15,7 +15,7 @@ from matplotlib.image import AxesImage
 from matplotlib.text import Text
 
 from lm_eval_ext.analysis import analyze, figures
-from lm_eval_ext.analysis.report import write_outputs
+from lm_eval_ext.analysis.report import ANALYSIS_OUTPUTS, write_outputs
 from lm_eval_ext.analysis.synthetic import simulate_predictions, write_run
 from lm_eval_ext.data.instrument import load_membership
 
@@ -246,6 +246,10 @@ def test_report_writes_the_new_figures(small_scale, grid, tmp_path):
     paths = write_outputs(small_scale, tmp_path / "small")
     assert paths["quality_vs_cost"].stat().st_size > 10_000
     assert "![quality_vs_cost](figures/quality_vs_cost.png)" in paths["report_md"].read_text()
+    # what --overwrite may replace is exactly what analyze writes (the rest is the user's)
+    for folder in (tmp_path / "grid", tmp_path / "small"):
+        written = {p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file()}
+        assert "report.md" in written and written <= ANALYSIS_OUTPUTS, written - ANALYSIS_OUTPUTS
 
 
 def test_the_overlap_check_finds_overlapping_texts():

@@ -20,7 +20,7 @@ from helpers import INSPECT_CAP, LM_CAP, REPO, inspect_eval, run_cli
 from lm_eval_ext.analysis import metrics as m
 from lm_eval_ext.analysis.errors import AnalysisInputError
 from lm_eval_ext.cli.main import build_parser, main
-from lm_eval_ext.cross_harness.compare import compare_harnesses
+from lm_eval_ext.cross_harness.compare import HARNESS_OUTPUTS, compare_harnesses
 from lm_eval_ext.cross_harness.readers import (
     bbq_manifest_rows,
     read_harness_run,
@@ -120,6 +120,15 @@ def test_analyze_compare_harness_is_compare_harness_and_leaves_its_arguments(hel
     for name in ("harness_report.md", "harness_scores.csv", "harness_attribution.csv",
                  "harness_agreement.csv"):
         assert (old / name).read_text() == (new / name).read_text(), name
+    assert {p.name for p in new.iterdir()} == HARNESS_OUTPUTS  # what --overwrite replaces
+    (new / "notes.md").write_text("mine")  # trial 19 (N19_63): deleted by --overwrite, rc 0
+    assert main(["compare-harness", *harnesses, "--out", str(new), "--bootstrap", "200",
+                 "--overwrite"]) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"lm-eval-ext: error: --out {new} also holds notes.md, which compare-harness did not "
+        "write and --overwrite would delete with the folder: move it out first, or analyse "
+        "into a new --out")
+    assert (new / "notes.md").read_text() == "mine"
 
 
 def test_swapping_the_bias_formula_changes_helms_scores_by_hand(helm_run):

@@ -303,4 +303,18 @@ def test_analyze_overwrite_keeps_a_recommendation_card_in_the_pilot_folder(tmp_p
         "--overwrite would delete with the folder: move it out first, or analyse into a new "
         "--out")
     (pilot / "mine").rmdir()
+    # trial 19 (N19_63): the user's files beside the tables and inside figures/ were deleted
+    (pilot / "notes.md").write_text("mine")
+    (pilot / "figures" / "my_plot.png").write_bytes(b"png")
+    (pilot / "figures" / "mine").mkdir()
+    (pilot / "figures" / "mine" / "keep.txt").write_text("mine")
+    assert reanalyse() == 2
+    assert capsys.readouterr().err.strip() == (
+        f"lm-eval-ext: error: --out {pilot} also holds figures/mine/, figures/my_plot.png, "
+        "notes.md, which analyze did not write and --overwrite would delete with the folder: "
+        "move them out first, or analyse into a new --out")
+    assert (pilot / "figures" / "mine" / "keep.txt").read_text() == "mine"
+    for name in ("notes.md", "figures/my_plot.png", "figures/mine/keep.txt"):
+        (pilot / name).unlink()  # the advice, followed
+    (pilot / "figures" / "mine").rmdir()
     assert reanalyse() == 0

@@ -20,11 +20,14 @@ from lm_eval_ext.analysis.report_markdown import report_markdown
 from lm_eval_ext.data.store import sha256_of
 
 
-def check_output_folder(out: Path, overwrite: bool = False, marker: str = "report.md") -> bool:
+def check_output_folder(out: Path, overwrite: bool = False, marker: str = "report.md",
+                        outputs: frozenset[str] | None = None, command: str = "analyze") -> bool:
     """Check ``--out`` before any work; True when it holds an earlier analysis to replace.
 
     Accepted: a new or empty folder, or (with ``overwrite``) one holding an earlier analysis
-    (its ``marker`` file, the report written last).
+    (its ``marker`` file, the report written last) and nothing else: only the paths in
+    ``outputs`` (what ``command`` writes, relative; default: analyze's
+    :data:`ANALYSIS_OUTPUTS`), since the folder is replaced whole.
     A file, a folder holding anything else, or an earlier analysis without ``overwrite`` is
     an error. Nothing is removed here, so a failing analysis loses nothing.
     """
@@ -49,17 +52,43 @@ def check_output_folder(out: Path, overwrite: bool = False, marker: str = "repor
             f"--out {out} also holds a recommendation card ({', '.join(cards)}, written by "
             "`recommend --out`), which --overwrite would delete with the folder: move the card "
             "out first, or analyse into a new --out")
-    others = sorted(f"{p.name}/" for p in out.iterdir() if p.is_dir() and p.name != "figures")
-    if others:  # analyze writes one folder, figures/
+    others = foreign_paths(out, ANALYSIS_OUTPUTS if outputs is None else outputs)
+    if others:  # the user's notes, a plot of their own: replacing the folder deletes them
+        shown = ", ".join(others[:5]) + (f" and {len(others) - 5} more" if len(others) > 5 else "")
         raise AnalysisInputError(
-            f"--out {out} also holds {', '.join(others)}, which analyze did not write and "
-            "--overwrite would delete with the folder: move it out first, or analyse into a "
-            "new --out")
+            f"--out {out} also holds {shown}, which {command} did not write and --overwrite "
+            f"would delete with the folder: move {'it' if len(others) == 1 else 'them'} out "
+            "first, or analyse into a new --out")
     return True
+
+
+def foreign_paths(out: Path, outputs: frozenset[str]) -> list[str]:
+    """What under ``out`` is none of ``outputs``: files, and folders holding none of them."""
+    found: list[str] = []
+    for path in sorted(out.rglob("*")):
+        relative = path.relative_to(out).as_posix()
+        if any(relative.startswith(f"{f.rstrip('/')}/") for f in found if f.endswith("/")):
+            continue  # inside a folder named already
+        if path.is_dir() and not path.is_symlink():
+            if not any(o.startswith(f"{relative}/") for o in outputs):
+                found.append(f"{relative}/")
+        elif relative not in outputs:
+            found.append(relative)
+    return found
 
 
 #: what ``recommend --out`` writes (a record, kept by recommend itself unless --overwrite)
 RECOMMENDATION_FILES = ("card.json", "card.md")
+#: the tables (``<name>.csv``) and figures (``figures/<name>.png``) analyze may write
+TABLES = ("items", "deltas", "runs", "comparisons", "membership", "membership_frozen", "claims",
+          "clustering", "card_differences", "rank_flips", "rankings", "variance_shares",
+          "grid_orderings")
+FIGURES = ("quality_vs_cost", "runtime_vs_energy_savings", "rank_flips", "subset_size",
+           *(f"heatmap_{t}" for t in ("category", "demographic_group", "context_polarity")))
+#: every path an analysis folder may hold (relative): anything else is the user's
+ANALYSIS_OUTPUTS = frozenset({
+    *(f"{name}.csv" for name in TABLES), *(f"figures/{name}.png" for name in FIGURES),
+    "cards.json", CHECKSUMS, "preregistration.md", "report.md", "report.html"})
 
 
 def analyze_to_folder(reference, runs, out: str | Path, *, overwrite: bool = False,
@@ -82,18 +111,21 @@ def analyze_to_folder(reference, runs, out: str | Path, *, overwrite: bool = Fal
 
 
 def write_folder(out: Path, overwrite: bool, write: Callable[[Path], dict[str, Path]],
-                 marker: str = "report.md", earlier: bool = False) -> dict[str, Path]:
+                 marker: str = "report.md", earlier: bool = False,
+                 outputs: frozenset[str] | None = None,
+                 command: str = "analyze") -> dict[str, Path]:
     """``write(folder)`` into a staging folder swapped in as ``out`` whole; paths under ``out``.
 
-    ``out`` is checked again (:func:`check_output_folder`) in case it changed during the work;
-    ``earlier``: whether the first check found an earlier analysis (if not, one there now is
-    another process's, written meanwhile).
+    ``out`` is checked again (:func:`check_output_folder`, with ``marker``, ``outputs`` and
+    ``command``) in case it changed during the work; ``earlier``: whether the first check found
+    an earlier analysis (if not, one there now is another process's, written meanwhile).
     """
     from lm_eval_ext.analysis.errors import AnalysisInputError
     from lm_eval_ext.files import folder_written_whole
 
     try:
-        check_output_folder(out, overwrite=overwrite, marker=marker)
+        check_output_folder(out, overwrite=overwrite, marker=marker, outputs=outputs,
+                            command=command)
     except AnalysisInputError:
         if not earlier and out.is_dir() and any(out.iterdir()):
             raise AnalysisInputError(
@@ -137,18 +169,14 @@ def write_outputs(result, out: Path) -> dict[str, Path]:
         for name in ("runs", "items", "card_differences") if name in paths), encoding="utf-8")
     overall = result.deltas[result.deltas["subgroup_type"] == "all"].drop_duplicates(
         ["run", "metric"])
-    made = [
-        figures.save(figures.quality_vs_cost(result.runs, overall),
-                     fig_dir / "quality_vs_cost.png"),
-        figures.save(figures.savings(result.runs), fig_dir / "runtime_vs_energy_savings.png"),
-        figures.save(figures.rank_flips(result.grid_orderings), fig_dir / "rank_flips.png"),
-        figures.save(figures.subset_size(result.membership_summary, result.membership_draws,
-                                         result.membership_frozen),
-                     fig_dir / "subset_size.png"),
-    ]
-    for subgroup_type in ("category", "demographic_group", "context_polarity"):
-        made.append(figures.save(figures.delta_heatmap(result.deltas, subgroup_type),
-                                 fig_dir / f"heatmap_{subgroup_type}.png"))
+    drawn = {"quality_vs_cost": figures.quality_vs_cost(result.runs, overall),
+             "runtime_vs_energy_savings": figures.savings(result.runs),
+             "rank_flips": figures.rank_flips(result.grid_orderings),
+             "subset_size": figures.subset_size(result.membership_summary,
+                                                result.membership_draws, result.membership_frozen),
+             **{f"heatmap_{t}": figures.delta_heatmap(result.deltas, t)
+                for t in ("category", "demographic_group", "context_polarity")}}
+    made = [figures.save(figure, fig_dir / f"{name}.png") for name, figure in drawn.items()]
     paths.update({p.stem: p for p in made if p is not None})
     paths["preregistration"] = out / "preregistration.md"
     paths["preregistration"].write_text("# Pre-registration cards\n\n"

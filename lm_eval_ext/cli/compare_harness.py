@@ -36,14 +36,21 @@ def compare_and_report(harness_runs: Sequence[str], out: str | Path, *, n_resamp
     Also what the deprecated ``analyze --compare-harness`` runs.
     """
     from lm_eval_ext.analysis.report import check_output_folder, write_folder
-    from lm_eval_ext.cross_harness import compare_harnesses, read_harness_runs, write_harness_report
+    from lm_eval_ext.cross_harness import (
+        HARNESS_OUTPUTS,
+        compare_harnesses,
+        read_harness_runs,
+        write_harness_report,
+    )
 
-    out, marker = Path(out), "harness_report.md"
-    earlier = check_output_folder(out, overwrite=overwrite, marker=marker)
+    out, mine = Path(out), {"marker": "harness_report.md", "outputs": HARNESS_OUTPUTS,
+                            "command": "compare-harness"}
+    earlier = check_output_folder(out, overwrite=overwrite, **mine)
     runs = read_harness_runs(harness_runs)
     comparison = compare_harnesses(runs, n_resamples=n_resamples, seed=seed, level=level)
     report = write_folder(out, overwrite, lambda staging: {
-        "report": write_harness_report(comparison, runs, staging)}, marker, earlier)["report"]
+        "report": write_harness_report(comparison, runs, staging)}, earlier=earlier,
+        **mine)["report"]
     print("\n".join(comparison.total_lines()))
     print(f"report: {report}")
     return 0

@@ -10,6 +10,7 @@ It reads outputs and reuses the analysis's statistics; nothing in the analysis i
 """
 
 from lm_eval_ext.cross_harness.compare import (
+    HARNESS_OUTPUTS,
     HarnessComparison,
     compare_harnesses,
     write_harness_report,
@@ -21,6 +22,6 @@ from lm_eval_ext.cross_harness.readers import (
     write_bbq_manifest,
 )
 
-__all__ = ["HarnessComparison", "HarnessRun", "compare_harnesses", "read_harness_run",
+__all__ = ["HARNESS_OUTPUTS", "HarnessComparison", "HarnessRun", "compare_harnesses", "read_harness_run",
            "read_harness_runs",
            "write_bbq_manifest", "write_harness_report"]

@@ -347,6 +347,11 @@ def compare_harnesses(runs: Sequence[HarnessRun], n_resamples: int = 10_000, see
                              pd.DataFrame(attribution), notes)
 
 
+#: every file ``compare-harness --out`` writes (anything else in the folder is the user's)
+HARNESS_OUTPUTS = frozenset({"harness_scores.csv", "harness_agreement.csv",
+                             "harness_attribution.csv", "harness_runs.json", "harness_report.md"})
+
+
 def write_harness_report(comparison: HarnessComparison, runs: Sequence[HarnessRun],
                          out: str | Path) -> Path:
     """``harness_*.csv``, ``harness_runs.json`` and ``harness_report.md`` under ``out``."""
