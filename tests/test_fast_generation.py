@@ -246,7 +246,8 @@ def test_a_max_length_with_no_room_for_the_prompt_is_one_line(embedded_lm, mode)
         f"--model_args max_length={length} leaves no token of the prompt: the task generates "
         f"up to max_gen_toks={length} tokens within it; give max_length={prompt + length} or "
         "more (the longest prompt and the tokens it may generate), or lower max_gen_toks with "
-        f"--gen_kwargs max_gen_toks=N (N below {length})")  # not "leave max_length out": it is
+        f"--gen_kwargs max_gen_toks=N (N at most {length - prompt})")  # not "leave max_length
+    # out": it is; and N so that the prompt fits whole (trial 19, N19_65: "N below 100")
     with pytest.raises(AssertionError):  # the upstream loop, called past our seam
         HFLM.generate_until(embedded_lm, generation_requests(PROMPTS[:1], no_room), True)
 
@@ -286,11 +287,22 @@ def test_a_max_length_given_must_hold_every_prompt_and_its_new_tokens(embedded_c
         one_less.generate_until(requests, disable_tqdm=True)
     advised = HFMeteredLM(device="cpu", idle_seconds=0, max_length=need)
     assert len(advised.generate_until(requests, disable_tqdm=True)) == 2
+    # trial 19 (N19_65): "lower max_gen_toks (N below 100)" was refused again when followed;
+    # N is now at most what the longest prompt leaves: 8 here, which ran above; 9 cuts
+    with pytest.raises(ConfigError, match=r"max_gen_toks=N \(N at most 8\)$"):
+        advised.generate_until(generation_requests(PROMPTS[:2], {**kwargs, "max_gen_toks": need}),
+                               disable_tqdm=True)
+    with pytest.raises(ConfigError, match="cuts"):
+        advised.generate_until(generation_requests(PROMPTS[:2], {**kwargs, "max_gen_toks": 9}),
+                               disable_tqdm=True)
     no_room = generation_requests(PROMPTS[:2], {**kwargs, "max_gen_toks": 20})
-    with pytest.raises(ConfigError, match=r"leaves no token of the prompt: .*or more \(the "
-                       r"longest prompt and the tokens it may generate\), leave max_length "
-                       r"out \(the model's own\), or lower max_gen_toks"):
-        short.generate_until(no_room, disable_tqdm=True)  # a given length may be left out
+    with pytest.raises(ConfigError) as refused:  # a given length may be left out; no
+        short.generate_until(no_room, disable_tqdm=True)  # max_gen_toks fits a 20+ prompt
+    assert str(refused.value) == (
+        "--model_args max_length=20 leaves no token of the prompt: the task generates up to "
+        f"max_gen_toks=20 tokens within it; give max_length={max(lengths) + 20} or more (the "
+        "longest prompt and the tokens it may generate), or leave max_length out (the model's "
+        "own)")
 
 
 def test_the_first_logits_of_a_generation_task_must_be_finite():

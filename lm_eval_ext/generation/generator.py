@@ -140,20 +140,23 @@ def check_room_for_prompts(lm: GeneratingModel, requests: Sequence[Any]) -> None
         return
     lengths = [len(p) for p in encoded_contexts(lm, [r.args[0] for r in requests], 10**9)]
     need = max((n + g for n, g in zip(lengths, new, strict=True)), default=0)
-    fits = f"give max_length={need} or more (the longest prompt and the tokens it may generate)"
+    room = lm.max_length - max(lengths, default=0)  # the most new tokens every prompt leaves
+    fixes = [f"give max_length={need} or more (the longest prompt and the tokens it may "
+             "generate)",
+             *(["leave max_length out (the model's own)"]  # unless it is already
+               if getattr(lm, "max_length_asked", None) is not None else []),
+             *([f"lower max_gen_toks with --gen_kwargs max_gen_toks=N (N at most {room})"]
+               if room >= 1 else [])]  # no N helps a prompt longer than max_length
+    fix = fixes[0] if len(fixes) == 1 else f"{', '.join(fixes[:-1])}, or {fixes[-1]}"
     if no_room:
-        own = (", leave max_length out (the model's own)"  # unless it is already
-               if getattr(lm, "max_length_asked", None) is not None else "")
         raise ConfigError(
             f"--model_args max_length={lm.max_length} leaves no token of the prompt: the "
-            f"task generates up to max_gen_toks={max(new)} tokens within it; {fits}{own}, or "
-            f"lower max_gen_toks with --gen_kwargs max_gen_toks=N (N below {lm.max_length})")
+            f"task generates up to max_gen_toks={max(new)} tokens within it; {fix}")
     cut = sum(n + g > lm.max_length for n, g in zip(lengths, new, strict=True))
     if cut:
         raise ConfigError(
             f"--model_args max_length={lm.max_length} cuts {cut} of {len(requests)} prompts "
-            f"(lm-eval keeps max_length - max_gen_toks tokens of each, from the end): {fits}, "
-            "or leave max_length out (the model's own)")
+            f"(lm-eval keeps max_length - max_gen_toks tokens of each, from the end): {fix}")
 
 
 class FastGenerator:
