@@ -92,3 +92,20 @@ def test_table1_has_every_condition_and_the_m4_memberships_mean_and_sd(tmp_path)
     assert "items against the reference's 2000" in table.loc["M4_75pct", "ratio_note"]
     same = table.loc[["M0", "M2"]].reset_index()
     assert "Other item counts" not in table1_markdown(same, "embedded")
+    assert "without an interval" not in table1_markdown(same, "embedded")
+
+
+def test_a_ratio_shown_without_its_interval_says_why(tmp_path):
+    """Trial 19 (N19_74): table1.md showed runtime ratios bare under a header that promises
+    intervals where both sides were measured; why there was none was only in the CSVs."""
+    spec = build_spec(preset("paper-stress-test", path="generative"))
+    cells = {c.condition: c for c in spec.cells}
+    records = {cells["M0"].cell_id: _record(2000, 0.5, 1000.0, 100.0),
+               cells["M1"].cell_id: _record(2000, 0.5, 500.0, 50.0, inference_seconds_se=None)}
+    table = table1(spec, CampaignFolder(tmp_path / "c"), records, "embedded")
+    text = table1_markdown(table, "embedded")
+    assert "| M1 | 2000 | 50 | 0.1 | n/a | n/a | n/a | 0.5 [" in text  # energy: an interval
+    assert "| 0.5 | fast_generation_graphs |" in text  # runtime: none
+    assert text.rstrip().endswith(
+        f"**Ratios without an interval**: M1 ({cells['M1'].task}): no runtime interval: a "
+        "side's seconds SE is missing or over half its seconds (not resolved).")

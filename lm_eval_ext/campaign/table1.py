@@ -179,7 +179,21 @@ def table1_markdown(table: pd.DataFrame, model: str) -> str:
         "its parent's per item. A `mean over N` row is the mean +- SD over the memberships. "
         f"Execution modes: the reference ran {table.iloc[0]['execution_mode']}; a ratio between "
         "different modes measures the mode as well as the condition.\n",
-        markdown_table(shown, list(shown.columns))]) + "\n"
+        markdown_table(shown, list(shown.columns)), *_bare_ratio_lines(table)]) + "\n"
+
+
+def _bare_ratio_lines(table: pd.DataFrame) -> list[str]:
+    """Why a ratio shown without its interval has none (the cell's ``ratio_note``)."""
+    def why(note: object) -> str:  # the idle-corrected ratio is energy.md's, not shown here
+        return "; ".join(p for p in note.split("; ") if p and not p.startswith(
+            "no idle-corrected")) if isinstance(note, str) else ""
+
+    bare = [r for _, r in table.iloc[1:].iterrows() if why(r.get("ratio_note"))
+            and any(pd.notna(r.get(k)) and pd.isna(r.get(f"{k}_ci_low")) for k in RATIOS)]
+    if not bare:
+        return []
+    return ["\n**Ratios without an interval**: " + "; ".join(
+        f"{r['condition']} ({r['task']}): {why(r['ratio_note'])}" for r in bare) + ".\n"]
 
 
 def _other_items_line(table: pd.DataFrame) -> list[str]:
