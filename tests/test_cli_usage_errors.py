@@ -68,6 +68,10 @@ def _refused(argv: list[str], capsys) -> str:
     # trial 19 (N19_4): -1 named the bound 'above 0', which 0.5 then failed
     (["mde", "--m", "500", "--rho-d", "0.1", "--design-effect", "-1"],
      "argument --design-effect: -1 is below 1: a design effect is 1 for independent items "),
+    # trial 19 (N19_56): '-' wrote a file named '-', not standard output
+    (["data", "manifest", "lm_eval={folder}", "--out", "-"],
+     "argument --out: - is not standard output here (it would be a file named '-'); name the "
+     "file to write, e.g. items.csv, and read it with cat"),
     # trial 18 (N18_7): 0.5 gave an MDE below the independent items' one (analyze floors at 1)
     (["mde", "--m", "500", "--rho-d", "0.1", "--design-effect", "0.5"],
      "argument --design-effect: 0.5 is below 1: a design effect is 1 for independent items "

@@ -209,7 +209,11 @@ def folder(text: str) -> Path:
 
 
 def output_file(text: str) -> Path:
-    """A file to write: not an existing folder."""
+    """A file to write: not an existing folder, nor ``-`` (which would name a file ``-``)."""
+    if text == "-":
+        raise argparse.ArgumentTypeError(
+            "- is not standard output here (it would be a file named '-'); name the file to "
+            "write, e.g. items.csv, and read it with cat")
     path = _expanded(text)
     if path.is_dir():
         raise argparse.ArgumentTypeError(f"{text} is a folder; name the file to write")
