@@ -594,6 +594,21 @@ def _with_config(argv: Sequence[str]) -> tuple[list[str], dict]:
     return [*config_as_arguments(from_file), *argv], from_file
 
 
+def config_batch_size_typed(argv: Sequence[str]) -> list[str]:
+    """``argv`` with its ``--config`` file's ``batch_size`` as the flag it stands for.
+
+    lm-eval hands a file's ``batch_size: 1`` to the model as the int 1, its own default, which
+    hf-metered's fast path reads as "not typed" and plans the batch itself; a typed
+    ``--batch_size 1`` arrives as text. The user wrote the file's value: given as the flag
+    (which lm-eval would let win over the file anyway), it is the batch. A command line that
+    gives ``--batch_size`` itself is returned as it is.
+    """
+    size = check_config_of(argv).get("batch_size")
+    if size is None or any(a.startswith(("--batch_size", "-b")) for a in argv):
+        return list(argv)
+    return [*argv, f"--batch_size={size}"]
+
+
 def check_arguments_lm_eval_parses(argv: Sequence[str]) -> tuple[argparse.Namespace, dict]:
     """What lm-eval's own parsing refuses in poor words, checked before it parses.
 

@@ -308,3 +308,21 @@ def test_a_chat_template_for_a_base_model_is_refused_before_the_load():
     # the embedded model has one (no pretrained: hf-metered's default)
     check_command_line(["--model", "hf-metered", "--apply_chat_template", "--tasks",
                         "bbq_subset_12p5pct_loglik"])
+
+
+def test_a_config_files_batch_size_goes_in_as_the_flag_unless_the_command_line_gives_one(
+        tmp_path):
+    """Trial 19 (N19_86): lm-eval hands a file's `batch_size: 1` over as its default; as the
+    flag it is typed (lm-eval's parser, the same value). A command line's own wins, as in
+    lm-eval, and is not given twice."""
+    from lm_eval_ext.command_preflight import config_batch_size_typed
+
+    config = tmp_path / "c.yaml"
+    config.write_text("batch_size: 1\n")
+    argv = ["--config", str(config), "--tasks", "t"]
+    assert config_batch_size_typed(argv) == [*argv, "--batch_size=1"]
+    for given in (["--batch_size", "4"], ["--batch_size=4"], ["-b", "4"], ["-b4"]):
+        assert config_batch_size_typed([*argv, *given]) == [*argv, *given]
+    config.write_text("limit: 2\n")
+    assert config_batch_size_typed(argv) == argv
+    assert config_batch_size_typed(["--tasks", "t"]) == ["--tasks", "t"]

@@ -238,6 +238,26 @@ def test_headline_command_runs_the_embedded_model(tmp_path, embedded_checkpoint)
     assert run.run_id == "SmolLM2-135M-Instruct@fp32/bsplanned:8/25pct"
 
 
+@pytest.mark.slow
+def test_a_batch_size_in_a_config_file_is_typed(tmp_path, embedded_checkpoint):
+    """Trial 19 (N19_86): `batch_size: 1` in a --config file reached the model as lm-eval's
+    default (the int 1), so the fast path generated in a planned batch of 4 while the results
+    said batch 1; docs/hf-metered.md: a batch size you typed sets the batch."""
+    from lm_eval_ext.cards import task_card
+
+    config = tmp_path / "run.yaml"
+    config.write_text("model: hf-metered\nmodel_args: {idle_seconds: 0}\nbatch_size: 1\n"
+                      "limit: 3\nlog_samples: true\n")
+    out = tmp_path / "OUT"
+    proc = run_cli(["lm_eval", "--config", str(config), "--tasks", "bbq_subset_25pct",
+                    "--output_path", str(out)], cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    results, samples = _read_run(out, "bbq_subset_25pct")
+    generation = results["config"]["metering"]["generation"]
+    assert (generation["batch_size_asked"], generation["batch_sizes"]) == (1, [1])  # was [3]
+    assert task_card(results, "bbq_subset_25pct", samples)["batch_size"] == "1"
+
+
 def _reader_gone(args: list[str]) -> tuple[int, str]:
     """Run a console script whose output pipe is closed at once (as `| head` ends early)."""
     proc = subprocess.Popen([console_script(args[0]), *args[1:]], stdout=subprocess.PIPE,

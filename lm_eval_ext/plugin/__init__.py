@@ -43,7 +43,10 @@ Each write, where it is made, and the upstream change that would retire it:
    Ctrl-C one line. Retired
    when lm-eval's CLI reports a plug-in's usage errors (a ``ValueError``) without a traceback.
 9. ``sys.argv`` before ``lm_eval.__main__.cli_evaluate()`` (:mod:`.lm_eval_cli`), which parses
-   ``sys.argv[1:]``. Retired when ``cli_evaluate`` takes an argument list.
+   ``sys.argv[1:]``; in the stock command too, a ``--config`` file's ``batch_size`` added as
+   the flag it stands for (:func:`lm_eval_ext.command_preflight.config_batch_size_typed`: as
+   the file's int it is lm-eval's default 1, which the fast path reads as not typed). Retired
+   when ``cli_evaluate`` takes an argument list and a model can tell a given batch size.
 10. ``lm_eval.models.vllm_causallms.LLM`` wrapped (:func:`.vllm_engines.hand_over_kept_engines`):
     in a campaign worker, the engine a cell before built with the same arguments is returned
     instead of a second one (``VLLM.__init__`` builds its engine itself, line 154). Retired

@@ -28,7 +28,12 @@ from lm_eval_ext.task_building import unreachable_data
 
 
 def run_lm_eval_cli(argv: Sequence[str], program: str) -> None:
-    """Register the models and task folders, then run ``lm_eval`` on ``argv`` as ``program``."""
+    """Register the models and task folders, then run ``lm_eval`` on ``argv`` as ``program``.
+
+    A ``--config`` file's ``batch_size`` goes in as the flag it stands for
+    (:func:`~lm_eval_ext.command_preflight.config_batch_size_typed`).
+    """
+    from lm_eval_ext.command_preflight import config_batch_size_typed
     from lm_eval_ext.plugin.registration import activate
     from lm_eval_ext.plugin.task_folders import narrow_to_command_line
 
@@ -36,7 +41,7 @@ def run_lm_eval_cli(argv: Sequence[str], program: str) -> None:
     narrow_to_command_line(argv)
     from lm_eval.__main__ import cli_evaluate
 
-    sys.argv = [program, *argv]
+    sys.argv = [program, *config_batch_size_typed(argv)]
     cli_evaluate()
 
 
@@ -138,11 +143,15 @@ def check_stock_arguments() -> None:
     """In the stock ``lm_eval``, before lm-eval parses: what its parser refuses in poor words."""
     if not stock_lm_eval_command():
         return
-    from lm_eval_ext.command_preflight import check_arguments_lm_eval_parses
+    from lm_eval_ext.command_preflight import (
+        check_arguments_lm_eval_parses,
+        config_batch_size_typed,
+    )
 
     with ending_lm_eval_command():  # one line, exit 2
         check_disable_value()
         check_arguments_lm_eval_parses(sys.argv[1:])
+        sys.argv[1:] = config_batch_size_typed(sys.argv[1:])  # before lm-eval parses it
 
 
 #: the start-up hook's switch (read by ``autoload.install``, which runs as its own module at
