@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import shutil
 import warnings
 
 import numpy as np
@@ -555,3 +556,36 @@ def test_nan_log_likelihoods_are_refused_at_the_run_and_in_the_analysis(rows, tm
         f"{first['doc_id']}): the model's numbers overflowed (e.g. precision=fp16) and the "
         "argmax over NaN picked an answer no model gave; rerun that run at precision=bf16 or "
         "fp32")
+
+
+def test_a_run_of_two_tasks_on_the_same_items_is_refused_with_advice_that_works(tmp_path):
+    """Trial 19 (N19_101): `lm_eval --tasks T_loglik,T` (one run, the same items twice) was
+    told to 'analyse those tasks as separate runs', which analyze cannot do with one results
+    file; the line now says how to make them separate runs, and following it analyses."""
+    from lm_eval_ext.analysis.synthetic import write_run
+    from lm_eval_ext.data.instrument import load_membership
+
+    rows = load_membership("instrument").rows[:40]
+    answers = np.array([r["label"] for r in rows])
+    loglik = write_run(tmp_path / "loglik", "bbq_instrument_loglik", rows, answers)
+    generative = write_run(tmp_path / "generative", "bbq_instrument", rows, answers)
+    both = json.loads(loglik.read_text())
+    other = json.loads(generative.read_text())
+    for key in ("results", "configs", "task_hashes", "n-shot", "n-samples"):
+        both[key].update(other[key])
+    (tmp_path / "both").mkdir()
+    (tmp_path / "both" / loglik.name).write_text(json.dumps(both))
+    for run in (loglik, generative):
+        for samples in run.parent.glob("samples_*.jsonl"):
+            shutil.copy(samples, tmp_path / "both")
+    with pytest.raises(AnalysisInputError) as refused:
+        analyze(tmp_path / "both", [tmp_path / "loglik"], n_resamples=100, mc_draws=10,
+                progress=False)
+    key = f"bbq:{rows[0]['category']}:{rows[0]['example_id']}"
+    assert str(refused.value) == (
+        f"{tmp_path / 'both' / loglik.name}: tasks bbq_instrument and bbq_instrument_loglik "
+        f"evaluated the same item {key}, and analyze pairs a run's items by item, so one run "
+        "cannot hold both: run each in an lm_eval call of its own (--tasks bbq_instrument, "
+        "then --tasks bbq_instrument_loglik) and analyse those as separate runs")
+    result = analyze(loglik, [generative], n_resamples=100, mc_draws=10, progress=False)
+    assert result.n_items == 40  # the advice, followed

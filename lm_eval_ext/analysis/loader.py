@@ -384,10 +384,14 @@ def load_run(results_path: Path, run_id: str | None = None) -> Run:
                                 model_fields=model_card_fields(results.get("config") or {}))
     items = pd.concat(frames, ignore_index=True)
     duplicated = items["item_key"].duplicated()
-    if duplicated.any():
+    if duplicated.any():  # a run's items are paired by item: one task per item
+        key = items["item_key"][duplicated].iloc[0]
+        first, second = items.loc[items["item_key"] == key, "task"].iloc[:2]
         raise AnalysisInputError(
-            f"{results_path}: item {items['item_key'][duplicated].iloc[0]} appears in two tasks "
-            "of one run; analyse those tasks as separate runs")
+            f"{results_path}: tasks {first} and {second} evaluated the same item {key}, and "
+            "analyze pairs a run's items by item, so one run cannot hold both: run each in an "
+            f"lm_eval call of its own (--tasks {first}, then --tasks {second}) and analyse "
+            "those as separate runs")
     if unmetered:  # answers that never reached the model (lm-eval's request cache): no cost
         info.update(dict.fromkeys(COST_FIELDS), energy_flags=",".join(
             [*filter(None, info["energy_flags"].split(",")), REQUESTS_NOT_ALL_METERED]))
