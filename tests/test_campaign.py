@@ -12,6 +12,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 import yaml
@@ -720,3 +721,25 @@ def test_the_subsets_block_is_named_as_itself():
     with pytest.raises(ConfigError, match=r"^subsets: condition 'M5' is not defined"):
         build_spec({"models": {"m": ""}, "tasks": ["bbq_subset_12p5pct_loglik"],
                     "conditions": {"M0": {}}, "subsets": {"reference": "M5", "runs": ["M0"]}})
+
+
+def test_the_subset_fit_says_why_it_has_too_few_measured_cells():
+    """Trial 19 (N19_121): with no energy counter (a CPU) the note said derived energies are
+    proportional by construction and to rerun with --measure-all, though no cell was derived
+    and --measure-all reads no counter either."""
+    from lm_eval_ext.campaign.subsets import _fit
+
+    sizes = np.array([16.0, 8.0, 4.0])
+    unread = _fit(sizes, np.full(3, np.nan), np.array([True, True, True]))
+    assert unread["note"] == (
+        "not measured: 0 cell(s) with measured energy, a fit needs 3 with different sizes (3 "
+        "with no energy reading (this machine has no counter the run could read: "
+        "docs/energy.md))")
+    derived = _fit(sizes, np.array([160.0, 80.0, 40.0]), np.array([True, False, False]))
+    assert derived["note"].endswith("(2 derived: proportional by construction (run the "
+                                    "campaign with --measure-all to measure every cell))")
+    same = _fit(np.full(3, 8.0), np.array([80.0, 81.0, 79.0]), np.ones(3, bool))
+    assert same["note"].endswith("different sizes (they are all of one size)")
+    fitted = _fit(sizes, np.array([160.0, 80.0, 40.0]), np.ones(3, bool))
+    assert fitted["slope"] == pytest.approx(10.0) and fitted["r_squared"] == pytest.approx(1.0)
+    assert fitted["note"] is None

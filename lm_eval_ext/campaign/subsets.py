@@ -59,11 +59,22 @@ def _fit(x: np.ndarray, y: np.ndarray, measured: np.ndarray) -> dict[str, Any]:
     if n < 3 or np.ptp(x[keep]) == 0:
         return {"slope": None, "intercept": None, "r_squared": None, "n": n,
                 "note": f"not measured: {n} cell(s) with measured energy, a fit needs 3 with "
-                        "different sizes (derived energies are proportional by construction; "
-                        "run the campaign with --measure-all to measure every cell)"}
+                        f"different sizes{_why_unmeasured(y, measured, n)}"}
     fit = stats.linregress(x[keep], y[keep])
     return {"slope": float(fit.slope), "intercept": float(fit.intercept),
             "r_squared": float(fit.rvalue ** 2), "n": n, "note": None}
+
+
+def _why_unmeasured(y: np.ndarray, measured: np.ndarray, n: int) -> str:
+    """Why cells are left out of the fit: derived (the fix: --measure-all), or no reading."""
+    derived, unread = int((~measured).sum()), int((measured & ~np.isfinite(y)).sum())
+    reasons = [*([f"{derived} derived: proportional by construction (run the campaign with "
+                  "--measure-all to measure every cell)"] if derived else []),
+               *([f"{unread} with no energy reading (this machine has no counter the run "
+                  "could read: docs/energy.md)"] if unread else [])]
+    if reasons:
+        return f" ({'; '.join(reasons)})"
+    return " (they are all of one size)" if n >= 3 else ""
 
 
 def subset_summary(spec: CampaignSpec, records: dict[str, dict[str, Any]],
