@@ -495,3 +495,24 @@ def test_two_lm_eval_runs_of_other_models_are_refused_and_other_settings_noted(t
     assert ("i names its model hf/google/gemma-3-270m and a smol: if they are different "
             "models, every difference here includes the change of model, not the harness "
             "alone") in noted.notes
+
+
+def test_a_total_no_item_counts_toward_is_not_estimable_not_nan(tmp_path, capsys):
+    """Trial 19 (N19_115): 'bbq bias_s_dis: inspect - lm_eval = +nan pp' with no reason, where
+    neither run had a disambiguated item (S_DIS counts only those)."""
+    import numpy as np
+
+    from lm_eval_ext.analysis.synthetic import write_run
+    from lm_eval_ext.data.instrument import load_membership
+
+    rows = [r for r in load_membership("instrument").rows if r["context_condition"] == "ambig"]
+    answers = np.array([r["label"] for r in rows[:6]])
+    for name, precision in (("a", "bf16"), ("b", "int8")):
+        write_run(tmp_path / name, "bbq_instrument_loglik", rows[:6], answers, precision=precision)
+    assert main(["compare-harness", f"lm_eval={tmp_path / 'a'}", f"lm_eval:b={tmp_path / 'b'}",
+                 "--out", str(tmp_path / "out"), "--bootstrap", "200"]) == 0
+    out = capsys.readouterr().out
+    assert "nan" not in out
+    assert ("bbq bias_s_dis: b - lm_eval = not estimable (no value for b and lm_eval: none of "
+            "its items counts toward the metric)") in out
+    assert "bbq accuracy: b - lm_eval = +0.00 pp" in out

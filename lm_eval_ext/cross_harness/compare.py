@@ -134,9 +134,17 @@ class HarnessComparison:
     def total_lines(self) -> list[str]:
         """One console line per total; a total the item sets drive says so."""
         lines = []
+        native = self.scores[self.scores["formula"] == "native"].set_index(
+            ["harness", "benchmark", "metric"])["value"]
         for row in self.totals():
-            line = (f"{row['benchmark']} {row['metric']}: {row['harness']} - {row['reference']} = "
-                    f"{row['value_pp']:+.2f} pp")
+            line = f"{row['benchmark']} {row['metric']}: {row['harness']} - {row['reference']} = "
+            if pd.isna(row["value_pp"]):  # a bias score no item counts toward
+                empty = [name for name in (row["harness"], row["reference"])
+                         if pd.isna(native.get((name, row["benchmark"], row["metric"])))]
+                lines.append(line + "not estimable (no value for " + " and ".join(empty or [
+                    "either run"]) + ": none of its items counts toward the metric)")
+                continue
+            line += f"{row['value_pp']:+.2f} pp"
             if row["n_common"] < max(row["n_reference"], row["n_harness"]):
                 line += (f" (different item sets: {row['n_common']} common of {row['n_harness']}"
                          f" and {row['n_reference']}; {row['item_set_pp']:+.2f} pp of it from "
