@@ -10,7 +10,7 @@ from __future__ import annotations
 import ast
 import csv
 import json
-import warnings
+import sys
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -104,7 +104,7 @@ def toxigen_rows(split: str = "auto") -> tuple[tuple[dict[str, Any], ...], str]:
 
     ``split``: ``test`` (940 rows, the split upstream lm-eval evaluates), ``train`` (8,960), or
     ``auto``: test when its pinned file is available (local or downloadable), else train with
-    a warning. The split used is recorded in every row (``split``) and never mixed.
+    a one-line note. The split used is recorded in every row (``split``) and never mixed.
     Label: toxic when ``toxicity_ai + toxicity_human > 5.5`` (as upstream).
     """
     check_choice("toxigen split", split, ("auto", "test", "train"))
@@ -116,9 +116,9 @@ def toxigen_rows(split: str = "auto") -> tuple[tuple[dict[str, Any], ...], str]:
         except DataMissingError:
             if split == "test":
                 raise
-            warnings.warn("ToxiGen test split (940 rows) unavailable here; evaluating the "
-                          "annotated train split (8,960 rows) instead; the output records "
-                          "split=train", stacklevel=2)
+            print("lm-eval-ext: note: ToxiGen test split (940 rows) unavailable here; "
+                  "evaluating the annotated train split (8,960 rows) instead; the output "
+                  "records split=train", file=sys.stderr)  # once: the rows are cached
             chosen = "train"
     if chosen == "train":
         folder = benchmark_dir("toxigen", ("annotated/annotated_train.csv",))
