@@ -244,9 +244,17 @@ def test_energy_ratio_refused_across_gpus(rows, tmp_path):
      "or a condition's gen_kwargs)"),  # trial 17 (N17_16): "did you mean max_length?"
     # trial 18 (N18_63): "unknown model arg(s) load_in_8bit; valid: <56 names>"
     ({"load_in_8bit": True}, "hf-metered: load_in_8bit is not a model arg here (transformers 5 "
-     "no longer takes it): give precision=int8 instead"),
+     "no longer takes it): leave it out and give precision=int8"),
     ({"load_in_4bit": True}, "load_in_4bit is not a model arg here (transformers 5 no longer "
-     "takes it): give precision=nf4 (or fp4) instead"),
+     "takes it): leave it out and give precision=nf4 (or fp4)"),
+    # trial 19 (N19_138, N19_139): switched off it was told to quantise; quantization_config
+    # was an unknown arg among 56 names
+    ({"load_in_8bit": False}, "load_in_8bit is not a model arg here (transformers 5 no longer "
+     "takes it): leave it out (load_in_8bit=False asks for no quantisation, the default)"),
+    ({"load_in_8bit": True, "precision": "int8"}, "load_in_8bit is not a model arg here "
+     "(transformers 5 no longer takes it): leave it out and give precision=int8"),
+    ({"quantization_config": "{}"}, "quantization_config is not a model arg here (transformers "
+     "5 no longer takes it): leave it out and give precision=int8, nf4 or fp4 (bitsandbytes)"),
     ({"precision": "int3"}, "precision='int3' is not valid; use one of bf16"),
     ({"mc_scoring": "packed"}, "mc_scoring='packed' is not valid; use one of standard"),
     ({"generation": "turbo"}, "generation='turbo' is not valid; use one of standard, fast"),

@@ -382,12 +382,13 @@ GENERATION_KWARGS = ("max_gen_toks", "until", "do_sample", "temperature", "top_p
 
 #: transformers' quantisation keywords, and the precision= that does their work here
 QUANTISATION_ARGS = {"load_in_8bit": "precision=int8", "load_in_4bit": "precision=nf4 (or fp4)",
-                     "bnb_4bit_quant_type": "precision=nf4 or precision=fp4"}
+                     "bnb_4bit_quant_type": "precision=nf4 or precision=fp4",
+                     "quantization_config": "precision=int8, nf4 or fp4 (bitsandbytes)"}
 
 
-def check_unknown_args(model: str, cls: type, given: Iterable[str],
+def check_unknown_args(model: str, cls: type, given: Mapping[str, Any],
                        own: Iterable[str] = ()) -> None:
-    """Every key must be ``own``, a keyword of some ``__init__`` of ``cls`` or a pass-through."""
+    """Every key of ``given`` is ``own``, a keyword of an ``__init__`` of ``cls`` or a pass-through."""
     valid = init_params(cls) | set(own) | set(PASSTHROUGH_ARGS)
     unknown = sorted(set(given) - valid)
     if "" in unknown:  # `--model_args '='` or a stray comma-equals: a key with no name
@@ -404,8 +405,12 @@ def check_unknown_args(model: str, cls: type, given: Iterable[str],
                           "campaign: the lm_eval block's or a condition's gen_kwargs)")
     quantising = [u for u in unknown if u in QUANTISATION_ARGS]
     if quantising:  # what an HF user types; transformers 5 no longer takes it
-        raise ConfigError(f"{model}: {quantising[0]} is not a model arg here (transformers 5 no "
-                          f"longer takes it): give {QUANTISATION_ARGS[quantising[0]]} instead")
+        name, value = quantising[0], given[quantising[0]]
+        off = value is False or str(value).strip().lower() in ("false", "0", "none", "")
+        fix = (f"leave it out ({name}={value} asks for no quantisation, the default)" if off
+               else f"leave it out and give {QUANTISATION_ARGS[name]}")
+        raise ConfigError(f"{model}: {name} is not a model arg here (transformers 5 no longer "
+                          f"takes it): {fix}")
     if unknown:
         close = {u: difflib.get_close_matches(u, valid, n=1) for u in unknown}
         named = ", ".join(f"{u} (did you mean {close[u][0]}?)" if close[u] else u for u in unknown)
