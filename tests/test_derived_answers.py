@@ -204,12 +204,16 @@ def _answers_are_the_parents(folder: Path, task: str, original: dict) -> None:
 
 
 @pytest.mark.slow
-def test_a_parent_with_a_changed_answer_makes_the_cell_run_in_full(parent, tmp_path):
+def test_a_parent_with_a_changed_answer_makes_the_cell_run_in_full(parent, tmp_path, capsys):
     # the re-check draws 10 of the 24 items; the parent's answer to the first drawn is changed
     drawn = draw_recheck(list(range(CHILD_LIMIT)), 0.05, "0", CHILD_TASK)
     tampered = _tamper(parent, tmp_path / "tampered", "75pct", drawn[0])
+    capsys.readouterr()
     child = _run(tmp_path / "child", CHILD_TASK, CHILD_LIMIT,
                  f"answers_from={tampered['results']}")
+    # the console says so (trial 19, N19_108: only config.metering.derived did)
+    assert (f"[answers_from] {CHILD_TASK}: measured, not derived: 1 of 10 re-checked items "
+            f"differ from the parent (first: doc {drawn[0]}") in capsys.readouterr().err
     metering = json.loads(_results(child).read_text())["config"]["metering"]
     record = metering["derived"][CHILD_TASK]
     assert not record["derived"] and list(drawn) == record["rechecked_doc_ids"]
@@ -356,3 +360,16 @@ def test_a_parent_file_with_a_block_of_another_shape_is_one_line(config, configs
     assert str(caught.value) == (
         f"hf-metered: answers_from={path}: {block}, not the block hf-metered writes: the file "
         "was damaged after the run; pass the parent's own results file, or run the parent again")
+
+
+def test_the_console_line_says_derived_from_what_and_how_it_was_rechecked():
+    """Trial 19 (N19_108): a derivation's outcome was in config.metering.derived only."""
+    from lm_eval_ext.backends.derived_answers import TaskDerivation
+
+    derived = TaskDerivation(True, None, "/p/results.json", "bbq_a", 24, 10, 10, 0.05, "0", ())
+    assert derived.line("bbq_b") == ("[answers_from] bbq_b: derived from bbq_a of "
+                                     "/p/results.json (10 of 24 items re-run and matched)")
+    refused = TaskDerivation(False, "4 of 12 requests are not in the parent (first: doc 8)",
+                             "/p/results.json", None, 12, 0, 0, 0.05, "0", ())
+    assert refused.line("bbq_b") == ("[answers_from] bbq_b: measured, not derived: 4 of 12 "
+                                     "requests are not in the parent (first: doc 8)")

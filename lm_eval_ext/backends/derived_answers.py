@@ -23,6 +23,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import math
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -74,6 +75,14 @@ class TaskDerivation:
     rechecked_doc_ids: tuple
     energy: DerivedEnergy | None = None
 
+    def line(self, task: str) -> str:
+        """The console's one line: derived (from which task, re-checked how), or why not."""
+        if self.derived:
+            return (f"[answers_from] {task}: derived from {self.from_task} of "
+                    f"{self.from_results} ({self.matched_items} of {self.items} items re-run "
+                    "and matched)")
+        return f"[answers_from] {task}: measured, not derived: {self.derivation_refused}"
+
     def record(self, measured_recheck: Mapping[str, Any] | None) -> dict[str, Any]:
         """The JSON record, with the parent's energy, the derived one and the re-check's."""
         fields = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)
@@ -116,6 +125,7 @@ class DerivedAnswers:
                 for task, indices in by_task(requests).items():
                     self._refuse(task, [requests[i] for i in indices], "a data-parallel run "
                                  f"({world_size} ranks): each rank sees part of the items")
+                    print(self._tasks[task].line(task), file=sys.stderr, flush=True)
             return metering.run(request_type, requests, serve, world_size=world_size,
                                 extras=extras)
         logged = {id(r): o for r, o in zip(requests, originals or requests, strict=True)}
@@ -124,6 +134,7 @@ class DerivedAnswers:
             keys = [request_key(request_type, getattr(logged[id(r)], "args", None))
                     for r in group]
             answers = self._derive(metering, request_type, task, group, keys, serve)
+            print(self._tasks[task].line(task), file=sys.stderr, flush=True)  # the config too
             return answers if answers is not None else metering.run(request_type, group, serve)
 
         return run_by_task(requests, per_task)
