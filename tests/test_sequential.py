@@ -155,6 +155,33 @@ def test_zero_discordance_settles_only_when_the_exact_bound_is_inside_the_margin
     assert decide(s_dis, 2, 1000, 250, 0.0, 0.0).decision == "continue"
 
 
+def test_each_look_line_shows_the_interval_that_decided_it():
+    """Trial 19 (N19_154): identical answers printed '95.22% CI [+0.00, +0.00] -> unresolved',
+    a point inside the margin, while the decision rests on the SE being 0; an 'equivalent' look
+    showed only the "changed" interval, not the TOST interval that settled it."""
+    from dataclasses import asdict
+
+    from lm_eval_ext.cli.sequential import look_interval
+
+    a0 = PLAN.look_alphas()[0]
+    alike = asdict(decide(PLAN, 0, 248, 62, 0.0, 0.0))  # accuracy, no discordant unit
+    bound = stats.binomtest(0, 62).proportion_ci(confidence_level=1 - 2 * a0,
+                                                 method="exact").high
+    assert look_interval(alike, "accuracy") == (
+        f"no discordant unit, so |delta| is at most {100 * bound:.2f} pp (exact one-sided "
+        f"{100 * (1 - a0):.4g}% bound)")
+    s_dis = SequentialPlan("bias_s_dis", margin=0.02, fractions=FRACTIONS)
+    assert look_interval(asdict(decide(s_dis, 5, 2000, 500, 0.0, 0.0)), "bias_s_dis") == (
+        "no interval (no spread: every natural unit's bias_s_dis delta is alike)")
+    settled = asdict(decide(PLAN, 0, 248, 62, 0.0, 0.001))
+    assert settled["decision"] == EQUIVALENT
+    z_one = stats.norm.isf(a0)
+    assert look_interval(settled, "accuracy").endswith(
+        f"% CI [{-100 * settled['z_boundary'] * 0.001:+.2f}, "
+        f"{100 * settled['z_boundary'] * 0.001:+.2f}], {100 * (1 - 2 * a0):.4g}% equivalence "
+        f"interval [{-100 * z_one * 0.001:+.2f}, {100 * z_one * 0.001:+.2f}]")
+
+
 def test_the_simulated_effect_is_the_effect_asked_for():
     """Clipping gave -0.13, 1.83 and 2.80 pp at 0, 2 and 3 pp."""
     rng = np.random.default_rng(5)

@@ -43,7 +43,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run the looks; print each look's decision and the final one."""
-    from lm_eval_ext.analysis.stats.group_sequential import boundary_level
     from lm_eval_ext.campaign.sequential_evaluation import Arm, run_sequential
 
     check_power_above_alpha("sequential", 1 - args.beta, args.alpha,
@@ -55,14 +54,37 @@ def run(args: argparse.Namespace) -> int:
         margin_pp=args.margin, alpha=args.alpha, beta=args.beta, looks=args.looks.split(","),
         path=args.path, echo=not args.quiet)
     for look in outcome["looks"]:
-        low, high = look["ci"]
-        interval = (f"{100 * boundary_level(look['z_boundary']):.4g}% CI [{100 * low:+.2f}, "
-                    f"{100 * high:+.2f}]" if math.isfinite(low) and math.isfinite(high) else
-                    f"no interval ({look['n_clusters']} natural unit(s) so far"
-                    + (": fewer than 2" if look["n_clusters"] < 2 else
-                       f"; {args.metric} not defined on them") + ")")
         print(f"look {look['look']} ({look['membership']}, {look['n_items']} items): "
-              f"delta {100 * look['delta']:+.2f} pp, {interval} -> {look['decision']}")
+              f"delta {100 * look['delta']:+.2f} pp, {look_interval(look, args.metric)} -> "
+              f"{look['decision']}")
     print(f"decision: {outcome['decision']} after {outcome['items_evaluated']} of "
           f"{outcome['items_in_family']} items; {Path(args.out) / 'sequential.json'}")
     return 0
+
+
+def look_interval(look: dict, metric: str) -> str:
+    """The interval that decided a look (``sequential.json``'s look), in points.
+
+    The "changed" interval at the look's boundary; with it, where the look settled
+    equivalence, the TOST interval that did (``1 - 2 alpha_k``). With no spread (SE 0) a Wald
+    interval is a point, which decides nothing: then the exact bound of no discordant unit
+    (accuracy), or no interval.
+    """
+    from lm_eval_ext.analysis.stats.group_sequential import EQUIVALENT, boundary_level
+
+    (low, high), (tost_low, tost_high) = look["ci"], look["tost_ci"]
+    if not (math.isfinite(low) and math.isfinite(high)):
+        return (f"no interval ({look['n_clusters']} natural unit(s) so far"
+                + (": fewer than 2" if look["n_clusters"] < 2 else
+                   f"; {metric} not defined on them") + ")")
+    if look["se"] == 0:
+        if tost_low != tost_high:  # accuracy, no discordant unit: the exact bound
+            return (f"no discordant unit, so |delta| is at most {100 * tost_high:.2f} pp "
+                    f"(exact one-sided {100 * (1 - look['alpha_spent']):.4g}% bound)")
+        return f"no interval (no spread: every natural unit's {metric} delta is alike)"
+    interval = (f"{100 * boundary_level(look['z_boundary']):.4g}% CI [{100 * low:+.2f}, "
+                f"{100 * high:+.2f}]")
+    if look["decision"] == EQUIVALENT:
+        interval += (f", {100 * (1 - 2 * look['alpha_spent']):.4g}% equivalence interval "
+                     f"[{100 * tost_low:+.2f}, {100 * tost_high:+.2f}]")
+    return interval
