@@ -116,6 +116,23 @@ def test_a_bad_label_or_mode_is_told_the_fix_and_the_fix_builds(change, message,
     assert [c.condition for c in build_spec({**base, **fixed}).cells] == built  # followed
 
 
+def test_a_comparison_of_two_benchmarks_is_refused_before_any_cell_runs():
+    """Trial 19 (N19_155): a compare block pairing a BBQ cell with a CrowS-Pairs cell passed
+    --dry-run, ran both cells, then stopped at the analysis ('the runs share no items')."""
+    crows = {**SMALL_CAMPAIGN, "conditions": {
+        **SMALL_CAMPAIGN["conditions"], "M1": {"tasks": ["crows_pairs_ext_loglik"]}}}
+    with pytest.raises(ConfigError) as error:
+        build_spec(crows)
+    assert str(error.value) == (
+        "compare.batching: M0 (bbq_subset_12p5pct_loglik) and M1 (crows_pairs_ext_loglik) are "
+        "of two benchmarks (bbq, crows_pairs), which share no items to compare: compare "
+        "conditions of one benchmark (a compare block names them)")
+    fixed = {**crows, "compare": {"batching": {"reference": "M0", "runs": ["M4_r2"]}}}
+    assert len(build_spec(fixed).cells) == 3  # followed
+    with pytest.raises(ConfigError, match=r"^subsets: M0 \(bbq_subset_12p5pct_loglik\) and M1 "):
+        build_spec({**fixed, "subsets": {"reference": "M0", "runs": ["M1"]}})
+
+
 def test_a_scoring_path_that_is_not_one_is_told_the_two(tmp_path):
     from lm_eval_ext.campaign.grid import grid_campaign
 

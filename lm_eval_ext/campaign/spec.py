@@ -473,7 +473,31 @@ def build_spec(raw: Mapping[str, Any]) -> CampaignSpec:
     subsets = (_comparison("subsets", raw["subsets"], labels, "subsets") if raw.get("subsets")
                else None)
     name = str(raw.get("name") or "campaign")
-    return CampaignSpec(name, tuple(cells), comparisons, subsets, dict(raw))
+    spec = CampaignSpec(name, tuple(cells), comparisons, subsets, dict(raw))
+    _check_one_benchmark_per_comparison(spec)
+    return spec
+
+
+def _check_one_benchmark_per_comparison(spec: CampaignSpec) -> None:
+    """A comparison pairs cells of one benchmark (two share no items).
+
+    Found only at the analysis, the mismatch failed the campaign after every cell had run.
+    """
+    from lm_eval_ext.tasks import benchmark_of_task
+
+    blocks = [(f"compare.{c.name}", c) for c in spec.comparisons]
+    blocks += [("subsets", spec.subsets)] if spec.subsets is not None else []
+    for where, comparison in blocks:
+        for model in spec.model_labels:
+            for ref, runs in spec.compared_cells(model, comparison):
+                for run in runs:
+                    ours, theirs = benchmark_of_task(ref.task), benchmark_of_task(run.task)
+                    if None not in (ours, theirs) and ours != theirs:
+                        raise ConfigError(
+                            f"{where}: {ref.condition} ({ref.task}) and {run.condition} "
+                            f"({run.task}) are of two benchmarks ({ours}, {theirs}), which "
+                            "share no items to compare: compare conditions of one benchmark "
+                            "(a compare block names them)")
 
 
 def load_spec(path: str | Path) -> CampaignSpec:

@@ -16,3 +16,15 @@ def fewshot_pool_size(task: str) -> int | None:
     """The few-shot pool of one of our tasks (None for another task)."""
     return next((size for prefix, size in FEWSHOT_POOLS.items() if task.startswith(prefix)),
                 None)
+
+
+#: the benchmark of our task families, by task-name prefix (the longest prefix first): BBQ's
+#: registered (``data fingerprint --register``), sequential and exported tasks start ``bbq_``
+BENCHMARK_PREFIXES = (("bbq_v_ext", "bbq_v"), ("bbq_", "bbq"), ("toxigen_ext", "toxigen"),
+                      ("truthfulqa_ext", "truthfulqa"), ("crows_pairs_ext", "crows_pairs"),
+                      ("xstest_ext", "xstest"))
+
+
+def benchmark_of_task(task: str) -> str | None:
+    """The benchmark one of our tasks evaluates (None for another task: not known here)."""
+    return next((name for prefix, name in BENCHMARK_PREFIXES if task.startswith(prefix)), None)
