@@ -245,7 +245,8 @@ def test_a_max_length_with_no_room_for_the_prompt_is_one_line(embedded_lm, mode)
     assert str(refused.value) == (
         f"--model_args max_length={length} leaves no token of the prompt: the task generates "
         f"up to max_gen_toks={length} tokens within it; give max_length={prompt + length} or "
-        "more (the longest prompt and the tokens it may generate), or lower max_gen_toks with "
+        "more (the longest of this run's 1 prompts and the tokens it may generate), or lower "
+        "max_gen_toks with "
         f"--gen_kwargs max_gen_toks=N (N at most {length - prompt})")  # not "leave max_length
     # out": it is; and N so that the prompt fits whole (trial 19, N19_65: "N below 100")
     with pytest.raises(AssertionError):  # the upstream loop, called past our seam
@@ -280,7 +281,8 @@ def test_a_max_length_given_must_hold_every_prompt_and_its_new_tokens(embedded_c
     assert str(refused.value) == (
         "--model_args max_length=20 cuts 2 of 2 prompts (lm-eval keeps max_length - "
         f"max_gen_toks tokens of each, from the end): give max_length={need} or more (the "
-        "longest prompt and the tokens it may generate), or leave max_length out (the model's "
+        "longest of this run's 2 prompts and the tokens it may generate), or leave max_length "
+        "out (the model's "
         "own)")
     one_less = HFMeteredLM(device="cpu", idle_seconds=0, max_length=need - 1)
     with pytest.raises(ConfigError, match=f"cuts {lengths.count(max(lengths))} of 2 prompts"):
@@ -301,7 +303,8 @@ def test_a_max_length_given_must_hold_every_prompt_and_its_new_tokens(embedded_c
     assert str(refused.value) == (
         "--model_args max_length=20 leaves no token of the prompt: the task generates up to "
         f"max_gen_toks=20 tokens within it; give max_length={max(lengths) + 20} or more (the "
-        "longest prompt and the tokens it may generate), or leave max_length out (the model's "
+        "longest of this run's 2 prompts and the tokens it may generate), or leave max_length "
+        "out (the model's "
         "own)")
 
 

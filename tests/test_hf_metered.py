@@ -322,7 +322,8 @@ def test_a_scored_text_longer_than_the_given_max_length_is_refused_at_its_exact_
     assert str(refused.value) == (
         "--model_args max_length=31 cuts 1 of 2 scored texts (lm-eval keeps the last "
         "max_length + 1 tokens of a context and its answer): give max_length=32 or more (the "
-        "longest context and answer), or leave max_length out (the model's own)")
+        "longest of this run's 2 contexts and answers), or leave max_length out (the model's "
+        "own)")
     with pytest.raises(ConfigError, match="cuts 2 of 2 scored texts"):
         check_room_for_scoring(9, 9, pairs)
 

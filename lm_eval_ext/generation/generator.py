@@ -141,8 +141,8 @@ def check_room_for_prompts(lm: GeneratingModel, requests: Sequence[Any]) -> None
     lengths = [len(p) for p in encoded_contexts(lm, [r.args[0] for r in requests], 10**9)]
     need = max((n + g for n, g in zip(lengths, new, strict=True)), default=0)
     room = lm.max_length - max(lengths, default=0)  # the most new tokens every prompt leaves
-    fixes = [f"give max_length={need} or more (the longest prompt and the tokens it may "
-             "generate)",
+    fixes = [f"give max_length={need} or more (the longest of this run's {len(requests)} "
+             "prompts and the tokens it may generate)",
              *(["leave max_length out (the model's own)"]  # unless it is already
                if getattr(lm, "max_length_asked", None) is not None else []),
              *([f"lower max_gen_toks with --gen_kwargs max_gen_toks=N (N at most {room})"]
