@@ -594,6 +594,28 @@ def _with_config(argv: Sequence[str]) -> tuple[list[str], dict]:
     return [*config_as_arguments(from_file), *argv], from_file
 
 
+def config_overrides(argv: Sequence[str]) -> list[str]:
+    """One note per ``--config`` option the command line also gives with another value.
+
+    lm-eval takes the command line's ("CLI args will override yaml"), without a word; the
+    key=value options are refused instead (:func:`check_dicts_given_once`: their keys would be
+    dropped one by one).
+    """
+    from_file, given = check_config_of(argv), _arguments(argv)
+    notes = []
+    for key, value in from_file.items():
+        ours = getattr(given, key, None)
+        if key == "config" or f"--{key}" in ("--model_args", *DICT_OPTIONS) or ours is None \
+                or isinstance(ours, bool):
+            continue
+        shown = ",".join(map(str, value)) if isinstance(value, (list, tuple)) else str(value)
+        typed = ",".join(ours) if isinstance(ours, list) else str(ours)
+        if shown != typed:
+            notes.append(f"--{key} {typed} on the command line replaces the --config file's "
+                         f"{key}: {shown} (lm-eval takes the command line's)")
+    return notes
+
+
 def config_batch_size_typed(argv: Sequence[str]) -> list[str]:
     """``argv`` with its ``--config`` file's ``batch_size`` as the flag it stands for.
 

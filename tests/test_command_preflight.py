@@ -326,3 +326,19 @@ def test_a_config_files_batch_size_goes_in_as_the_flag_unless_the_command_line_g
     config.write_text("limit: 2\n")
     assert config_batch_size_typed(argv) == argv
     assert config_batch_size_typed(["--tasks", "t"]) == ["--tasks", "t"]
+
+
+def test_a_config_option_the_command_line_replaces_is_one_note_each(tmp_path):
+    """Trial 19 (N19_129): lm-eval drops the file's value for the command line's silently."""
+    from lm_eval_ext.command_preflight import config_overrides
+
+    config = tmp_path / "c.yaml"
+    config.write_text("tasks: [a, b]\nlimit: 2\nnum_fewshot: 0\nlog_samples: true\n")
+    argv = ["--config", str(config), "--tasks", "a,c", "--limit", "3", "--num_fewshot", "0"]
+    assert config_overrides(argv) == [
+        "--tasks a,c on the command line replaces the --config file's tasks: a,b (lm-eval "
+        "takes the command line's)",
+        "--limit 3 on the command line replaces the --config file's limit: 2 (lm-eval takes "
+        "the command line's)"]  # the same value, and a switch, say nothing
+    assert config_overrides(["--config", str(config)]) == []
+    assert config_overrides(["--tasks", "a"]) == []

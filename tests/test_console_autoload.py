@@ -247,11 +247,15 @@ def test_a_batch_size_in_a_config_file_is_typed(tmp_path, embedded_checkpoint):
 
     config = tmp_path / "run.yaml"
     config.write_text("model: hf-metered\nmodel_args: {idle_seconds: 0}\nbatch_size: 1\n"
-                      "limit: 3\nlog_samples: true\n")
+                      "limit: 3\nlog_samples: true\ntasks: bbq_subset_12p5pct\n")
     out = tmp_path / "OUT"
     proc = run_cli(["lm_eval", "--config", str(config), "--tasks", "bbq_subset_25pct",
                     "--output_path", str(out)], cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
+    # trial 19 (N19_129): the file's tasks were dropped for the command line's without a word
+    assert proc.stderr.count("lm-eval-ext: note: --tasks bbq_subset_25pct on the command line "
+                             "replaces the --config file's tasks: bbq_subset_12p5pct (lm-eval "
+                             "takes the command line's)\n") == 1
     results, samples = _read_run(out, "bbq_subset_25pct")
     generation = results["config"]["metering"]["generation"]
     assert (generation["batch_size_asked"], generation["batch_sizes"]) == (1, [1])  # was [3]

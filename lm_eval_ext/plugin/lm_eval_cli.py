@@ -35,6 +35,8 @@ def run_lm_eval_cli(argv: Sequence[str], program: str) -> None:
     """
     from lm_eval_ext.command_preflight import config_batch_size_typed
     from lm_eval_ext.plugin.registration import activate
+
+    say_config_overrides(argv)
     from lm_eval_ext.plugin.task_folders import narrow_to_command_line
 
     activate()
@@ -43,6 +45,14 @@ def run_lm_eval_cli(argv: Sequence[str], program: str) -> None:
 
     sys.argv = [program, *config_batch_size_typed(argv)]
     cli_evaluate()
+
+
+def say_config_overrides(argv: Sequence[str]) -> None:
+    """A note per ``--config`` option the command line replaces (lm-eval says nothing)."""
+    from lm_eval_ext.command_preflight import config_overrides
+
+    for note in config_overrides(argv):
+        print(f"lm-eval-ext: note: {note}", file=sys.stderr, flush=True)
 
 
 def config_problem(argv: Sequence[str]) -> LmEvalExtError | None:
@@ -151,6 +161,7 @@ def check_stock_arguments() -> None:
     with ending_lm_eval_command():  # one line, exit 2
         check_disable_value()
         check_arguments_lm_eval_parses(sys.argv[1:])
+        say_config_overrides(sys.argv[1:])
         sys.argv[1:] = config_batch_size_typed(sys.argv[1:])  # before lm-eval parses it
 
 
