@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
 
 import pytest
 from helpers import save_lm_eval_run
@@ -120,7 +121,19 @@ def test_judge_scores_real_generations_and_analysis_reads_them(embedded_lm, tmp_
         judge_run(tmp_path / "gen", model_args="idle_seconds=0", batch_size=4,
                   max_gen_toks=24, limit=2)
     assert not list((tmp_path / "gen").rglob("*.tmp"))  # files.write_text_atomic
+    # trial 19 (N19_164): a judge max_length too short was told of --model_args and
+    # --gen_kwargs, which judge has not; its own flags now, and the advised length judges
+    with pytest.raises(ConfigError) as refused:
+        judge_run(tmp_path / "gen", model_args="idle_seconds=0,max_length=64", batch_size=4,
+                  max_gen_toks=24, limit=2, overwrite=True)
+    assert re.match(r"--judge-model-args max_length=64 cuts (\d+) of \1 prompts \(",
+                    str(refused.value))  # each judge prompt (a rubric of an item) is longer
+    need = int(re.search(r"give max_length=(\d+) or more", str(refused.value)).group(1))
+    assert "--gen_kwargs" not in str(refused.value)
+    judge_run(tmp_path / "gen", model_args=f"idle_seconds=0,max_length={need}", batch_size=4,
+              max_gen_toks=24, limit=2, overwrite=True)
     # a campaign's --quiet judges without the bar (trial 18, N18_138)
+    capsys.readouterr()
     judge_run(tmp_path / "gen", model_args="idle_seconds=0", batch_size=4, max_gen_toks=24,
               limit=2, overwrite=True, progress=False)
     assert "generate_until" not in capsys.readouterr().err

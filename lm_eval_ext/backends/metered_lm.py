@@ -176,6 +176,7 @@ class MeteredLM:
         def serve(group: list) -> list:
             return self.serve(request_type, group, disable_tqdm)
 
+        self.check_requests(request_type, requests)
         if self.derived is None:
             answers = self.metering.run(request_type, requests, serve,
                                         world_size=self.world_size, extras=self.metering_extras)
@@ -187,6 +188,13 @@ class MeteredLM:
             refuse_undefined_scores(self.MODEL_NAME, answers)
         self.answer_log.add(requests, answers)
         return answers
+
+    def check_requests(self, request_type: str, requests: Sequence[Any]) -> None:
+        """Refuse what no request may run with, over every task's requests at once.
+
+        Before any window: a fix it names then holds for the whole run, not only for the first
+        task (a backend adds its checks; none here).
+        """
 
     def serve(self, request_type: str, requests: list, disable_tqdm: bool) -> list:
         """One task's requests, inside its energy window: the lm-eval model's own method."""

@@ -120,8 +120,39 @@ def kwargs_problem(kwargs: dict[str, Any]) -> str | None:
     return None
 
 
+class NoRoomForPrompts(ConfigError):
+    """A model length that cuts a prompt (or leaves it no token), with the fixes that work.
+
+    Its message names lm-eval's flags; :meth:`line` names another command's (``judge``).
+    """
+
+    def __init__(self, max_length: int, max_gen_toks: int, need: int, room: int, cut: int,
+                 prompts: int, asked: bool):
+        self.max_length, self.max_gen_toks, self.need, self.room = (
+            max_length, max_gen_toks, need, room)
+        self.cut, self.prompts, self.asked = cut, prompts, asked
+        super().__init__(self.line())
+
+    def line(self, length_flag: str = "--model_args",
+             new_tokens_flag: str = "--gen_kwargs max_gen_toks=N") -> str:
+        """The refusal, naming ``length_flag`` and ``new_tokens_flag`` for the two settings."""
+        fixes = [f"give max_length={self.need} or more (the longest of this run's "
+                 f"{self.prompts} prompts and the tokens it may generate)",
+                 *(["leave max_length out (the model's own)"] if self.asked else []),
+                 *([f"lower max_gen_toks with {new_tokens_flag} (N at most {self.room})"]
+                   if self.room >= 1 else [])]  # no N helps a prompt longer than max_length
+        fix = fixes[0] if len(fixes) == 1 else f"{', '.join(fixes[:-1])}, or {fixes[-1]}"
+        if self.max_gen_toks >= self.max_length:
+            return (f"{length_flag} max_length={self.max_length} leaves no token of the prompt: "
+                    f"the task generates up to max_gen_toks={self.max_gen_toks} tokens within "
+                    f"it; {fix}")
+        return (f"{length_flag} max_length={self.max_length} cuts {self.cut} of {self.prompts} "
+                "prompts (lm-eval keeps max_length - max_gen_toks tokens of each, from the "
+                f"end): {fix}")
+
+
 def check_room_for_prompts(lm: GeneratingModel, requests: Sequence[Any]) -> None:
-    """A model length that cuts a prompt is one line, before any request runs.
+    """A model length that cuts a prompt: one line (:class:`NoRoomForPrompts`), before any run.
 
     lm-eval keeps ``max_length - max_gen_toks`` tokens of each prompt, from its end: its own loop
     asserts that this is positive, a negative count would cut the prompt from the wrong end, and
@@ -136,27 +167,15 @@ def check_room_for_prompts(lm: GeneratingModel, requests: Sequence[Any]) -> None
         "max_gen_toks"] for key, r in zip(keys, requests, strict=True)}  # once per setting
     new = [limits[key] for key in keys]
     no_room = max(new, default=0) >= lm.max_length
-    if not no_room and getattr(lm, "max_length_asked", None) is None:
+    asked = getattr(lm, "max_length_asked", None) is not None
+    if not no_room and not asked:
         return
     lengths = [len(p) for p in encoded_contexts(lm, [r.args[0] for r in requests], 10**9)]
-    need = max((n + g for n, g in zip(lengths, new, strict=True)), default=0)
-    room = lm.max_length - max(lengths, default=0)  # the most new tokens every prompt leaves
-    fixes = [f"give max_length={need} or more (the longest of this run's {len(requests)} "
-             "prompts and the tokens it may generate)",
-             *(["leave max_length out (the model's own)"]  # unless it is already
-               if getattr(lm, "max_length_asked", None) is not None else []),
-             *([f"lower max_gen_toks with --gen_kwargs max_gen_toks=N (N at most {room})"]
-               if room >= 1 else [])]  # no N helps a prompt longer than max_length
-    fix = fixes[0] if len(fixes) == 1 else f"{', '.join(fixes[:-1])}, or {fixes[-1]}"
-    if no_room:
-        raise ConfigError(
-            f"--model_args max_length={lm.max_length} leaves no token of the prompt: the "
-            f"task generates up to max_gen_toks={max(new)} tokens within it; {fix}")
     cut = sum(n + g > lm.max_length for n, g in zip(lengths, new, strict=True))
-    if cut:
-        raise ConfigError(
-            f"--model_args max_length={lm.max_length} cuts {cut} of {len(requests)} prompts "
-            f"(lm-eval keeps max_length - max_gen_toks tokens of each, from the end): {fix}")
+    if no_room or cut:
+        raise NoRoomForPrompts(
+            lm.max_length, max(new), need=max(n + g for n, g in zip(lengths, new, strict=True)),
+            room=lm.max_length - max(lengths), cut=cut, prompts=len(requests), asked=asked)
 
 
 class FastGenerator:

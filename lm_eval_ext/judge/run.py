@@ -172,6 +172,7 @@ def judge_target(target: JudgeTarget, lm, rubrics: Sequence[Rubric], *, max_gen_
     from lm_eval_ext.analysis.integrity import check_samples
     from lm_eval_ext.analysis.items import extract_items
     from lm_eval_ext.analysis.loader import read_json, read_samples, samples_path
+    from lm_eval_ext.generation.generator import NoRoomForPrompts
 
     results = read_json(target.results_path)
     path = samples_path(target.results_path, target.task)
@@ -206,8 +207,11 @@ def judge_target(target: JudgeTarget, lm, rubrics: Sequence[Rubric], *, max_gen_
         rows.append(row)
     quiet = ({"disable_tqdm": True} if not progress and "disable_tqdm" in
              inspect.signature(lm.generate_until).parameters else {})
-    replies = (lm.generate_until([instance for _, _, instance in requests], **quiet)
-               if requests else [])
+    try:
+        replies = (lm.generate_until([instance for _, _, instance in requests], **quiet)
+                   if requests else [])
+    except NoRoomForPrompts as short:  # in the judge's own flags: it has no --gen_kwargs
+        raise ConfigError(short.line("--judge-model-args", "--max-gen-toks N")) from None
     for (row, rubric, _), reply in zip(requests, replies, strict=True):
         verdict = parse_reply(reply, rubric)
         row.update({rubric.column: math.nan if verdict.score is None else float(verdict.score),

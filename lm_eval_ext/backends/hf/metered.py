@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Self
 
@@ -37,7 +37,11 @@ from lm_eval_ext.backends.model_args import (
 )
 from lm_eval_ext.backends.parent_run import load_parent
 from lm_eval_ext.errors import ConfigError, check_choice
-from lm_eval_ext.generation.generator import FastGenerationStats, FastGenerator
+from lm_eval_ext.generation.generator import (
+    FastGenerationStats,
+    FastGenerator,
+    check_room_for_prompts,
+)
 from lm_eval_ext.generation.settings import DEFAULT_GENERATION, GENERATION, GenerationSettings
 
 
@@ -110,6 +114,11 @@ class HFMeteredLM(HFMeteredBase, HFLM):
         self.fast_generation = FastGenerator(own.generation_settings(lm_args, on_cuda))
         self._loop_batch_size: int | None = None  # the generator's plan, while lm-eval's loop runs
         self.use_scoring_graphs(own.cuda_graphs)
+
+    def check_requests(self, request_type: str, requests: Sequence[Any]) -> None:
+        """Every generation prompt fits the model's length (all tasks' at once)."""
+        if request_type == "generate_until":
+            check_room_for_prompts(self, requests)
 
     # the one seam: a task's requests, inside its energy window ------------------------------
     def serve(self, request_type: str, requests: list, disable_tqdm: bool) -> list:
