@@ -380,8 +380,10 @@ def test_intersection_is_suggested_only_where_items_are_shared(tmp_path):
     fast = {"n_resamples": 100, "mc_draws": 10, "progress": False}
     with pytest.raises(AnalysisInputError) as error:
         analyze(first, [other], **fast)
-    assert str(error.value).endswith("They share no item, so no option can pair them: compare "
-                                     "runs of the same benchmark (the same task and --limit).")
+    # one benchmark (trial 19, N19_180): not "compare runs of the same benchmark"
+    assert str(error.value).endswith(
+        "They share no item, so no option can pair them: evaluate them on shared items (one "
+        "task, or a --limit or --samples that reaches the same items).")
     with pytest.raises(AnalysisInputError) as error:
         analyze(first, [part], **fast)
     assert str(error.value).endswith("pass --intersection to compare the 20 shared items.")

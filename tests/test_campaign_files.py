@@ -6,6 +6,8 @@ each case is one line (exit code 2) before any folder is made.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from lm_eval_ext.cli import main as cli_main
@@ -185,6 +187,44 @@ def test_a_campaigns_comparison_on_shared_items_says_so_on_the_console(tmp_path,
     [line] = [x for x in capsys.readouterr().out.splitlines() if "every run holds" in x]
     assert line.endswith(": compared on the 16 items every run holds (left out: {'M0': 8, "
                          "'M4': 0})") and report.is_file()
+
+
+def test_a_comparison_of_disjoint_items_is_named_and_the_others_still_analysed(tmp_path,
+                                                                               data_dir):
+    """Trial 19 (N19_180): two BBQ memberships whose --limit slices share no item ran, then
+    the campaign stopped at the analysis with 'compare runs of the same benchmark' (both were
+    BBQ) and wrote no other comparison or summary."""
+    import numpy as np
+
+    from lm_eval_ext.analysis.synthetic import simulate_predictions, write_run
+    from lm_eval_ext.campaign.analysis import ComparisonsFailed, run_comparisons
+    from lm_eval_ext.campaign.spec import build_spec
+    from lm_eval_ext.campaign.store import CampaignFolder
+    from lm_eval_ext.data.instrument import load_membership
+
+    task = "bbq_subset_12p5pct_loglik"
+    other = "bbq_subset_12p5pct_r2_loglik"  # another membership: its first items, not M0's
+    spec = build_spec({"tasks": [task], "conditions": {"M0": {"limit": 8}, "M1": {
+        "limit": 8, "tasks": [other]}, "M2": {"limit": 8}},
+                       "compare": {"apart": {"reference": "M0", "runs": ["M1"]},
+                                   "alike": {"reference": "M0", "runs": ["M2"]}}})
+    rows = load_membership("12p5pct").rows
+    answers = simulate_predictions(rows, 0.5, np.random.default_rng(0))
+    part = {"M0": slice(0, 8), "M1": slice(8, 16), "M2": slice(0, 8)}  # M1: other items
+    records = {cell.cell_id: {"output_path": str(write_run(
+        tmp_path / "cells" / cell.condition, cell.task, rows[part[cell.condition]],
+        answers[part[cell.condition]], batch_size={"M0": 1, "M1": 2, "M2": 4}[
+            cell.condition]).relative_to(tmp_path))} for cell in spec.cells}
+    with pytest.raises(ComparisonsFailed) as failed:
+        run_comparisons(spec, CampaignFolder(tmp_path), records, n_resamples=100,
+                        mc_draws=10, seed=0, progress=False)
+    [line] = failed.value.failed
+    assert line.startswith(f"{Path('analysis', 'embedded', 'apart')}: the runs share no items")
+    assert line.endswith("they are of one benchmark, but their items (each task's membership "
+                         "and --limit slice) do not overlap: evaluate them on shared items (one "
+                         "task, or a --limit or --samples that reaches the same items)")
+    [report] = failed.value.reports  # the comparison after it, analysed
+    assert report == tmp_path / "analysis" / "embedded" / "alike" / "report.md"
 
 
 def test_a_yaml_merge_key_is_read_as_yaml_reads_it(tmp_path):

@@ -31,6 +31,9 @@ def align(reference: Run, runs: list[Run], *, intersection: bool = False) -> Ali
         AnalysisInputError: Item sets differ and ``intersection`` is False, or nothing is shared.
     """
     ref_keys = pd.Index(reference.items["item_key"])
+    benchmarks = {str(k).split(":")[0] for r in [reference, *runs] for k in r.items["item_key"]}
+    apart = ("evaluate them on shared items (one task, or a --limit or --samples that reaches "
+             "the same items)" if len(benchmarks) == 1 else "compare runs of the same benchmark")
     shared = ref_keys
     for run in runs:
         keys = pd.Index(run.items["item_key"])
@@ -44,13 +47,14 @@ def align(reference: Run, runs: list[Run], *, intersection: bool = False) -> Ali
                 f"different items ({only_ref} only in the reference, {only_run} only in the run). "
                 + (f"Evaluate the same task/--limit, or pass --intersection to compare the "
                    f"{shared_now} shared items." if shared_now else
-                   "They share no item, so no option can pair them: compare runs of the same "
-                   "benchmark (the same task and --limit)."))
+                   f"They share no item, so no option can pair them: {apart}."))
         shared = shared[shared.isin(keys)]
     if len(shared) == 0:
         tasks = {r.run_id: r.info["tasks"] for r in [reference, *runs]}
-        raise AnalysisInputError(f"the runs share no items (tasks: {tasks}); compare runs of the "
-                                 "same benchmark")
+        raise AnalysisInputError(
+            f"the runs share no items (tasks: {tasks}); " + (
+                "they are of one benchmark, but their items (each task's membership and --limit "
+                f"slice) do not overlap: {apart}" if len(benchmarks) == 1 else apart))
     dropped = {reference.run_id: len(ref_keys) - len(shared)}
     dropped.update({r.run_id: len(r.items) - len(shared) for r in runs})
     return Alignment(shared, len(ref_keys), dropped)

@@ -107,7 +107,8 @@ def run_campaign(spec: CampaignSpec, out: str | Path, source_yaml: str, *, shard
     ``judge``: :class:`~lm_eval_ext.campaign.judging.JudgeSettings` to judge the generative
     cells before the analysis (None: no judge).
     """
-    from lm_eval_ext.campaign.analysis import run_comparisons, run_grid_analysis
+    from lm_eval_ext.analysis.errors import AnalysisInputError
+    from lm_eval_ext.campaign.analysis import ComparisonsFailed, run_comparisons, run_grid_analysis
     from lm_eval_ext.campaign.derivation import plan_derivations
     from lm_eval_ext.campaign.energy import summarize_energy
     from lm_eval_ext.campaign.preflight import check_cells, check_judgeable
@@ -142,11 +143,22 @@ def run_campaign(spec: CampaignSpec, out: str | Path, source_yaml: str, *, shard
 
             judge_cells(folder, judge, progress=echo)
         records = folder.records(spec)  # read once, for every analysis step
-        reports = (run_grid_analysis(spec, folder, records, **settings) if grid else
-                   run_comparisons(spec, folder, records, **settings)
-                   + summarize_subsets(spec, folder, records)
-                   + summarize_energy(spec, folder, records)
-                   + summarize_table1(spec, folder, records))
+        if grid:
+            reports = run_grid_analysis(spec, folder, records, **settings)
+        else:
+            failed: ComparisonsFailed | None = None
+            try:
+                reports = run_comparisons(spec, folder, records, **settings)
+            except ComparisonsFailed as exc:  # the summaries are written all the same
+                failed, reports = exc, exc.reports
+            reports += (summarize_subsets(spec, folder, records)
+                        + summarize_energy(spec, folder, records)
+                        + summarize_table1(spec, folder, records))
+            if failed is not None:
+                raise AnalysisInputError(
+                    f"{len(failed.failed)} comparison(s) could not be analysed (the other "
+                    f"outputs are written, under {folder.root / 'analysis'}): "
+                    f"{'; '.join(failed.failed)}")
     return CampaignOutcome(outcome["done"], outcome["skipped"], outcome["failed"],
                            outcome["busy"], manifest["complete"], reports,
                            outcome.get("refused", []))

@@ -23,22 +23,37 @@ def run_comparisons(spec: CampaignSpec, folder: CampaignFolder,
     ``records``: the finished cells' records (:meth:`CampaignFolder.records`, read once); the
     jobs are planned from them in one pass (:meth:`CampaignSpec.analysis_jobs`).
     """
+    from lm_eval_ext.analysis.errors import AnalysisInputError
     from lm_eval_ext.analysis.report import analyze_to_folder
 
     jobs, skipped = spec.analysis_jobs(folder.results(records))
     for line in skipped:
         print(f"[campaign] {line}", flush=True)
-    reports = []
+    reports, failed = [], []
     for job in jobs:
-        result, paths = analyze_to_folder(
-            job.reference, list(job.runs), folder.root / job.out, overwrite=True,
-            intersection=job.intersection, n_resamples=n_resamples, mc_draws=mc_draws,
-            seed=seed, progress=progress)
+        try:
+            result, paths = analyze_to_folder(
+                job.reference, list(job.runs), folder.root / job.out, overwrite=True,
+                intersection=job.intersection, n_resamples=n_resamples, mc_draws=mc_draws,
+                seed=seed, progress=progress)
+        except AnalysisInputError as exc:  # the other comparisons and summaries go on
+            failed.append(f"{job.out}: {exc}")
+            continue
         if any(result.dropped.values()):  # conditions of other limits or subsets
             print(f"[campaign] {job.out}: compared on the {result.n_items} items every run "
                   f"holds (left out: {result.dropped})", flush=True)
         reports.append(paths["report_md"])
+    if failed:
+        raise ComparisonsFailed(reports, failed)
     return reports
+
+
+class ComparisonsFailed(Exception):
+    """Comparisons that could not be analysed (``failed``), after the others (``reports``)."""
+
+    def __init__(self, reports: list[Path], failed: list[str]):
+        super().__init__("; ".join(failed))
+        self.reports, self.failed = reports, failed
 
 
 def run_grid_analysis(spec: CampaignSpec, folder: CampaignFolder,
