@@ -71,7 +71,12 @@ def _refused(argv: list[str], capsys) -> str:
     # trial 19 (N19_56): '-' wrote a file named '-', not standard output
     (["data", "manifest", "lm_eval={folder}", "--out", "-"],
      "argument --out: - is not standard output here (it would be a file named '-'); name the "
-     "file to write, e.g. items.csv, and read it with cat"),
+     "file to write, and read it with cat"),
+    (["mde", "--m", "500", "--rho-d", "0.1", "--card", "-"],  # trial 19 (N19_167)
+     "argument --card: - is not standard output here (it would be a file named '-')"),
+    (["analyze", "--reference", "a", "--runs", "b", "--out", "-"],
+     "argument --out: - is not standard output here (it would be a folder named '-'); name "
+     "the folder to write into"),
     # trial 18 (N18_7): 0.5 gave an MDE below the independent items' one (analyze floors at 1)
     (["mde", "--m", "500", "--rho-d", "0.1", "--design-effect", "0.5"],
      "argument --design-effect: 0.5 is below 1: a design effect is 1 for independent items "

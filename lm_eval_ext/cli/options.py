@@ -201,7 +201,10 @@ def _expanded(text: str) -> Path:
 
 
 def folder(text: str) -> Path:
-    """An output folder: new or existing, but not an existing file."""
+    """An output folder: new or existing, but not an existing file, nor ``-``."""
+    if text == "-":  # standard output, in other commands: here a folder named '-'
+        raise argparse.ArgumentTypeError("- is not standard output here (it would be a folder "
+                                         "named '-'); name the folder to write into")
     path = _expanded(text)
     if path.exists() and not path.is_dir():
         raise argparse.ArgumentTypeError(f"{text} is a file; name a folder (it is created)")
@@ -213,7 +216,7 @@ def output_file(text: str) -> Path:
     if text == "-":
         raise argparse.ArgumentTypeError(
             "- is not standard output here (it would be a file named '-'); name the file to "
-            "write, e.g. items.csv, and read it with cat")
+            "write, and read it with cat")
     path = _expanded(text)
     if path.is_dir():
         raise argparse.ArgumentTypeError(f"{text} is a folder; name the file to write")
