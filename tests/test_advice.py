@@ -183,6 +183,9 @@ def test_mde_of_runs_with_identical_answers_gives_its_bound(run, tmp_path, capsy
         "after 0 of 248 discordant items)"]
     assert discordance_upper_bound(248) == pytest.approx(bound) and bound == pytest.approx(
         0.0120069, rel=1e-5)
+    # trial 19 (N19_193): 'design effect = nan (used as 1: an estimate below 1 ...)'
+    assert lines[0] == ("empirical rho_d = 0.0000, design effect = not estimable (no "
+                        "discordant item; used as 1) over 248 paired items")
     assert lines[1] == ("no discordant items: the runs agree on all 248 paired items, so rho_d "
                         "= 0 gives no MDE; the MDE is bounded by the MDE at rho_d = 0.0120, the "
                         "95% upper confidence bound after 0 of 248 discordant items (design "

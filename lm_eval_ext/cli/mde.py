@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 from pathlib import Path
 
 from lm_eval_ext.cli.options import (
@@ -67,10 +68,14 @@ def run(args: argparse.Namespace) -> int:
                              "the design effect from the two runs)")
     if args.runs:
         inputs = paired_inputs_from_runs(*args.runs)
-        floored = (" (used as 1: an estimate below 1 is noise around independent items)"
-                   if inputs.usable_design_effect != inputs.design_effect else "")
-        print(f"empirical rho_d = {inputs.rho_d:.4f}, design effect = "
-              f"{inputs.design_effect:.3f}{floored} over {inputs.m} paired items"
+        if math.isnan(inputs.design_effect):  # no discordant item: nothing to estimate it from
+            shown = "not estimable (no discordant item; used as 1)"
+        else:
+            shown = f"{inputs.design_effect:.3f}" + (
+                " (used as 1: an estimate below 1 is noise around independent items)"
+                if inputs.usable_design_effect != inputs.design_effect else "")
+        print(f"empirical rho_d = {inputs.rho_d:.4f}, design effect = {shown} over "
+              f"{inputs.m} paired items"
               + ("" if not inputs.dropped else " (the items both runs hold; left out: "
                  + ", ".join(f"{n} of {run}" for run, n in inputs.dropped.items()) + ")"))
         rho_d, deff, m = inputs.rho_d, inputs.usable_design_effect, m or inputs.m
