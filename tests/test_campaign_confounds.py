@@ -85,3 +85,24 @@ def test_a_repeat_of_the_reference_is_named_in_the_dry_run_and_the_report():
     assert _difference_lines(table)[1] == (
         "- M0b (t): nothing **(a repeat of the reference: it changes no setting, so its deltas "
         "and ratios measure run-to-run variation, not a protocol change)**\n")
+
+
+def test_a_derived_cell_whose_parent_is_in_another_shard_says_it_may_run_in_full(tmp_path,
+                                                                                 capsys):
+    """Trial 19 (N19_194): shard 2/2's dry run planned M4 as derived from M0, which sits in
+    shard 1/2: if shard 2 starts first, M4 runs in full (docs/campaigns.md)."""
+    derived = {"name": "d", "models": {"smollm2": "idle_seconds=0"},
+               "tasks": ["bbq_subset_12p5pct_loglik"],
+               "conditions": {"M0": {"batch_size": 1, "limit": 40},
+                              "M4": {"batch_size": 1, "limit": 24}}}
+    spec = tmp_path / "c.yaml"
+    spec.write_text(yaml.safe_dump(derived))
+    lines = {}
+    for shard in ("1/1", "2/2"):
+        assert cli_main.main(["campaign", str(spec), "--out", str(tmp_path / "o"), "--dry-run",
+                              "--calibration-limit", "0", "--shard", shard]) == 0
+        [lines[shard]] = [x for x in capsys.readouterr().out.splitlines() if "__M4__" in x]
+    assert "(derived: re-check of 10 items)  lm_eval" in lines["1/1"]  # its parent runs here
+    assert ("(derived: re-check of 10 items, if its parent smollm2__M0__bbq_subset_12p5pct_"
+            "loglik (another shard's) is done when it starts; else it runs in full)") in lines[
+        "2/2"]

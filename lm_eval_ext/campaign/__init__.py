@@ -217,12 +217,15 @@ def dry_run(spec: CampaignSpec, shard: str = "1/1", calibration_limit: int | Non
 
     found = plan_dry_run(spec, shard, calibration_limit, echo, out, measure_all)
     lines, total, unknown = [], 0.0, 0
+    here = {row.cell_id for row in found.estimates} | set(found.done)
     for row in found.estimates:
         total += row.seconds or 0.0
         unknown += row.seconds is None
         shown = f"{row.seconds:7.0f} s" if row.seconds is not None else "      ? s"
-        how = (f" (derived: re-check of {row.run_items} items)" if row.parent
-               and row.run_items < row.items else "")
+        how = (f" (derived: re-check of {row.run_items} items" + (
+            "" if row.parent in here else f", if its parent {row.parent} (another shard's) is "
+            "done when it starts; else it runs in full") + ")" if row.parent
+            and row.run_items < row.items else "")
         lines.append(f"{row.cell_id:60s} {row.items:6d} items {shown}{how}  lm_eval "
                      + " ".join(found.argv[row.cell_id]))
     lines += [f"{cell_id:60s} done (in {out}; not run again)" for cell_id in found.done]
