@@ -31,9 +31,6 @@ def align(reference: Run, runs: list[Run], *, intersection: bool = False) -> Ali
         AnalysisInputError: Item sets differ and ``intersection`` is False, or nothing is shared.
     """
     ref_keys = pd.Index(reference.items["item_key"])
-    benchmarks = {str(k).split(":")[0] for r in [reference, *runs] for k in r.items["item_key"]}
-    apart = ("evaluate them on shared items (one task, or a --limit or --samples that reaches "
-             "the same items)" if len(benchmarks) == 1 else "compare runs of the same benchmark")
     shared = ref_keys
     for run in runs:
         keys = pd.Index(run.items["item_key"])
@@ -47,17 +44,32 @@ def align(reference: Run, runs: list[Run], *, intersection: bool = False) -> Ali
                 f"different items ({only_ref} only in the reference, {only_run} only in the run). "
                 + (f"Evaluate the same task/--limit, or pass --intersection to compare the "
                    f"{shared_now} shared items." if shared_now else
-                   f"They share no item, so no option can pair them: {apart}."))
+                   f"They share no item, so no option can pair them: "
+                   f"{_apart_fix(reference, runs)}."))
         shared = shared[shared.isin(keys)]
     if len(shared) == 0:
         tasks = {r.run_id: r.info["tasks"] for r in [reference, *runs]}
+        one = len(_benchmarks(reference, runs)) == 1
         raise AnalysisInputError(
             f"the runs share no items (tasks: {tasks}); " + (
                 "they are of one benchmark, but their items (each task's membership and --limit "
-                f"slice) do not overlap: {apart}" if len(benchmarks) == 1 else apart))
+                "slice) do not overlap: " if one else "") + _apart_fix(reference, runs))
     dropped = {reference.run_id: len(ref_keys) - len(shared)}
     dropped.update({r.run_id: len(r.items) - len(shared) for r in runs})
     return Alignment(shared, len(ref_keys), dropped)
+
+
+def _benchmarks(reference: Run, runs: list[Run]) -> set[str]:
+    """The benchmarks of the runs' items (an item key starts with its benchmark)."""
+    return {str(k).split(":")[0] for r in [reference, *runs] for k in r.items["item_key"]}
+
+
+def _apart_fix(reference: Run, runs: list[Run]) -> str:
+    """What to do about runs that share no item: one benchmark's, or several."""
+    if len(_benchmarks(reference, runs)) == 1:
+        return ("evaluate them on shared items (one task, or a --limit or --samples that "
+                "reaches the same items)")
+    return "compare runs of the same benchmark"
 
 
 def aligned_items(run: Run, alignment: Alignment) -> pd.DataFrame:

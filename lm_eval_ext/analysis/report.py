@@ -7,6 +7,7 @@ reports themselves are rendered by :mod:`~lm_eval_ext.analysis.report_markdown` 
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -83,8 +84,9 @@ RECOMMENDATION_FILES = ("card.json", "card.md")
 TABLES = ("items", "deltas", "runs", "comparisons", "membership", "membership_frozen", "claims",
           "clustering", "card_differences", "rank_flips", "rankings", "variance_shares",
           "grid_orderings")
+HEATMAPS = ("category", "demographic_group", "context_polarity")  # delta heatmaps by subgroup
 FIGURES = ("quality_vs_cost", "runtime_vs_energy_savings", "rank_flips", "subset_size",
-           *(f"heatmap_{t}" for t in ("category", "demographic_group", "context_polarity")))
+           *(f"heatmap_{t}" for t in HEATMAPS))
 #: every path an analysis folder may hold (relative): anything else is the user's
 ANALYSIS_OUTPUTS = frozenset({
     *(f"{name}.csv" for name in TABLES), *(f"figures/{name}.png" for name in FIGURES),
@@ -169,14 +171,14 @@ def write_outputs(result, out: Path) -> dict[str, Path]:
         for name in ("runs", "items", "card_differences") if name in paths), encoding="utf-8")
     overall = result.deltas[result.deltas["subgroup_type"] == "all"].drop_duplicates(
         ["run", "metric"])
-    drawn = {"quality_vs_cost": figures.quality_vs_cost(result.runs, overall),
-             "runtime_vs_energy_savings": figures.savings(result.runs),
-             "rank_flips": figures.rank_flips(result.grid_orderings),
-             "subset_size": figures.subset_size(result.membership_summary,
-                                                result.membership_draws, result.membership_frozen),
-             **{f"heatmap_{t}": figures.delta_heatmap(result.deltas, t)
-                for t in ("category", "demographic_group", "context_polarity")}}
-    made = [figures.save(figure, fig_dir / f"{name}.png") for name, figure in drawn.items()]
+    draw = {"quality_vs_cost": lambda: figures.quality_vs_cost(result.runs, overall),
+            "runtime_vs_energy_savings": lambda: figures.savings(result.runs),
+            "rank_flips": lambda: figures.rank_flips(result.grid_orderings),
+            "subset_size": lambda: figures.subset_size(
+                result.membership_summary, result.membership_draws, result.membership_frozen),
+            **{f"heatmap_{t}": functools.partial(figures.delta_heatmap, result.deltas, t)
+               for t in HEATMAPS}}
+    made = [figures.save(draw[name](), fig_dir / f"{name}.png") for name in FIGURES]
     paths.update({p.stem: p for p in made if p is not None})
     paths["preregistration"] = out / "preregistration.md"
     paths["preregistration"].write_text("# Pre-registration cards\n\n"

@@ -22,6 +22,5 @@ from lm_eval_ext.cross_harness.readers import (
     write_bbq_manifest,
 )
 
-__all__ = ["HARNESS_OUTPUTS", "HarnessComparison", "HarnessRun", "compare_harnesses", "read_harness_run",
-           "read_harness_runs",
-           "write_bbq_manifest", "write_harness_report"]
+__all__ = ["HARNESS_OUTPUTS", "HarnessComparison", "HarnessRun", "compare_harnesses",
+           "read_harness_run", "read_harness_runs", "write_bbq_manifest", "write_harness_report"]

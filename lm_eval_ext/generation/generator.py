@@ -209,9 +209,12 @@ class FastGenerator:
 
     def generate_until(self, lm: GeneratingModel, requests: Sequence[Any], disable_tqdm: bool,
                        standard: Standard) -> list[str]:
-        """lm-eval's answers for ``requests``, in their order."""
+        """lm-eval's answers for ``requests``, in their order.
+
+        Their room in the model's length was checked over every task's prompts before the
+        first window (:func:`check_room_for_prompts`, the model's ``check_requests``).
+        """
         requests = list(requests)
-        check_room_for_prompts(lm, requests)
         problem = model_problem(lm) if self.settings.requested == "fast" else None
         if self.settings.requested == "standard" or problem:
             return self._standard(lm, problem, requests, disable_tqdm, standard)

@@ -35,10 +35,9 @@ def run_lm_eval_cli(argv: Sequence[str], program: str) -> None:
     """
     from lm_eval_ext.command_preflight import config_batch_size_typed
     from lm_eval_ext.plugin.registration import activate
-
-    say_config_overrides(argv)
     from lm_eval_ext.plugin.task_folders import narrow_to_command_line
 
+    say_config_overrides(argv)
     activate()
     narrow_to_command_line(argv)
     from lm_eval.__main__ import cli_evaluate

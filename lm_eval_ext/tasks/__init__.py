@@ -5,6 +5,9 @@ never indexes it as a task), thin variant YAMLs, a ``utils.py`` and a ``README.m
 lm-eval's task-README format. Shared helpers (the answer parser) live in ``common/``.
 """
 
+from collections.abc import Iterable
+from typing import Any
+
 #: the few-shot pool each task family draws its first k examples from (its ``utils.py`` builds
 #: it), by task-name prefix: ``--num_fewshot`` above it is refused before the model loads
 FEWSHOT_POOLS = {"bbq_v_ext": 2, "bbq_full": 22, "bbq_instrument": 22, "bbq_subset_": 22,
@@ -14,8 +17,7 @@ FEWSHOT_POOLS = {"bbq_v_ext": 2, "bbq_full": 22, "bbq_instrument": 22, "bbq_subs
 
 def fewshot_pool_size(task: str) -> int | None:
     """The few-shot pool of one of our tasks (None for another task)."""
-    return next((size for prefix, size in FEWSHOT_POOLS.items() if task.startswith(prefix)),
-                None)
+    return _by_prefix(FEWSHOT_POOLS.items(), task)
 
 
 #: the benchmark of our task families, by task-name prefix (the longest prefix first): BBQ's
@@ -27,4 +29,9 @@ BENCHMARK_PREFIXES = (("bbq_v_ext", "bbq_v"), ("bbq_", "bbq"), ("toxigen_ext", "
 
 def benchmark_of_task(task: str) -> str | None:
     """The benchmark one of our tasks evaluates (None for another task: not known here)."""
-    return next((name for prefix, name in BENCHMARK_PREFIXES if task.startswith(prefix)), None)
+    return _by_prefix(BENCHMARK_PREFIXES, task)
+
+
+def _by_prefix(table: Iterable[tuple[str, Any]], task: str) -> Any:
+    """The value of the first (prefix, value) of ``table`` whose prefix starts ``task``."""
+    return next((value for prefix, value in table if task.startswith(prefix)), None)

@@ -31,5 +31,4 @@ def check_room_for_scoring(max_length_asked: Any, max_length: int,
             f"--model_args max_length={max_length} cuts {cut} of {len(requests)} scored texts "
             "(lm-eval keeps the last max_length + 1 tokens of a context and its answer): give "
             f"max_length={need} or more (the longest of this run's {len(requests)} contexts "
-            "and answers), or leave max_length "
-            "out (the model's own)")
+            "and answers), or leave max_length out (the model's own)")
